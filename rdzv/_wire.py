@@ -1,0 +1,620 @@
+"""Sans-IO codec of torch's TCPStore wire protocol (as spoken by torch 2.13).
+
+The protocol has no version field and no envelope: a request is one opcode byte followed by
+opcode-specific fields; replies are unframed values whose shape the client knows from the
+request it sent. The opcode numbering below is torch 2.13's (``QueryType`` in
+``TCPStoreBackend.hpp``, verified against a 2.13 server); older torch releases numbered the
+same operations differently, so this codec matches torch 2.x from the release that added
+``LIST_KEYS``/``BARRIER`` onwards.
+
+Encodings (all integers little-endian, the host order of every platform torch ships on):
+
+* byte string (keys and values alike): ``u64 length`` + raw bytes
+* key counts (CHECK, WAIT, MULTI_GET, MULTI_SET): ``u64``
+* ADD delta/result, GETNUMKEYS, DELETE_KEY, QUEUE_LEN, QUEUE_POP length, LIST_KEYS count,
+  BARRIER world size: ``i64``
+* VALIDATE magic and PING nonce: ``u32``; CHECK/WAIT/CANCEL_WAIT/BARRIER replies: ``u8``
+
+Invariants kept by this module:
+
+1. No I/O: nothing here imports ``socket``, ``asyncio``, ``time`` or ``random``.
+2. Any chunking of a byte stream decodes to the same messages (a decoder buffers partial
+   frames and never consumes a byte of an incomplete message).
+3. Every length and count is checked against :class:`Limits` *before* any buffering of the
+   payload it announces, so a hostile length prefix costs no memory.
+4. ``decode(encode(m)) == m`` for every request ``m`` within the limits.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final, TypeAlias, TypeVar
+
+from rdzv.errors import StoreProtocolError
+
+__all__ = [
+    "MAGIC",
+    "TORCH_PROTOCOL",
+    "Add",
+    "Append",
+    "Barrier",
+    "CancelWait",
+    "Check",
+    "CompareSet",
+    "DeleteKey",
+    "Get",
+    "GetNumKeys",
+    "Incomplete",
+    "Limits",
+    "ListKeys",
+    "MultiGet",
+    "MultiSet",
+    "Op",
+    "Ping",
+    "QueueLen",
+    "QueuePop",
+    "QueuePush",
+    "Reader",
+    "Request",
+    "RequestDecoder",
+    "Set",
+    "Validate",
+    "Wait",
+    "encode_bytes",
+    "encode_i64",
+    "encode_request",
+    "encode_u8",
+    "encode_u32",
+    "read_bytes",
+    "read_bytes_list",
+    "read_counted_bytes_list",
+    "read_i64",
+    "read_queue_pop",
+    "read_u8",
+    "read_u32",
+]
+
+TORCH_PROTOCOL: Final = "torch 2.13 TCPStore (QueryType 0..18)"
+MAGIC: Final = 0x3C85F7CE
+
+#: CHECK/WAIT reply bytes.
+READY: Final = 0
+NOT_READY: Final = 1
+STOP_WAITING: Final = 0
+WAIT_CANCELED: Final = 1
+
+
+class Op(IntEnum):
+    """Opcodes (torch 2.13 ``QueryType``)."""
+
+    VALIDATE = 0
+    SET = 1
+    COMPARE_SET = 2
+    GET = 3
+    ADD = 4
+    CHECK = 5
+    WAIT = 6
+    GETNUMKEYS = 7
+    DELETE_KEY = 8
+    APPEND = 9
+    MULTI_GET = 10
+    MULTI_SET = 11
+    CANCEL_WAIT = 12
+    PING = 13
+    QUEUE_PUSH = 14
+    QUEUE_POP = 15
+    QUEUE_LEN = 16
+    LIST_KEYS = 17
+    BARRIER = 18
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Caps applied while decoding; exceeding one is a protocol error for that connection.
+
+    Attributes:
+        max_key: longest key in bytes (torch's libuv server: 8192).
+        max_value: longest value in bytes (torch's libuv server: 8 MiB).
+        max_keys: most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET (torch: 131072).
+        max_frame: most bytes one request may occupy in total.
+    """
+
+    max_key: int = 64 * 1024
+    max_value: int = 8 * 1024 * 1024
+    max_keys: int = 128 * 1024
+    max_frame: int = 32 * 1024 * 1024
+
+
+# --- request messages -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Validate:
+    magic: int = MAGIC
+
+
+@dataclass(frozen=True, slots=True)
+class Set:
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class CompareSet:
+    key: bytes
+    expected: bytes
+    desired: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    key: bytes
+    delta: int
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GetNumKeys:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteKey:
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MultiGet:
+    keys: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MultiSet:
+    items: tuple[tuple[bytes, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWait:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    nonce: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePush:
+    key: bytes
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePop:
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLen:
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ListKeys:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    key: bytes
+    world_size: int
+
+
+Request = (
+    Validate
+    | Set
+    | CompareSet
+    | Get
+    | Add
+    | Check
+    | Wait
+    | GetNumKeys
+    | DeleteKey
+    | Append
+    | MultiGet
+    | MultiSet
+    | CancelWait
+    | Ping
+    | QueuePush
+    | QueuePop
+    | QueueLen
+    | ListKeys
+    | Barrier
+)
+
+# --- primitive encoders -----------------------------------------------------------------
+
+_U8 = struct.Struct("<B")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
+
+
+def encode_u8(value: int) -> bytes:
+    """Encode one unsigned byte."""
+    return _U8.pack(value)
+
+
+def encode_u32(value: int) -> bytes:
+    """Encode a little-endian u32 (magic, ping nonce)."""
+    return _U32.pack(value)
+
+
+def encode_i64(value: int) -> bytes:
+    """Encode a little-endian i64 (counters, counts)."""
+    return _I64.pack(value)
+
+
+def encode_bytes(value: bytes) -> bytes:
+    """Encode a byte string as u64 length + bytes."""
+    return _U64.pack(len(value)) + value
+
+
+def _encode_list(keys: Sequence[bytes]) -> bytes:
+    return _U64.pack(len(keys)) + b"".join(_U64.pack(len(k)) + k for k in keys)
+
+
+def encode_request(req: Request) -> bytes:
+    """Encode one request exactly as torch's client sends it.
+
+    Raises:
+        TypeError: ``req`` is not a request message.
+    """
+    encoder = _ENCODERS.get(type(req))
+    if encoder is None:
+        raise TypeError(f"not a TCPStore request message: {req!r}")
+    return encoder(req)
+
+
+def _key_value(op: Op, key: bytes, value: bytes) -> bytes:
+    return b"".join((_U8.pack(op), _U64.pack(len(key)), key, _U64.pack(len(value)), value))
+
+
+_ENCODERS: Final[dict[type, Callable[..., bytes]]] = {
+    Validate: lambda r: _U8.pack(Op.VALIDATE) + _U32.pack(r.magic),
+    Set: lambda r: _key_value(Op.SET, r.key, r.value),
+    CompareSet: lambda r: (
+        _U8.pack(Op.COMPARE_SET)
+        + encode_bytes(r.key)
+        + encode_bytes(r.expected)
+        + encode_bytes(r.desired)
+    ),
+    Get: lambda r: _U8.pack(Op.GET) + encode_bytes(r.key),
+    Add: lambda r: _U8.pack(Op.ADD) + encode_bytes(r.key) + _I64.pack(r.delta),
+    Check: lambda r: _U8.pack(Op.CHECK) + _encode_list(r.keys),
+    Wait: lambda r: _U8.pack(Op.WAIT) + _encode_list(r.keys),
+    GetNumKeys: lambda r: _U8.pack(Op.GETNUMKEYS),
+    DeleteKey: lambda r: _U8.pack(Op.DELETE_KEY) + encode_bytes(r.key),
+    Append: lambda r: _key_value(Op.APPEND, r.key, r.value),
+    MultiGet: lambda r: _U8.pack(Op.MULTI_GET) + _encode_list(r.keys),
+    MultiSet: lambda r: (
+        _U8.pack(Op.MULTI_SET)
+        + _U64.pack(len(r.items))
+        + b"".join(encode_bytes(k) + encode_bytes(v) for k, v in r.items)
+    ),
+    CancelWait: lambda r: _U8.pack(Op.CANCEL_WAIT),
+    Ping: lambda r: _U8.pack(Op.PING) + _U32.pack(r.nonce),
+    QueuePush: lambda r: _key_value(Op.QUEUE_PUSH, r.key, r.value),
+    QueuePop: lambda r: _U8.pack(Op.QUEUE_POP) + encode_bytes(r.key),
+    QueueLen: lambda r: _U8.pack(Op.QUEUE_LEN) + encode_bytes(r.key),
+    ListKeys: lambda r: _U8.pack(Op.LIST_KEYS),
+    Barrier: lambda r: _U8.pack(Op.BARRIER) + encode_bytes(r.key) + _I64.pack(r.world_size),
+}
+
+# --- primitive readers (shared by the request decoder and by clients reading replies) -----
+
+
+T = TypeVar("T")
+#: A reply parser: ``(buffer, position) -> (value, next position)``; raises ``Incomplete``.
+Reader: TypeAlias = Callable[[bytearray, int], tuple[T, int]]
+
+
+class Incomplete(Exception):
+    """More bytes are needed before the value at this position can be read."""
+
+
+def _need(buf: bytes | bytearray | memoryview, pos: int, n: int) -> None:
+    if len(buf) - pos < n:
+        raise Incomplete
+
+
+def read_u8(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Read one byte at ``pos``; returns ``(value, next_pos)``. Raises ``Incomplete``."""
+    _need(buf, pos, 1)
+    return buf[pos], pos + 1
+
+
+def read_u32(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Read a u32 at ``pos``. Raises ``Incomplete``."""
+    _need(buf, pos, 4)
+    return _U32.unpack_from(buf, pos)[0], pos + 4
+
+
+def read_i64(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Read an i64 at ``pos``. Raises ``Incomplete``."""
+    _need(buf, pos, 8)
+    return _I64.unpack_from(buf, pos)[0], pos + 8
+
+
+def _read_u64(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    _need(buf, pos, 8)
+    return _U64.unpack_from(buf, pos)[0], pos + 8
+
+
+def read_bytes(
+    buf: bytes | bytearray | memoryview, pos: int, cap: int, what: str = "value"
+) -> tuple[bytes, int]:
+    """Read a u64-length-prefixed byte string, refusing lengths above ``cap``.
+
+    Raises:
+        Incomplete: the string is not all there yet.
+        StoreProtocolError: the announced length exceeds ``cap``.
+    """
+    length, pos = _read_u64(buf, pos)
+    if length > cap:
+        raise StoreProtocolError(
+            f"{what} length {length} exceeds the limit of {cap} bytes; dropping the connection"
+        )
+    _need(buf, pos, length)
+    return bytes(buf[pos : pos + length]), pos + length
+
+
+def _read_count(buf: bytes | bytearray | memoryview, pos: int, cap: int) -> tuple[int, int]:
+    count, pos = _read_u64(buf, pos)
+    if count > cap:
+        raise StoreProtocolError(f"key count {count} exceeds the limit of {cap} keys per request")
+    return count, pos
+
+
+def read_bytes_list(
+    buf: bytes | bytearray | memoryview, pos: int, count: int, cap: int
+) -> tuple[list[bytes], int]:
+    """Read ``count`` byte strings (a MULTI_GET reply). Raises ``Incomplete``."""
+    out = []
+    for _ in range(count):
+        item, pos = read_bytes(buf, pos, cap)
+        out.append(item)
+    return out, pos
+
+
+def read_counted_bytes_list(
+    buf: bytes | bytearray | memoryview, pos: int, limits: Limits
+) -> tuple[list[bytes], int]:
+    """Read an i64 count then that many byte strings (a LIST_KEYS reply).
+
+    Raises:
+        Incomplete: not all there yet.
+        StoreProtocolError: a negative or oversized count, or an oversized key.
+    """
+    count, pos = read_i64(buf, pos)
+    if not 0 <= count <= limits.max_keys * 64:
+        raise StoreProtocolError(f"LIST_KEYS reply announced {count} keys")
+    return read_bytes_list(buf, pos, count, limits.max_key)
+
+
+def read_queue_pop(
+    buf: bytes | bytearray | memoryview, pos: int, cap: int
+) -> tuple[bytes | None, int]:
+    """Read a QUEUE_POP reply: i64 length-before-pop, then a value when it was positive."""
+    length, pos = read_i64(buf, pos)
+    if length <= 0:
+        return None, pos
+    return read_bytes(buf, pos, cap)
+
+
+# --- request decoder (server side) ------------------------------------------------------
+
+
+class RequestDecoder:
+    """Incremental decoder: feed it bytes as they arrive, get whole requests back.
+
+    On an unknown opcode or a field over the limits, :meth:`feed` still returns the requests
+    decoded before the bad one and sets :attr:`error`; the connection should then be
+    dropped, and any later :meth:`feed` raises that error.
+    """
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.error: StoreProtocolError | None = None
+        self._buf = bytearray()
+        self._pos = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet decoded (a partial frame)."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes) -> list[Request]:
+        """Append ``data`` and return every request now complete, in order.
+
+        Raises:
+            StoreProtocolError: only when called again after :attr:`error` was set.
+        """
+        if self.error is not None:
+            raise self.error
+        buf = self._buf
+        buf += data
+        out: list[Request] = []
+        pos = self._pos
+        end = len(buf)
+        try:
+            while pos < end:
+                try:
+                    req, pos = self._parse_one(buf, pos)
+                except Incomplete:
+                    if end - pos > self.limits.max_frame:
+                        raise StoreProtocolError(
+                            f"a request exceeds the frame limit of {self.limits.max_frame} bytes"
+                        ) from None
+                    break
+                out.append(req)
+        except StoreProtocolError as exc:
+            self.error = exc
+            buf.clear()
+            self._pos = 0
+            return out
+        if pos == end:
+            buf.clear()
+            pos = 0
+        elif pos > 65536 and pos * 2 > end:
+            del buf[:pos]
+            pos = 0
+        self._pos = pos
+        return out
+
+    def _parse_one(self, buf: bytearray, pos: int) -> tuple[Request, int]:
+        op = buf[pos]
+        parser = _PARSERS.get(op)
+        if parser is None:
+            raise StoreProtocolError(
+                f"unknown opcode {op} (0x{op:02x}) at the start of a request; "
+                "the peer does not speak the TCPStore protocol"
+            )
+        return parser(self.limits, buf, pos + 1)
+
+
+def _p_key(lim: Limits, buf: bytearray, pos: int) -> tuple[bytes, int]:
+    return read_bytes(buf, pos, lim.max_key, "key")
+
+
+def _p_val(lim: Limits, buf: bytearray, pos: int) -> tuple[bytes, int]:
+    return read_bytes(buf, pos, lim.max_value, "value")
+
+
+def _p_keys(lim: Limits, buf: bytearray, pos: int) -> tuple[tuple[bytes, ...], int]:
+    count, pos = _read_count(buf, pos, lim.max_keys)
+    keys = []
+    for _ in range(count):
+        key, pos = _p_key(lim, buf, pos)
+        keys.append(key)
+    return tuple(keys), pos
+
+
+def _parse_key_value(
+    cls: Callable[[bytes, bytes], Request],
+) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+        key, pos = _p_key(lim, buf, pos)
+        value, pos = _p_val(lim, buf, pos)
+        return cls(key, value), pos
+
+    return parse
+
+
+def _parse_key(
+    cls: Callable[[bytes], Request],
+) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+        key, pos = _p_key(lim, buf, pos)
+        return cls(key), pos
+
+    return parse
+
+
+def _parse_keys(
+    cls: Callable[[tuple[bytes, ...]], Request],
+) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+        keys, pos = _p_keys(lim, buf, pos)
+        return cls(keys), pos
+
+    return parse
+
+
+def _parse_bare(req: Request) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
+    return lambda lim, buf, pos: (req, pos)
+
+
+def _parse_validate(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    magic, pos = read_u32(buf, pos)
+    return Validate(magic), pos
+
+
+def _parse_ping(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    nonce, pos = read_u32(buf, pos)
+    return Ping(nonce), pos
+
+
+def _parse_compare_set(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    key, pos = _p_key(lim, buf, pos)
+    expected, pos = _p_val(lim, buf, pos)
+    desired, pos = _p_val(lim, buf, pos)
+    return CompareSet(key, expected, desired), pos
+
+
+def _parse_add(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    key, pos = _p_key(lim, buf, pos)
+    delta, pos = read_i64(buf, pos)
+    return Add(key, delta), pos
+
+
+def _parse_barrier(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    key, pos = _p_key(lim, buf, pos)
+    world_size, pos = read_i64(buf, pos)
+    return Barrier(key, world_size), pos
+
+
+def _parse_multi_set(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+    count, pos = _read_count(buf, pos, lim.max_keys)
+    items = []
+    for _ in range(count):
+        key, pos = _p_key(lim, buf, pos)
+        value, pos = _p_val(lim, buf, pos)
+        items.append((key, value))
+    return MultiSet(tuple(items)), pos
+
+
+_PARSERS: Final[dict[int, Callable[[Limits, bytearray, int], tuple[Request, int]]]] = {
+    Op.VALIDATE: _parse_validate,
+    Op.SET: _parse_key_value(Set),
+    Op.COMPARE_SET: _parse_compare_set,
+    Op.GET: _parse_key(Get),
+    Op.ADD: _parse_add,
+    Op.CHECK: _parse_keys(Check),
+    Op.WAIT: _parse_keys(Wait),
+    Op.GETNUMKEYS: _parse_bare(GetNumKeys()),
+    Op.DELETE_KEY: _parse_key(DeleteKey),
+    Op.APPEND: _parse_key_value(Append),
+    Op.MULTI_GET: _parse_keys(MultiGet),
+    Op.MULTI_SET: _parse_multi_set,
+    Op.CANCEL_WAIT: _parse_bare(CancelWait()),
+    Op.PING: _parse_ping,
+    Op.QUEUE_PUSH: _parse_key_value(QueuePush),
+    Op.QUEUE_POP: _parse_key(QueuePop),
+    Op.QUEUE_LEN: _parse_key(QueueLen),
+    Op.LIST_KEYS: _parse_bare(ListKeys()),
+    Op.BARRIER: _parse_barrier,
+}

@@ -1,0 +1,391 @@
+"""``TCPStore``: torch's client API over torch's wire protocol, with honest deadlines.
+
+Differences from torch's client, all deliberate:
+
+* Against an rdzv server, ``get``/``multi_get``/blocking ``queue_pop`` send WAIT and the read
+  in one round trip (the handshake learns whether the server serves requests in order
+  behind a WAIT); against a torch server they take torch's two round trips.
+* Connect retries use 10 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
+  timeout; the final error says what was tried, for how long, how often and why it failed.
+* Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
+  error names the endpoint. No reverse DNS, ever.
+* ``close()`` releases the connection and, for a master, the embedded server.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Final, TypeVar
+
+from rdzv import _wire
+from rdzv._transport import Channel, Expired, connect, endpoint_text
+from rdzv.errors import (
+    QueueEmptyError,
+    StoreClosedError,
+    StoreConnectionError,
+    StoreProtocolError,
+    StoreTimeoutError,
+)
+from rdzv.server import StoreServer
+from rdzv.store import DEFAULT_TIMEOUT, Store, Timeout, format_ms, to_bytes, to_seconds
+
+__all__ = ["TCPStore"]
+
+_T = TypeVar("_T")
+_PREFIX: Final = b"/"
+_INIT_KEY: Final = b"init/"
+_CANCEL: Final = _wire.encode_request(_wire.CancelWait())
+_CANCEL_GRACE: Final = 10.0
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::", "*")
+
+
+class TCPStore(Store):
+    """A client of a TCPStore-protocol server; with ``is_master`` it also hosts one.
+
+    Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
+    ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
+    jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
+
+    Raises:
+        ValueError: ``world_size`` is 0 or ``port`` is outside 0..65535.
+        StoreBindError: ``is_master`` and the port could not be bound.
+        StoreConnectionError: no store answered before the connect deadline.
+        StoreTimeoutError: the master waited for ``world_size`` members in vain.
+    """
+
+    def __init__(
+        self,
+        host_name: str,
+        port: int,
+        world_size: int | None = None,
+        is_master: bool = False,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        wait_for_workers: bool = True,
+        multi_tenant: bool = False,
+        master_listen_fd: int | None = None,
+        use_libuv: bool = True,
+        *,
+        connect_timeout: Timeout | None = None,
+        seed: int | None = None,
+        limits: _wire.Limits | None = None,
+    ) -> None:
+        if world_size == 0:
+            raise ValueError("TCPStore world size cannot be 0")
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"TCPStore port must be an integer in 0..65535, got {port!r}")
+        self._host = host_name
+        self._timeout = to_seconds(timeout)
+        self._connect_timeout = (
+            self._timeout if connect_timeout is None else to_seconds(connect_timeout)
+        )
+        self._world_size = world_size
+        self._use_libuv = use_libuv
+        self._limits = limits or _wire.Limits()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.server: StoreServer | None = None
+        self._finalizer: weakref.finalize[[], TCPStore] | None = None
+        connect_host = host_name
+        if is_master:
+            self.server = StoreServer(host_name, port, limits=limits, listen_fd=master_listen_fd)
+            self.server.start()
+            self._finalizer = weakref.finalize(self, self.server.close)
+            port = self.server.port
+            if _is_wildcard(host_name):
+                connect_host = "127.0.0.1" if host_name != "::" else "::1"
+        self._port = port
+        self._endpoint = endpoint_text(host_name, port)
+        try:
+            conn = connect(connect_host, port, self._connect_timeout, self._rng, self._limits)
+        except BaseException:
+            self.close()
+            raise
+        self._channel: Channel = conn.channel
+        self._pipelined = conn.pipelined
+        self.connect_attempts = conn.attempts
+        if world_size is not None and wait_for_workers:
+            self._raw_add(_INIT_KEY, 1)
+            if is_master:
+                self._wait_for_workers(world_size)
+
+    # --- properties ----------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The host name this store was created with."""
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The server port (the real one when created with port 0 as master)."""
+        return self._port
+
+    @property
+    def libuvBackend(self) -> bool:
+        """Whatever ``use_libuv`` said (the backend here is pure Python either way)."""
+        return self._use_libuv
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=-1) if self._timeout is None else timedelta(seconds=self._timeout)
+
+    def set_timeout(self, timeout: Timeout) -> None:
+        self._timeout = to_seconds(timeout)
+
+    def __repr__(self) -> str:
+        role = "master" if self.server is not None else "client"
+        return f"TCPStore({self._endpoint}, {role}, timeout={format_ms(self._timeout)})"
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def clone(self) -> TCPStore:
+        """A new connection to the same server with the same timeout."""
+        host = self._host
+        if self.server is not None and _is_wildcard(host):
+            host = "127.0.0.1"
+        return TCPStore(host, self._port, None, False, self.timeout, False)
+
+    def close(self) -> None:
+        """Close the connection; a master also stops its server. Idempotent."""
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.close()
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> TCPStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- operations ------------------------------------------------------------------
+
+    def set(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.Set(self._key(key), to_bytes(value)), "SET")
+
+    def get(self, key: str) -> bytes:
+        raw = self._key(key)
+        value = self._wait_then(
+            (raw,), _wire.Get(raw), _read_bytes_for(self._limits), "GET", [key], self._timeout
+        )
+        assert value is not None
+        return value
+
+    def add(self, key: str, amount: int) -> int:
+        return self._raw_add(self._key(key), amount)
+
+    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
+        req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
+        return self._call(req, _read_bytes_for(self._limits), "COMPARE_SET")
+
+    def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
+        seconds = self._timeout if timeout is None else to_seconds(timeout)
+        raw = tuple(self._key(k) for k in keys)
+        if raw:
+            self._wait_then(raw, None, None, "WAIT", list(keys), seconds)
+
+    def check(self, keys: Sequence[str]) -> bool:
+        req = _wire.Check(tuple(self._key(k) for k in keys))
+        return self._call(req, _wire.read_u8, "CHECK") == _wire.READY
+
+    def delete_key(self, key: str) -> bool:
+        return bool(self._call(_wire.DeleteKey(self._key(key)), _wire.read_i64, "DELETE_KEY"))
+
+    def num_keys(self) -> int:
+        return self._call(_wire.GetNumKeys(), _wire.read_i64, "GETNUMKEYS")
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        raw = tuple(self._key(k) for k in keys)
+        if not raw:
+            return []
+        limits = self._limits
+
+        def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
+            return _wire.read_bytes_list(buf, pos, len(raw), limits.max_value)
+
+        values = self._wait_then(
+            raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), self._timeout
+        )
+        assert values is not None
+        return values
+
+    def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:
+        self._check_multi(keys, values)
+        items = tuple((self._key(k), to_bytes(v)) for k, v in zip(keys, values, strict=True))
+        self._send(_wire.MultiSet(items), "MULTI_SET")
+
+    def append(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.Append(self._key(key), to_bytes(value)), "APPEND")
+
+    def list_keys(self) -> list[str]:
+        limits = self._limits
+        raw = self._call(
+            _wire.ListKeys(),
+            lambda buf, pos: _wire.read_counted_bytes_list(buf, pos, limits),
+            "LIST_KEYS",
+        )
+        return [k[1:].decode(errors="surrogateescape") for k in raw if k.startswith(_PREFIX)]
+
+    def queue_push(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.QueuePush(self._key(key), to_bytes(value)), "QUEUE_PUSH")
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        raw = self._key(key)
+        cap = self._limits.max_value
+
+        def read(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
+            return _wire.read_queue_pop(buf, pos, cap)
+
+        while True:
+            if block:
+                value = self._wait_then(
+                    (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], self._timeout
+                )
+            else:
+                value = self._call(_wire.QueuePop(raw), read, "QUEUE_POP")
+            if value is not None:
+                return value
+            if not block:
+                raise QueueEmptyError(f"queue is empty: {key!r} at {self._endpoint}")
+
+    def queue_len(self, key: str) -> int:
+        return self._call(_wire.QueueLen(self._key(key)), _wire.read_i64, "QUEUE_LEN")
+
+    # --- machinery -------------------------------------------------------------------
+
+    @staticmethod
+    def _key(key: str) -> bytes:
+        return _PREFIX + to_bytes(key, "key")
+
+    def _send(self, req: _wire.Request, op: str) -> None:
+        with self._lock:
+            self._channel.send(_wire.encode_request(req), op)
+
+    def _call(self, req: _wire.Request, read: _wire.Reader[_T], op: str) -> _T:
+        with self._lock:
+            self._channel.send(_wire.encode_request(req), op)
+            return self._read(read, None, op)
+
+    def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
+        try:
+            return self._channel.read(read, deadline, op)
+        except StoreClosedError as exc:
+            if op == "ADD":
+                raise StoreClosedError(
+                    f"{exc}; a TCPStore server closes the connection when ADD finds a value "
+                    "that is not an integer"
+                ) from exc
+            raise
+
+    def _raw_add(self, raw: bytes, amount: int) -> int:
+        return self._call(_wire.Add(raw, int(amount)), _wire.read_i64, "ADD")
+
+    def _wait_then(
+        self,
+        keys: tuple[bytes, ...],
+        follow: _wire.Request | None,
+        read: _wire.Reader[_T] | None,
+        op: str,
+        names: list[str],
+        seconds: float | None,
+    ) -> _T | None:
+        """WAIT for ``keys`` then, if given, send ``follow`` and read its reply with ``read``.
+
+        Against an rdzv server both go out in one write. At the deadline CANCEL_WAIT is sent
+        and the connection stays usable: the server answers WAIT_CANCELED (and drops a
+        pipelined ``follow``), or, if the keys arrived in the race, STOP_WAITING, the reply to
+        ``follow`` and then WAIT_CANCELED, in that order.
+        """
+        payload = _wire.encode_request(_wire.Wait(keys))
+        pipelined = self._pipelined and follow is not None
+        if pipelined:
+            assert follow is not None
+            payload += _wire.encode_request(follow)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        with self._lock:
+            self._channel.send(payload, op)
+            late = False
+            try:
+                first = self._read(_wire.read_u8, deadline, op)
+            except Expired:
+                first = self._cancel(op)
+                if first == _wire.WAIT_CANCELED:
+                    shown = ", ".join("/" + n for n in names)
+                    raise StoreTimeoutError(
+                        f"wait timeout after {format_ms(seconds)}, keys: {shown} "
+                        f"(store at {self._endpoint})"
+                    ) from None
+                late = True
+            if first != _wire.STOP_WAITING:
+                raise StoreClosedError(
+                    f"the store at {self._endpoint} shut down while this client waited for "
+                    f"{', '.join(names)} ({op})"
+                )
+            if late and not pipelined:
+                self._expect_cancel_ack(op)
+            if follow is None or read is None:
+                return None
+            if not pipelined:
+                self._channel.send(_wire.encode_request(follow), op)
+            value = self._read(read, None, op)
+            if late and pipelined:
+                self._expect_cancel_ack(op)
+            return value
+
+    def _cancel(self, op: str) -> int:
+        """Send CANCEL_WAIT after a deadline and return the first byte that answers it."""
+        self._channel.send(_CANCEL, op)
+        try:
+            byte = self._channel.read(_wire.read_u8, time.monotonic() + _CANCEL_GRACE, op)
+        except Expired:
+            self._channel.close()
+            raise StoreConnectionError(
+                f"the store at {self._endpoint} did not answer CANCEL_WAIT within "
+                f"{_CANCEL_GRACE:.0f}s; the connection was closed"
+            ) from None
+        if byte not in (_wire.WAIT_CANCELED, _wire.STOP_WAITING):
+            raise StoreProtocolError(
+                f"unexpected reply {byte} to CANCEL_WAIT from {self._endpoint}"
+            )
+        return byte
+
+    def _expect_cancel_ack(self, op: str) -> None:
+        byte = self._channel.read(_wire.read_u8, time.monotonic() + _CANCEL_GRACE, op)
+        if byte != _wire.WAIT_CANCELED:
+            raise StoreProtocolError(
+                f"expected WAIT_CANCELED after a late STOP_WAITING from {self._endpoint}, "
+                f"got {byte}"
+            )
+
+    def _wait_for_workers(self, world_size: int) -> None:
+        start = time.monotonic()
+        deadline = None if self._timeout is None else start + self._timeout
+        count = 0
+        while True:
+            count = self._raw_add(_INIT_KEY, 0)
+            if count >= world_size:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StoreTimeoutError(
+                    f"Timed out after {time.monotonic() - start:.1f} seconds waiting for "
+                    f"clients. {count}/{world_size} clients joined (store at {self._endpoint})."
+                )
+            time.sleep(0.01)
+
+
+def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:
+    cap = limits.max_value
+
+    def read(buf: bytearray, pos: int) -> tuple[bytes, int]:
+        return _wire.read_bytes(buf, pos, cap)
+
+    return read
