@@ -9,9 +9,12 @@ Module map:
 * ``_kv``      pure store semantics: requests in, replies (incl. woken waiters) out
 * ``store``    ``Store`` ABC (torch's method names), ``HashStore``, ``PrefixStore``
 * ``server``   the store server: sockets <-> ``_wire`` <-> ``_kv``
+* ``_transport`` client-side I/O: resolve, connect with retries, handshake, framed reads
 * ``client``   ``TCPStore``: torch's client API, deadlines, retries
 """
 
+from rdzv.client import TCPStore
+from rdzv.endpoint import parse_rendezvous_config, parse_rendezvous_endpoint
 from rdzv.errors import (
     QueueEmptyError,
     RendezvousClosedError,
@@ -27,8 +30,12 @@ from rdzv.errors import (
     StoreProtocolError,
     StoreTimeoutError,
 )
+from rdzv.server import StoreServer
+from rdzv.store import HashStore, PrefixStore, Store
 
 __all__ = [
+    "HashStore",
+    "PrefixStore",
     "QueueEmptyError",
     "RendezvousClosedError",
     "RendezvousConnectionError",
@@ -36,10 +43,15 @@ __all__ = [
     "RendezvousGracefulExitError",
     "RendezvousStateError",
     "RendezvousTimeoutError",
+    "Store",
     "StoreBindError",
     "StoreClosedError",
     "StoreConnectionError",
     "StoreError",
     "StoreProtocolError",
+    "StoreServer",
     "StoreTimeoutError",
+    "TCPStore",
+    "parse_rendezvous_config",
+    "parse_rendezvous_endpoint",
 ]

@@ -18,7 +18,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Final, TypeVar
 
@@ -43,8 +43,54 @@ _CANCEL: Final = _wire.encode_request(_wire.CancelWait())
 _CANCEL_GRACE: Final = 10.0
 
 
-def _is_wildcard(host: str) -> bool:
-    return host in ("", "0.0.0.0", "::", "*")
+def _local_address(server: StoreServer) -> str:
+    """Where a master's own client reaches its server: loopback when it listens on a
+    wildcard, else the address it listens on (never a name that might not resolve)."""
+    address = server.addresses[0][0]
+    if address in ("::", "0.0.0.0", ""):
+        return "127.0.0.1"
+    return str(address)
+
+
+class _Tenancy:
+    """Servers shared per port within this process (torch's ``multi_tenant=True``).
+
+    This is process-wide state on purpose: torch's semantics are "a second multi-tenant
+    master on the same port in the same process reuses the first one's server".
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shared: dict[int, tuple[StoreServer, int]] = {}
+
+    def acquire(
+        self, host: str, port: int, shared: bool, make: Callable[[], StoreServer]
+    ) -> StoreServer:
+        with self._lock:
+            if shared and port in self._shared:
+                server, users = self._shared[port]
+                if server.running:
+                    self._shared[port] = (server, users + 1)
+                    return server
+            server = make().start()
+            if shared:
+                self._shared[server.port] = (server, 1)
+            return server
+
+    def release(self, server: StoreServer) -> None:
+        with self._lock:
+            shared, users = self._shared.get(server.port, (None, 1))
+            users -= 1
+            if shared is server:
+                if users > 0:
+                    self._shared[server.port] = (server, users)
+                else:
+                    del self._shared[server.port]
+        if users <= 0:
+            server.close()
+
+
+_TENANTS: Final = _Tenancy()
 
 
 class TCPStore(Store):
@@ -92,15 +138,18 @@ class TCPStore(Store):
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.server: StoreServer | None = None
-        self._finalizer: weakref.finalize[[], TCPStore] | None = None
+        self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
         connect_host = host_name
         if is_master:
-            self.server = StoreServer(host_name, port, limits=limits, listen_fd=master_listen_fd)
-            self.server.start()
-            self._finalizer = weakref.finalize(self, self.server.close)
+            self.server = _TENANTS.acquire(
+                host_name,
+                port,
+                multi_tenant,
+                lambda: StoreServer(host_name, port, limits=limits, listen_fd=master_listen_fd),
+            )
+            self._finalizer = weakref.finalize(self, _TENANTS.release, self.server)
             port = self.server.port
-            if _is_wildcard(host_name):
-                connect_host = "127.0.0.1" if host_name != "::" else "::1"
+            connect_host = _local_address(self.server)
         self._port = port
         self._endpoint = endpoint_text(host_name, port)
         try:
@@ -148,9 +197,7 @@ class TCPStore(Store):
 
     def clone(self) -> TCPStore:
         """A new connection to the same server with the same timeout."""
-        host = self._host
-        if self.server is not None and _is_wildcard(host):
-            host = "127.0.0.1"
+        host = self._host if self.server is None else _local_address(self.server)
         return TCPStore(host, self._port, None, False, self.timeout, False)
 
     def close(self) -> None:
