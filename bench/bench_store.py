@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -41,7 +42,7 @@ TORCH_SERVER = (
 def server(code: str) -> Iterator[int]:
     """Start a server process running ``code``; yield its port; end it by PID."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=_repo()
+        [sys.executable, "-W", "ignore", "-c", code], stdout=subprocess.PIPE, text=True, cwd=_repo()
     )
     try:
         assert proc.stdout is not None
@@ -100,17 +101,13 @@ def batched(store: Any, pairs: int, tag: str) -> float:
     return rounds * 64 / (time.perf_counter() - start)
 
 
-def measure(
-    client: Callable[[int], Any], code: str, pairs: int, repeat: int, tag: str
-) -> dict[str, float]:
-    results: dict[str, list[float]] = {"setget": [], "batched": []}
+def measure_once(client: Callable[[int], Any], code: str, pairs: int, tag: str) -> dict[str, float]:
     with server(code) as port:
-        for r in range(repeat):
-            store = client(port)
-            results["setget"].append(setget(store, pairs, f"{tag}{r}s"))
-            results["batched"].append(batched(store, pairs, f"{tag}{r}b"))
+        store = client(port)
+        try:
+            return {"setget": setget(store, pairs, tag), "batched": batched(store, pairs, tag)}
+        finally:
             del store
-    return {name: statistics.median(v) for name, v in results.items()}
 
 
 def main() -> int:
@@ -118,6 +115,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    warnings.filterwarnings("ignore")
     try:
         import torch  # noqa: F401
 
@@ -132,10 +130,18 @@ def main() -> int:
             ("torch client -> rdzv server", torch_client, RDZV_SERVER),
             ("rdzv client -> torch server", rdzv_client, TORCH_SERVER),
         ]
-    table: dict[str, dict[str, float]] = {}
-    for i, (name, client, code) in enumerate(combos):
-        table[name] = measure(client, code, args.pairs, args.repeat, f"c{i}")
-        row = table[name]
+    # Interleave the combinations, repeat by repeat: this VM's wake-up latency drifts with
+    # background load, so consecutive blocks of one combination would compare different
+    # machines. Medians over the repeats are reported.
+    samples: dict[str, list[dict[str, float]]] = {name: [] for name, _, _ in combos}
+    for r in range(args.repeat):
+        for i, (name, client, code) in enumerate(combos):
+            samples[name].append(measure_once(client, code, args.pairs, f"r{r}c{i}"))
+    table = {
+        name: {k: statistics.median(s[k] for s in runs) for k in ("setget", "batched")}
+        for name, runs in samples.items()
+    }
+    for name, row in table.items():
         print(
             f"{name:30s} set+get {row['setget']:9.0f} pairs/s   "
             f"batched {row['batched']:10.0f} keys/s",
