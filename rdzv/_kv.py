@@ -215,6 +215,11 @@ class KV:
         if session is not None and session.waiting is not None:
             self._unregister(conn, session.waiting)
 
+    def is_waiting(self, conn: ConnId) -> bool:
+        """True if ``conn`` is blocked in WAIT or BARRIER."""
+        session = self._sessions.get(conn)
+        return session is not None and session.waiting is not None
+
     def waiting(self) -> dict[ConnId, tuple[list[bytes], float]]:
         """Connections blocked in WAIT/BARRIER: their outstanding keys and since when."""
         return {

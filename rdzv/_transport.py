@@ -131,6 +131,7 @@ def connect(
     backoff = Backoff(rng)
     attempts = 0
     last: BaseException | None = None
+    foreign: StoreProtocolError | None = None  # something answered that is not a store
     while True:
         attempts += 1
         try:
@@ -144,6 +145,8 @@ def connect(
             except (OSError, StoreProtocolError, Expired) as exc:
                 channel.close()
                 last = exc
+                if isinstance(exc, StoreProtocolError):
+                    foreign = exc
             else:
                 elapsed = time.monotonic() - start
                 emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
@@ -153,10 +156,13 @@ def connect(
         if deadline is not None and now >= deadline:
             break
         pause = backoff.next_delay()
-        if deadline is not None:
-            pause = min(pause, deadline - now)
+        if deadline is not None and now + pause >= deadline:
+            # An attempt starting at the deadline could only fail and would hide the
+            # cause seen so far: wait out the budget and report.
+            time.sleep(max(0.0, deadline - now))
+            break
         time.sleep(pause)
-    raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last)
+    raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last, foreign)
 
 
 def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
@@ -190,11 +196,16 @@ def _describe(exc: BaseException | None) -> str | None:
 
 
 def _give_up(
-    endpoint: str, timeout: float | None, elapsed: float, attempts: int, last: BaseException | None
+    endpoint: str,
+    timeout: float | None,
+    elapsed: float,
+    attempts: int,
+    last: BaseException | None,
+    foreign: StoreProtocolError | None,
 ) -> StoreConnectionError:
     cause = _describe(last)
-    if isinstance(last, StoreProtocolError):
-        head = f"something answered at {endpoint} but it is not a rendezvous store"
+    if foreign is not None:
+        head = f"something answered at {endpoint} but it is not a rendezvous store ({foreign})"
     else:
         head = f"no rendezvous store answered at {endpoint}"
     error = StoreConnectionError(
@@ -222,6 +233,11 @@ class Channel:
         Raises:
             StoreConnectionError: the connection is gone.
         """
+        if self.closed:
+            raise StoreClosedError(
+                f"this client's connection to the store at {self.endpoint} was closed after "
+                f"an earlier error; {op} was not sent (create a new client)"
+            )
         try:
             self.sock.settimeout(None)
             self.sock.sendall(data)
@@ -250,6 +266,10 @@ class Channel:
                 value, pos = parse(self._buf, self._pos)
             except _wire.Incomplete:
                 pass
+            except StoreProtocolError:
+                # The reply stream can no longer be trusted: never read leftovers later.
+                self.close()
+                raise
             else:
                 self._pos = pos
                 if pos == len(self._buf):

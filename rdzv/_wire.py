@@ -120,12 +120,15 @@ class Limits:
         max_value: longest value in bytes (torch's libuv server: 8 MiB).
         max_keys: most keys in one CHECK/WAIT/MULTI_GET/MULTI_SET (torch: 131072).
         max_frame: most bytes one request may occupy in total.
+        max_reply: longest value a client accepts in a reply (appends can build values
+            longer than ``max_value``; a reply is only buffered as its bytes arrive).
     """
 
     max_key: int = 64 * 1024
     max_value: int = 8 * 1024 * 1024
     max_keys: int = 128 * 1024
     max_frame: int = 32 * 1024 * 1024
+    max_reply: int = 2**31
 
 
 # --- request messages -------------------------------------------------------------------

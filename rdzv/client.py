@@ -257,7 +257,7 @@ class TCPStore(Store):
         limits = self._limits
 
         def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
-            return _wire.read_bytes_list(buf, pos, len(raw), limits.max_value)
+            return _wire.read_bytes_list(buf, pos, len(raw), limits.max_reply)
 
         values = self._wait_then(
             raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), self._timeout
@@ -287,16 +287,17 @@ class TCPStore(Store):
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
         raw = self._key(key)
-        cap = self._limits.max_value
+        cap = self._limits.max_reply
 
         def read(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
             return _wire.read_queue_pop(buf, pos, cap)
 
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
             if block:
-                value = self._wait_then(
-                    (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], self._timeout
-                )
+                # One deadline for the whole pop, even when another popper wins a race.
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                value = self._wait_then((raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], left)
             else:
                 value = self._call(_wire.QueuePop(raw), read, "QUEUE_POP")
             if value is not None:
@@ -320,7 +321,21 @@ class TCPStore(Store):
     def _call(self, req: _wire.Request, read: _wire.Reader[_T], op: str) -> _T:
         with self._lock:
             self._channel.send(_wire.encode_request(req), op)
-            return self._read(read, None, op)
+            return self._reply(read, op)
+
+    def _reply(self, read: _wire.Reader[_T], op: str) -> _T:
+        """Read the reply to a request that the server answers at once, bounded by the
+        store timeout. A reply that never comes closes the connection: later replies could
+        no longer be matched to their requests."""
+        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        try:
+            return self._read(read, deadline, op)
+        except Expired:
+            self._channel.close()
+            raise StoreTimeoutError(
+                f"no reply to {op} from the store at {self._endpoint} within "
+                f"{format_ms(self._timeout)}; the connection was closed"
+            ) from None
 
     def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
         try:
@@ -334,7 +349,11 @@ class TCPStore(Store):
             raise
 
     def _raw_add(self, raw: bytes, amount: int) -> int:
-        return self._call(_wire.Add(raw, int(amount)), _wire.read_i64, "ADD")
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise TypeError(f"add amount must be an int, got {amount!r}")
+        if not -(2**63) <= amount < 2**63:
+            raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
+        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD")
 
     def _wait_then(
         self,
@@ -383,7 +402,7 @@ class TCPStore(Store):
                 return None
             if not pipelined:
                 self._channel.send(_wire.encode_request(follow), op)
-            value = self._read(read, None, op)
+            value = self._reply(read, op)
             if late and pipelined:
                 self._expect_cancel_ack(op)
             return value
@@ -430,7 +449,7 @@ class TCPStore(Store):
 
 
 def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:
-    cap = limits.max_value
+    cap = limits.max_reply
 
     def read(buf: bytearray, pos: int) -> tuple[bytes, int]:
         return _wire.read_bytes(buf, pos, cap)

@@ -29,6 +29,7 @@ import logging
 import resource
 import socket
 import threading
+from collections import deque
 from typing import Final
 
 from rdzv import _wire
@@ -42,6 +43,8 @@ _log = logging.getLogger("rdzv.server")
 
 BACKLOG: Final = 4096
 _HIGH_WATER: Final = 4 * 1024 * 1024
+_MAX_HELD_BYTES: Final = 1024 * 1024
+_BATCH: Final = 16
 _LOCALHOST_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 _EXPLAIN: Final = {
     errno_mod.EADDRINUSE: "is already in use by another process",
@@ -315,12 +318,20 @@ def _raise_fd_limit() -> None:
 
 
 class _Connection(asyncio.Protocol):
-    """One client connection: bytes in, decoded requests to the KV, replies out."""
+    """One client connection: bytes in, decoded requests to the KV, replies out.
+
+    Memory per connection stays bounded: requests are applied in small batches and not at
+    all while the peer leaves more than ``_HIGH_WATER`` bytes of replies unread (reading
+    pauses too), and a peer may send at most ``_MAX_HELD_BYTES`` while it waits.
+    """
 
     def __init__(self, server: StoreServer) -> None:
         self.server = server
         self.decoder = _wire.RequestDecoder(server.limits)
         self.transport: asyncio.Transport
+        self.pending: deque[_wire.Request] = deque()
+        self.held_bytes = 0
+        self.dropped = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -334,25 +345,48 @@ class _Connection(asyncio.Protocol):
         self.server.kv.open(self)
 
     def data_received(self, data: bytes) -> None:
-        requests = self.decoder.feed(data)
+        if self.server.kv.is_waiting(self):
+            self.held_bytes += len(data)
+            if self.held_bytes > _MAX_HELD_BYTES:
+                self.server.kv.close(self)
+                self.drop(
+                    StoreProtocolError(
+                        f"sent more than {_MAX_HELD_BYTES} bytes while waiting for keys"
+                    )
+                )
+                return
+        else:
+            self.held_bytes = 0
+        self.pending.extend(self.decoder.feed(data))
+        self._pump()
+
+    def _pump(self) -> None:
         kv = self.server.kv
-        outcome = kv.feed(self, requests, asyncio.get_running_loop().time())
-        for conn, payload in outcome.replies:
-            assert isinstance(conn, _Connection)
-            conn.write(payload)
-        dropped = dict(outcome.dropped)
-        if self.decoder.error is not None and self not in dropped:
+        now = asyncio.get_running_loop().time()
+        pending = self.pending
+        while pending and not self.dropped:
+            if self.transport.get_write_buffer_size() > _HIGH_WATER:
+                self.transport.pause_reading()  # resume_writing pumps again
+                return
+            batch = [pending.popleft() for _ in range(min(_BATCH, len(pending)))]
+            outcome = kv.feed(self, batch, now)
+            for conn, payload in outcome.replies:
+                assert isinstance(conn, _Connection)
+                conn.write(payload)
+            for conn, error in outcome.dropped.items():
+                assert isinstance(conn, _Connection)
+                conn.drop(error)
+        if self.decoder.error is not None and not self.dropped:
             kv.close(self)
-            dropped[self] = self.decoder.error
-        for conn, error in dropped.items():
-            assert isinstance(conn, _Connection)
-            conn.drop(error)
+            self.drop(self.decoder.error)
 
     def write(self, payload: bytes) -> None:
         if payload and not self.transport.is_closing():
             self.transport.write(payload)
 
     def drop(self, error: StoreProtocolError) -> None:
+        self.dropped = True
+        self.pending.clear()
         peer = self.transport.get_extra_info("peername")
         _log.warning("dropping store connection from %s: %s", peer, error)
         self.transport.close()
@@ -362,8 +396,12 @@ class _Connection(asyncio.Protocol):
         self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        self.transport.resume_reading()
+        if not self.dropped:
+            self.transport.resume_reading()
+            self._pump()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.dropped = True
+        self.pending.clear()
         self.server._conns.discard(self)
         self.server.kv.close(self)
