@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final, TypeAlias, TypeVar
+from typing import ClassVar, Final, TypeAlias, TypeVar
 
 from rdzv.errors import StoreProtocolError
 
@@ -136,17 +136,20 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Validate:
+    op: ClassVar[Op] = Op.VALIDATE
     magic: int = MAGIC
 
 
 @dataclass(frozen=True, slots=True)
 class Set:
+    op: ClassVar[Op] = Op.SET
     key: bytes
     value: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class CompareSet:
+    op: ClassVar[Op] = Op.COMPARE_SET
     key: bytes
     expected: bytes
     desired: bytes
@@ -154,84 +157,97 @@ class CompareSet:
 
 @dataclass(frozen=True, slots=True)
 class Get:
+    op: ClassVar[Op] = Op.GET
     key: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Add:
+    op: ClassVar[Op] = Op.ADD
     key: bytes
     delta: int
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    op: ClassVar[Op] = Op.CHECK
     keys: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Wait:
+    op: ClassVar[Op] = Op.WAIT
     keys: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class GetNumKeys:
-    pass
+    op: ClassVar[Op] = Op.GETNUMKEYS
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteKey:
+    op: ClassVar[Op] = Op.DELETE_KEY
     key: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class Append:
+    op: ClassVar[Op] = Op.APPEND
     key: bytes
     value: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class MultiGet:
+    op: ClassVar[Op] = Op.MULTI_GET
     keys: tuple[bytes, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class MultiSet:
+    op: ClassVar[Op] = Op.MULTI_SET
     items: tuple[tuple[bytes, bytes], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class CancelWait:
-    pass
+    op: ClassVar[Op] = Op.CANCEL_WAIT
 
 
 @dataclass(frozen=True, slots=True)
 class Ping:
+    op: ClassVar[Op] = Op.PING
     nonce: int
 
 
 @dataclass(frozen=True, slots=True)
 class QueuePush:
+    op: ClassVar[Op] = Op.QUEUE_PUSH
     key: bytes
     value: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class QueuePop:
+    op: ClassVar[Op] = Op.QUEUE_POP
     key: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class QueueLen:
+    op: ClassVar[Op] = Op.QUEUE_LEN
     key: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class ListKeys:
-    pass
+    op: ClassVar[Op] = Op.LIST_KEYS
 
 
 @dataclass(frozen=True, slots=True)
 class Barrier:
+    op: ClassVar[Op] = Op.BARRIER
     key: bytes
     world_size: int
 

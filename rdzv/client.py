@@ -343,8 +343,8 @@ class TCPStore(Store):
         except StoreClosedError as exc:
             if op == "ADD":
                 raise StoreClosedError(
-                    f"{exc}; a TCPStore server closes the connection when ADD finds a value "
-                    "that is not an integer"
+                    f"{exc}, or because the key's value is not an integer (a TCPStore server "
+                    "closes the connection when ADD meets one)"
                 ) from exc
             raise
 

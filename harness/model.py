@@ -1,0 +1,102 @@
+"""What a scenario run produces: node events, node outcomes, fault windows, violations.
+
+These are plain data shared by ``node``/``cluster`` (which produce them), ``checks`` (which
+judge them) and ``report`` (which renders them). Times are seconds since the scenario's
+start on the monotonic clock (shared by every process on the machine).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.scenario import Scenario
+
+__all__ = ["FaultRecord", "NodeEvent", "NodeOutcome", "Report", "Violation"]
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One thing a node did (``started``, ``connect_attempt``, ``joined``, ...)."""
+
+    node: int
+    t: float
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeOutcome:
+    """How one node ended.
+
+    Attributes:
+        status: one of :data:`harness.scenario.OUTCOMES`.
+        started: when its process started (None if it never did).
+        finished: when it reported its outcome, was killed, or was found hung.
+        elapsed: ``finished - started`` of its last incarnation.
+    """
+
+    node: int
+    status: str
+    rank: int | None = None
+    world_size: int | None = None
+    run_id: str | None = None
+    error_class: str | None = None
+    message: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    pid: int | None = None
+    events: list[NodeEvent] = field(default_factory=list)
+    shared_store_ok: bool | None = None
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+
+@dataclass
+class FaultRecord:
+    """A fault as it was actually applied (for the timeline and for replay)."""
+
+    index: int
+    kind: str
+    nodes: list[int]
+    start: float
+    end: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A failed check: which check, what was wrong, which nodes."""
+
+    check: str
+    message: str
+    nodes: tuple[int, ...] = ()
+
+
+@dataclass
+class Report:
+    """Everything one scenario run produced."""
+
+    scenario: Scenario
+    seed: int
+    outcomes: list[NodeOutcome]
+    faults: list[FaultRecord] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    duration: float = 0.0
+    proxy_events: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.violations and self.error is None
+
+    @property
+    def replay_command(self) -> str:
+        """The command that reruns this scenario with the same seed."""
+        path = self.scenario.path or f"<{self.scenario.name}>"
+        return f"harness run {shlex.quote(path)} --seed {self.seed}"

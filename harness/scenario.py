@@ -1,0 +1,379 @@
+"""Scenario files: TOML -> validated, frozen models. The format reference is docs/scenarios.md.
+
+Validation rejects unknown keys and bad values; a :class:`~harness.errors.ScenarioError`
+names the file, the key path (``fault[2].type``) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harness.errors import ScenarioError
+
+__all__ = [
+    "OUTCOMES",
+    "Expect",
+    "Fault",
+    "NodeExpect",
+    "NodeOverride",
+    "Scenario",
+    "load",
+    "load_many",
+    "parse",
+]
+
+#: Every outcome a node can report.
+OUTCOMES = (
+    "ok",
+    "timeout",
+    "connection_error",
+    "state_error",
+    "closed",
+    "error",
+    "killed",
+    "hung",
+    "absent",
+)
+Outcome = Literal[
+    "ok",
+    "timeout",
+    "connection_error",
+    "state_error",
+    "closed",
+    "error",
+    "killed",
+    "hung",
+    "absent",
+]
+#: Events a fault may wait for (emitted by the node processes).
+TRIGGER_EVENTS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
+Nodes = list[int] | Literal["all", "others"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class _Timed(_Model):
+    """When a fault fires: ``at`` seconds after start, or ``after`` seconds past an event."""
+
+    at: float | None = Field(default=None, ge=0)
+    on: (
+        Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"] | None
+    ) = None
+    on_node: int | None = Field(default=None, ge=0)
+    after: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> _Timed:
+        if self.on is not None and self.at is not None:
+            raise ValueError("give either 'at' (seconds) or 'on' (an event), not both")
+        if self.on is not None and self.on_node is None:
+            raise ValueError("'on' needs 'on_node': the node whose event triggers the fault")
+        if self.on is None and self.on_node is not None:
+            raise ValueError("'on_node' needs 'on': the event to wait for")
+        return self
+
+
+class ToxicFault(_Timed):
+    kind: Literal["toxic"]
+    nodes: Nodes = "others"
+    type: Literal[
+        "latency",
+        "bandwidth",
+        "slow_close",
+        "timeout",
+        "reset_peer",
+        "slicer",
+        "limit_data",
+        "noop",
+    ]
+    stream: Literal["upstream", "downstream"] = "downstream"
+    toxicity: float = Field(default=1.0, ge=0, le=1)
+    attributes: dict[str, int] = Field(default_factory=dict)
+    duration: float | None = Field(default=None, gt=0)
+
+
+class LinkFault(_Timed):
+    kind: Literal["link_down"]
+    nodes: Nodes = "others"
+    duration: float | None = Field(default=None, gt=0)
+
+
+class AbsentFault(_Model):
+    kind: Literal["absent"]
+    nodes: list[int]
+
+
+class LateStartFault(_Model):
+    kind: Literal["late_start"]
+    nodes: list[int]
+    delay: float = Field(gt=0)
+
+
+class ProcessFault(_Timed):
+    kind: Literal["kill", "pause", "restart"]
+    nodes: list[int]
+    duration: float | None = Field(default=None, gt=0)
+
+
+class SquatterFault(_Model):
+    kind: Literal["squatter"]
+    mode: Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
+    duration: float | None = Field(default=None, gt=0)
+
+
+class DnsFault(_Timed):
+    kind: Literal["dns"]
+    nodes: Nodes = "all"
+    duration: float | None = Field(default=None, gt=0)
+
+
+class StoreOpFault(_Timed):
+    kind: Literal["store_op"]
+    nodes: Nodes = "others"
+    op: Literal[
+        "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS", "DELETE_KEY",
+        "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "QUEUE_PUSH", "QUEUE_POP",
+        "QUEUE_LEN", "LIST_KEYS", "BARRIER",
+    ]  # fmt: skip
+    keys: str = "*"
+    action: Literal["delay", "drop", "fail"]
+    delay: float = Field(default=0.0, ge=0)
+    count: int = Field(default=1, ge=1)
+
+
+Fault = Annotated[
+    ToxicFault
+    | LinkFault
+    | AbsentFault
+    | LateStartFault
+    | ProcessFault
+    | SquatterFault
+    | DnsFault
+    | StoreOpFault,
+    Field(discriminator="kind"),
+]
+
+
+class NodeOverride(_Model):
+    """Per-node deviations from the common configuration (a misconfigured node)."""
+
+    nodes: list[int]
+    rank: int | None = Field(default=None, ge=0)
+    world_size: int | None = Field(default=None, ge=1)
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+class NodeExpect(_Model):
+    """What some nodes must report."""
+
+    nodes: Nodes
+    outcome: Outcome
+    message: str | None = None
+    elapsed: tuple[float, float] | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression ({exc})") from exc
+        return value
+
+    @field_validator("elapsed")
+    @classmethod
+    def _bounds(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 <= value[0] <= value[1]:
+            raise ValueError(f"elapsed must be [low, high] with 0 <= low <= high, got {value}")
+        return value
+
+
+class Expect(_Model):
+    outcome: Outcome = "ok"
+    nodes: list[NodeExpect] = Field(default_factory=list)
+
+
+class Timeouts(_Model):
+    join: float = Field(default=10.0, gt=0)
+    hard: float | None = Field(default=None, gt=0)
+
+    @property
+    def hard_deadline(self) -> float:
+        """Seconds after which a still-running node is killed and reported ``hung``."""
+        return self.hard if self.hard is not None else 2 * self.join + 15
+
+
+class Endpoint(_Model):
+    host: str = "127.0.0.1"
+    via_proxy: bool = True
+
+
+class Scenario(_Model):
+    """One scenario file, validated."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+    sources: list[str] = Field(default_factory=list)
+    field_failure: str | None = Field(default=None, pattern=r"^F\d\d$")
+    seed: int | None = None
+    backend: str = "static"
+    nodes: int = Field(ge=1, le=256)
+    run_id: str | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    endpoint: Endpoint = Field(default_factory=Endpoint)
+    override: list[NodeOverride] = Field(default_factory=list)
+    fault: list[Fault] = Field(default_factory=list)
+    expect: Expect = Field(default_factory=Expect)
+    path: str | None = Field(default=None, exclude=True)
+
+    @field_validator("sources")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith(("https://", "http://")):
+                raise ValueError(f"a source must be a URL, got {url!r}")
+        return value
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        if value in ("static", "torch-static") or re.fullmatch(r"[\w.]+:\w+", value):
+            return value
+        raise ValueError(
+            f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
+        )
+
+    @model_validator(mode="after")
+    def _node_indexes(self) -> Scenario:
+        def check(where: str, nodes: Nodes) -> None:
+            if isinstance(nodes, list):
+                for index in nodes:
+                    if not 0 <= index < self.nodes:
+                        raise ValueError(
+                            f"{where} names node {index}, but the scenario has nodes "
+                            f"0..{self.nodes - 1}"
+                        )
+
+        for i, fault in enumerate(self.fault):
+            if hasattr(fault, "nodes"):
+                check(f"fault[{i}].nodes", fault.nodes)
+            on_node = getattr(fault, "on_node", None)
+            if on_node is not None:
+                check(f"fault[{i}].on_node", [on_node])
+        for i, override in enumerate(self.override):
+            check(f"override[{i}].nodes", override.nodes)
+        for i, node_expect in enumerate(self.expect.nodes):
+            check(f"expect.nodes[{i}].nodes", node_expect.nodes)
+        return self
+
+    def targets(self, nodes: Nodes) -> list[int]:
+        """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
+        if nodes == "all":
+            return list(range(self.nodes))
+        if nodes == "others":
+            return list(range(1, self.nodes))
+        return sorted(set(nodes))
+
+    def expected(self, node: int) -> NodeExpect:
+        """The expectation for ``node`` (the last matching entry wins)."""
+        found = NodeExpect(nodes=[node], outcome=self.expect.outcome)
+        for entry in self.expect.nodes:
+            if node in self.targets(entry.nodes):
+                found = entry
+        return found
+
+    def with_seed(self, seed: int) -> Scenario:
+        """A copy whose seed is ``seed``."""
+        return self.model_copy(update={"seed": seed})
+
+
+def _key_path(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in (
+            "toxic", "link_down", "absent", "late_start", "kill", "pause", "restart",
+            "squatter", "dns", "store_op",
+        ):  # fmt: skip
+            continue  # the discriminator value pydantic inserts in union paths
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _explain(error: Mapping[str, Any]) -> str:
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required key is missing"
+    if kind in ("literal_error", "union_tag_invalid"):
+        expected = ctx.get("expected") or ctx.get("expected_tags")
+        return f"got {error.get('input')!r}; allowed: {expected}"
+    return str(error.get("msg", "invalid value"))
+
+
+def parse(data: Mapping[str, Any], source: str) -> Scenario:
+    """Validate an already-parsed TOML mapping.
+
+    Raises:
+        ScenarioError: naming ``source``, each bad key path and what is allowed.
+    """
+    try:
+        return Scenario.model_validate({**data, "path": source})
+    except ValidationError as exc:
+        problems = [f"{_key_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
+        raise ScenarioError(source, problems) from None
+
+
+def load(path: str | Path) -> Scenario:
+    """Read and validate one scenario file.
+
+    Raises:
+        ScenarioError: unreadable file, bad TOML, or invalid contents.
+    """
+    source = str(path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ScenarioError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(source, [f"not valid TOML: {exc}"]) from exc
+    return parse(data, source)
+
+
+def load_many(paths: Sequence[str | Path]) -> list[Scenario]:
+    """Load files and directories (every ``*.toml`` below them, sorted).
+
+    Raises:
+        ScenarioError: any file is invalid, or a path names nothing.
+    """
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(path.rglob("*.toml")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ScenarioError(str(path), ["no such file or directory"])
+    return [load(f) for f in files]
