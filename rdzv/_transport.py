@@ -38,6 +38,10 @@ class Expired(Exception):
     """A read passed its deadline (the caller turns this into a named timeout)."""
 
 
+class _Silent(Expired):
+    """The peer accepted a connection but never answered the handshake."""
+
+
 @dataclass
 class Backoff:
     """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
@@ -131,7 +135,7 @@ def connect(
     backoff = Backoff(rng)
     attempts = 0
     last: BaseException | None = None
-    foreign: StoreProtocolError | None = None  # something answered that is not a store
+    foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
     while True:
         attempts += 1
         try:
@@ -145,7 +149,7 @@ def connect(
             except (OSError, StoreProtocolError, Expired) as exc:
                 channel.close()
                 last = exc
-                if isinstance(exc, StoreProtocolError):
+                if isinstance(exc, StoreProtocolError | _Silent):
                     foreign = exc
             else:
                 elapsed = time.monotonic() - start
@@ -177,9 +181,9 @@ def _handshake(channel: Channel, timeout: float | None, deadline: float | None) 
     try:
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
     except Expired:
-        raise Expired(
+        raise _Silent(
             f"the peer accepted the connection but did not answer the handshake within "
-            f"{budget:.1f}s; it is not a rendezvous store (or it is stalled)"
+            f"{budget:.1f}s"
         ) from None
     if echoed != nonce:
         raise StoreProtocolError(
@@ -201,11 +205,16 @@ def _give_up(
     elapsed: float,
     attempts: int,
     last: BaseException | None,
-    foreign: StoreProtocolError | None,
+    foreign: StoreProtocolError | _Silent | None,
 ) -> StoreConnectionError:
     cause = _describe(last)
-    if foreign is not None:
-        head = f"something answered at {endpoint} but it is not a rendezvous store ({foreign})"
+    if isinstance(foreign, _Silent):
+        head = (
+            f"something at {endpoint} accepts connections but never answers the handshake: "
+            "it is not a rendezvous store, or a stalled one"
+        )
+    elif foreign is not None:
+        head = f"something answered at {endpoint} but it is {foreign}"
     else:
         head = f"no rendezvous store answered at {endpoint}"
     error = StoreConnectionError(

@@ -1,0 +1,206 @@
+"""The node process: run one rendezvous, stream events, report one outcome.
+
+:func:`run_node` is the entry point of every simulated node (a real OS process started by
+:mod:`harness.cluster`). It builds its handler through ``rdzv``'s registry (or torch's, for
+``torch-static``, or a user's ``module:factory``), calls ``next_rendezvous()``, proves the
+store is shared (every rank writes a key, every rank reads all of them) and puts exactly one
+``("outcome", ...)`` message on the queue, after the ``("event", ...)`` messages that
+describe what happened on the way (rdzv's structured log events plus ``started``).
+
+A DNS shim can be installed first: the endpoint host name then resolves, inside this process
+only, to the address the harness chose — or fails with ``EAI_NONAME`` while the harness says
+DNS is down.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rdzv.events import EVENT_ATTR
+
+__all__ = ["DnsShim", "NodeSpec", "classify", "run_node"]
+
+#: Messages a node sends: ("event", node, t, name, fields) and ("outcome", node, t, fields).
+Message = tuple[Any, ...]
+
+
+class _Queue(Protocol):
+    def put(self, item: Message) -> None: ...
+
+
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class DnsShim:
+    """``name`` resolves to ``address`` while ``up`` is set, else fails like NXDOMAIN."""
+
+    name: str
+    address: str
+    up: _Flag
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything one node needs (picklable)."""
+
+    node: int
+    backend: str
+    endpoint: str
+    run_id: str
+    rank: int
+    world_size: int
+    join_timeout: float
+    config: Mapping[str, Any] = field(default_factory=dict)
+    listen_fd: int | None = None
+    dns: DnsShim | None = None
+
+
+def classify(exc: BaseException) -> str:
+    """Map an exception to an outcome name (rdzv's classes, torch's, or the builtins)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "RendezvousClosedError" in names:
+        return "closed"
+    if "RendezvousStateError" in names:
+        return "state_error"
+    if isinstance(exc, TimeoutError) or "RendezvousTimeoutError" in names:
+        return "timeout"
+    if "DistStoreError" in names and "timed out" in str(exc).lower():
+        return "timeout"
+    if "DistStoreError" in names and "timeout" in str(exc).lower():
+        return "timeout"
+    if isinstance(exc, ConnectionError) or names & {
+        "RendezvousConnectionError",
+        "DistNetworkError",
+    }:
+        return "connection_error"
+    return "error"
+
+
+class _Forward(logging.Handler):
+    """Forward rdzv's structured events to the harness as they happen."""
+
+    def __init__(self, node: int, queue: _Queue) -> None:
+        super().__init__(logging.DEBUG)
+        self.node = node
+        self.queue = queue
+
+    def emit(self, record: logging.LogRecord) -> None:
+        payload = getattr(record, EVENT_ATTR, None)
+        if isinstance(payload, dict):
+            fields = {k: v for k, v in payload.items() if k != "event"}
+            self.queue.put(("event", self.node, time.monotonic(), payload["event"], fields))
+
+
+def _install_dns_shim(shim: DnsShim) -> None:
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.lower() == shim.name.lower():
+            if not shim.up.is_set():
+                raise socket.gaierror(socket.EAI_NONAME, "Name or service not known (harness)")
+            host = shim.address
+        return real(host, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo
+
+
+def _creator(backend: str) -> Callable[[Any], Any]:
+    if backend == "static":
+        from rdzv.registry import create_handler
+
+        return create_handler
+    if backend == "torch-static":
+        from torch.distributed.elastic.rendezvous import registry as torch_registry
+
+        return torch_registry.get_rendezvous_handler
+    module, _, attr = backend.partition(":")
+    factory: Callable[[Any], Any] = getattr(importlib.import_module(module), attr)
+    return factory
+
+
+def _params(spec: NodeSpec) -> Any:
+    config: dict[str, Any] = {"rank": spec.rank, "timeout": spec.join_timeout, **spec.config}
+    backend = spec.backend
+    if spec.backend == "torch-static":
+        from torch.distributed.elastic.rendezvous import RendezvousParameters
+
+        backend = "static"
+        config["timeout"] = int(spec.join_timeout)
+        return RendezvousParameters(
+            backend, spec.endpoint, spec.run_id, spec.world_size, spec.world_size, **config
+        )
+    from rdzv.api import RendezvousParameters as Params
+
+    if spec.listen_fd is not None:
+        config["listen_fd"] = spec.listen_fd
+    if backend not in ("static",) and ":" in backend:
+        backend = "static"
+    return Params(backend, spec.endpoint, spec.run_id, spec.world_size, spec.world_size, **config)
+
+
+def _prove_shared(store: Any, rank: int, world_size: int, node: int) -> bool:
+    """Every rank writes a key and reads everyone's; rank 0 (the usual store host) then
+    waits until every rank is done reading, so its shutdown cannot cut the others off."""
+    store.set(f"harness/rank/{rank}", str(node))
+    keys = [f"harness/rank/{r}" for r in range(world_size)]
+    store.wait(keys)
+    ok = len(store.multi_get(keys)) == world_size
+    store.set(f"harness/done/{rank}", "1")
+    if rank == 0:
+        store.wait([f"harness/done/{r}" for r in range(world_size)])
+    return ok
+
+
+def run_node(spec: NodeSpec, queue: _Queue) -> None:
+    """Entry point of a node process: never raises; always reports one outcome."""
+    start = time.monotonic()
+    queue.put(("event", spec.node, start, "started", {"pid": os.getpid()}))
+    for name in ("rdzv", "torch.distributed"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Forward(spec.node, queue))
+        logger.propagate = False
+    if spec.dns is not None:
+        _install_dns_shim(spec.dns)
+    result: dict[str, Any] = {"pid": os.getpid(), "started": start}
+    handler = None
+    try:
+        handler = _creator(spec.backend)(_params(spec))
+        info = handler.next_rendezvous()
+        rank, world_size = _rank_and_size(info)
+        result.update(status="ok", rank=rank, world_size=world_size, run_id=spec.run_id)
+        queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
+        result["shared_store_ok"] = _prove_shared(_store_of(info), rank, world_size, spec.node)
+    except BaseException as exc:  # reported, not raised: the harness judges it
+        after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
+        result.update(
+            status=classify(exc),
+            error_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            message=f"{after}{exc}",
+        )
+    finally:
+        if handler is not None:
+            try:
+                handler.shutdown()
+            except BaseException as exc:
+                result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
+    queue.put(("outcome", spec.node, time.monotonic(), result))
+
+
+def _rank_and_size(info: Any) -> tuple[int, int]:
+    if isinstance(info, tuple):  # torch's older (store, rank, world_size)
+        return int(info[1]), int(info[2])
+    return int(info.rank), int(info.world_size)
+
+
+def _store_of(info: Any) -> Any:
+    return info[0] if isinstance(info, tuple) else info.store
