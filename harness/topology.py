@@ -1,0 +1,141 @@
+"""The network of one scenario run: node 0's port, each node's proxy link, DNS, store faults.
+
+* Node 0 serves the store on a socket the harness binds (port 0, read back) and hands over,
+  so the port is never "found free, then closed" — unless a squatter fault holds the port
+  first, in which case node 0 must bind it itself, and fails, as in the field.
+* Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
+  Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
+* With store-level faults a :class:`~harness.store_faults.StoreFaultProxy` sits between the
+  links and the store.
+* When the endpoint host is a name, each node resolves it through a shim (``DnsShim``) that
+  the harness can switch off to simulate a name that does not resolve yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.node import DnsShim
+from harness.scenario import Scenario, SquatterFault, StoreOpFault
+from harness.squatters import Squatter
+from harness.store_faults import StoreFaultProxy
+from harness.toxiproxy_client import ToxiproxyClient
+
+__all__ = ["Topology"]
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Topology:
+    """Build with :meth:`build`; always :meth:`teardown` (idempotent)."""
+
+    scenario: Scenario
+    client: ToxiproxyClient
+    run_tag: str
+    ctx: Any
+    store_port: int = 0
+    listen_socket: socket.socket | None = None
+    squatter: Squatter | None = None
+    store_faults: StoreFaultProxy | None = None
+    proxies: dict[int, str] = field(default_factory=dict)
+    proxy_ports: dict[int, int] = field(default_factory=dict)
+    dns_up: Any = None
+    _torn_down: bool = False
+
+    def build(self) -> Topology:
+        """Bind, start proxies, create links. Raises whatever setup failed (after cleanup)."""
+        try:
+            self._build()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def _build(self) -> None:
+        sc = self.scenario
+        squat = next((f for f in sc.fault if isinstance(f, SquatterFault)), None)
+        if squat is not None:
+            self.squatter = Squatter(squat.mode)
+            self.store_port = self.squatter.port
+        else:
+            family = socket.AF_INET6 if ":" in self._bind_address else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.bind((self._bind_address, 0))
+            sock.listen(4096)
+            self.listen_socket = sock
+            self.store_port = sock.getsockname()[1]
+        upstream = {i: self.store_port for i in range(sc.nodes)}
+        if any(isinstance(f, StoreOpFault) for f in sc.fault):
+            self.store_faults = StoreFaultProxy(("127.0.0.1", self.store_port)).start()
+            upstream = {i: self.store_faults.listen(i) for i in range(1, sc.nodes)}
+        if sc.endpoint.via_proxy:
+            for node in range(1, sc.nodes):
+                name = f"{self.run_tag}-node{node}"
+                info = self.client.create_proxy(name, f"127.0.0.1:{upstream[node]}")
+                self.proxies[node] = name
+                self.proxy_ports[node] = info.listen_address[1]
+        elif self.store_faults is not None:
+            self.proxy_ports = {i: upstream[i] for i in range(1, sc.nodes)}
+        if not _is_ip(sc.endpoint.host):
+            self.dns_up = self.ctx.Event()
+            self.dns_up.set()
+
+    @property
+    def _bind_address(self) -> str:
+        host = self.scenario.endpoint.host
+        return host if _is_ip(host) else "127.0.0.1"
+
+    def endpoint(self, node: int) -> str:
+        """The ``host:port`` node ``node`` is told to rendezvous at."""
+        host = self.scenario.endpoint.host
+        port = self.proxy_ports.get(node, self.store_port) if node else self.store_port
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def dns_shim(self) -> DnsShim | None:
+        """The resolver shim nodes install, when the endpoint host is a name."""
+        if self.dns_up is None:
+            return None
+        return DnsShim(self.scenario.endpoint.host, self._bind_address, self.dns_up)
+
+    def take_listen_socket(self) -> socket.socket | None:
+        """The socket node 0 serves on (None when it must bind the port itself)."""
+        return self.listen_socket
+
+    def ports(self) -> list[int]:
+        """Every port this topology listened on (for the leak check)."""
+        return [self.store_port, *self.proxy_ports.values()]
+
+    def teardown(self) -> list[str]:
+        """Remove links, stop interposers, release squatters, close sockets.
+
+        Returns:
+            Problems met on the way (a proxy that could not be deleted, ...).
+        """
+        if self._torn_down:
+            return []
+        self._torn_down = True
+        problems = []
+        for name in self.proxies.values():
+            try:
+                self.client.delete_proxy(name)
+            except Exception as exc:
+                problems.append(f"could not delete proxy {name}: {exc}")
+        if self.store_faults is not None:
+            self.store_faults.stop()
+        if self.squatter is not None:
+            self.squatter.release()
+        if self.listen_socket is not None:
+            with contextlib.suppress(OSError):
+                self.listen_socket.close()
+        return problems
