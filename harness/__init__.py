@@ -2,10 +2,65 @@
 
 Module map (grows with each issue):
 
-* ``errors``          HarnessError tree
-* ``toxics``          pure toxic logic with Toxiproxy's names and attributes
-* ``proxy``           asyncio TCP relay applying toxics per connection and direction
-* ``toxiproxy_api``   the Toxiproxy-compatible HTTP control plane over ``proxy``
+* ``errors``           HarnessError tree
+* ``toxics``           pure toxic logic with Toxiproxy's names, attributes and semantics
+* ``events``           the fault proxy's bounded event log (which toxic acted, when)
+* ``netaddr``          ``host:port`` parsing and listening sockets, with Go-style errors
+* ``relay``            one proxied connection: two sockets, two links, toxic stages
+* ``proxy``            proxies and their collection: listeners, chains, seed, event log
+* ``loop``             the proxy's event loop (stdlib asyncio, sub-millisecond timers)
+* ``toxiproxy_api``    the Toxiproxy-compatible HTTP control plane; ``ToxiproxyServer``
 * ``toxiproxy_client`` one typed client over toxiproxy-python, whichever server is behind it
-* ``cli``             ``harness proxy`` (and later ``run | list | fuzz | replay``)
+* ``cli``              ``harness proxy`` (and later ``run | list | fuzz | replay``)
+
+``ToxiproxyServer`` and ``ToxiproxyClient`` are importable from here; they are loaded on
+first use so that processes which never touch the proxy do not import aiohttp/requests.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import (
+    AlreadyExistsError,
+    HarnessError,
+    InvalidRequestError,
+    NotFoundError,
+    ProxyApiError,
+    ProxyStartError,
+    ScenarioError,
+    ToxiproxyProtocolError,
+    ToxiproxyTimeoutError,
+    ToxiproxyUnreachableError,
+)
+
+if TYPE_CHECKING:
+    from harness.toxiproxy_api import ToxiproxyServer
+    from harness.toxiproxy_client import ToxiproxyClient
+
+__all__ = [
+    "AlreadyExistsError",
+    "HarnessError",
+    "InvalidRequestError",
+    "NotFoundError",
+    "ProxyApiError",
+    "ProxyStartError",
+    "ScenarioError",
+    "ToxiproxyClient",
+    "ToxiproxyProtocolError",
+    "ToxiproxyServer",
+    "ToxiproxyTimeoutError",
+    "ToxiproxyUnreachableError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ToxiproxyServer":
+        from harness.toxiproxy_api import ToxiproxyServer
+
+        return ToxiproxyServer
+    if name == "ToxiproxyClient":
+        from harness.toxiproxy_client import ToxiproxyClient
+
+        return ToxiproxyClient
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -126,7 +126,11 @@ class _Run:
         state.started = self.now()
         state.incarnation += 1
         sock = self.topo.take_listen_socket() if node == 0 else None
-        self.cluster.start(self.spec(node), sock)
+        try:
+            self.cluster.start(self.spec(node), sock)
+        finally:
+            if sock is not None:
+                sock.close()  # node 0 has its own copy; the port dies with node 0
         deadline = state.started + self.sc.timeouts.hard_deadline
         incarnation = state.incarnation
         self._at(deadline, lambda: self._hard_deadline(node, incarnation))

@@ -6,6 +6,7 @@ names the file, the key path (``fault[2].type``) and what is allowed.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -280,7 +281,43 @@ class Scenario(_Model):
             check(f"override[{i}].nodes", override.nodes)
         for i, node_expect in enumerate(self.expect.nodes):
             check(f"expect.nodes[{i}].nodes", node_expect.nodes)
+        self._faults_are_applicable()
         return self
+
+    def _faults_are_applicable(self) -> None:
+        absent = {n for f in self.fault if isinstance(f, AbsentFault) for n in f.nodes}
+        squatters = 0
+        for i, fault in enumerate(self.fault):
+            where = f"fault[{i}]"
+            if isinstance(fault, ToxicFault | LinkFault | StoreOpFault) and 0 in self.targets(
+                fault.nodes
+            ):
+                raise ValueError(
+                    f"{where}.nodes includes node 0, which hosts the store and reaches it "
+                    "without a link; target other nodes (the default 'others' does)"
+                )
+            if isinstance(fault, ToxicFault | LinkFault) and not self.endpoint.via_proxy:
+                raise ValueError(
+                    f"{where} is a network fault but endpoint.via_proxy is false; "
+                    "network faults need each node's proxy link"
+                )
+            if isinstance(fault, DnsFault) and _is_ip_literal(self.endpoint.host):
+                raise ValueError(
+                    f"{where} is a DNS fault but endpoint.host {self.endpoint.host!r} is an "
+                    "IP address; give the endpoint a host name (e.g. 'store.rdzv.test')"
+                )
+            if isinstance(fault, SquatterFault):
+                squatters += 1
+                if squatters > 1:
+                    raise ValueError(f"{where}: only one squatter can hold node 0's port")
+            if isinstance(fault, LateStartFault | ProcessFault) and absent & set(fault.nodes):
+                raise ValueError(
+                    f"{where} targets node(s) {sorted(absent & set(fault.nodes))}, which an "
+                    "'absent' fault never starts"
+                )
+            on_node = getattr(fault, "on_node", None)
+            if on_node is not None and on_node in absent:
+                raise ValueError(f"{where}.on_node {on_node} is absent: the trigger never fires")
 
     def targets(self, nodes: Nodes) -> list[int]:
         """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
@@ -301,6 +338,14 @@ class Scenario(_Model):
     def with_seed(self, seed: int) -> Scenario:
         """A copy whose seed is ``seed``."""
         return self.model_copy(update={"seed": seed})
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _key_path(loc: Sequence[int | str]) -> str:
@@ -325,6 +370,8 @@ def _explain(error: Mapping[str, Any]) -> str:
         return "unknown key"
     if kind == "missing":
         return "required key is missing"
+    if kind == "string_pattern_mismatch":
+        return f"got {error.get('input')!r}; must match the pattern {ctx.get('pattern')}"
     if kind in ("literal_error", "union_tag_invalid"):
         expected = ctx.get("expected") or ctx.get("expected_tags")
         return f"got {error.get('input')!r}; allowed: {expected}"

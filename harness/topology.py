@@ -1,8 +1,9 @@
 """The network of one scenario run: node 0's port, each node's proxy link, DNS, store faults.
 
-* Node 0 serves the store on a socket the harness binds (port 0, read back) and hands over,
-  so the port is never "found free, then closed" — unless a squatter fault holds the port
-  first, in which case node 0 must bind it itself, and fails, as in the field.
+* Node 0 serves the store on a socket the harness binds (port 0, read back) but does not
+  listen on, and hands over: the port is never "found free, then closed", and until node 0
+  listens, connections are refused as in the field. A squatter fault holds the port
+  instead, and node 0 must bind it itself — and fails, as in the field.
 * Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
   Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
 * With store-level faults a :class:`~harness.store_faults.StoreFaultProxy` sits between the
@@ -71,8 +72,9 @@ class Topology:
         else:
             family = socket.AF_INET6 if ":" in self._bind_address else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
+            # Bound, not listening: until node 0 adopts it and listens, connections to the
+            # port are refused, exactly as when no server has started yet.
             sock.bind((self._bind_address, 0))
-            sock.listen(4096)
             self.listen_socket = sock
             self.store_port = sock.getsockname()[1]
         upstream = {i: self.store_port for i in range(sc.nodes)}
@@ -109,8 +111,10 @@ class Topology:
         return DnsShim(self.scenario.endpoint.host, self._bind_address, self.dns_up)
 
     def take_listen_socket(self) -> socket.socket | None:
-        """The socket node 0 serves on (None when it must bind the port itself)."""
-        return self.listen_socket
+        """The socket node 0 serves on, handed over once (None afterwards, and when node 0
+        must bind the port itself: after a restart it binds, like a restarted server)."""
+        sock, self.listen_socket = self.listen_socket, None
+        return sock
 
     def ports(self) -> list[int]:
         """Every port this topology listened on (for the leak check)."""

@@ -175,15 +175,19 @@ def _handshake(channel: Channel, timeout: float | None, deadline: float | None) 
     channel.send(_HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + probe, "handshake")
     # A silent acceptor must not eat the whole budget: bound one handshake attempt.
     budget = 10.0 if timeout is None else max(1.0, timeout / 4)
-    hs_deadline = time.monotonic() + budget
+    started = time.monotonic()
+    hs_deadline = started + budget
     if deadline is not None:
         hs_deadline = min(hs_deadline, deadline)
     try:
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
     except Expired:
+        waited = time.monotonic() - started
+        if waited < min(budget, 0.5):  # cut short by the overall deadline: no evidence
+            raise Expired(f"the deadline passed {waited:.2f}s into the handshake") from None
         raise _Silent(
             f"the peer accepted the connection but did not answer the handshake within "
-            f"{budget:.1f}s"
+            f"{waited:.1f}s"
         ) from None
     if echoed != nonce:
         raise StoreProtocolError(
@@ -197,6 +201,10 @@ def _describe(exc: BaseException | None) -> str | None:
     if exc is None:
         return None
     return f"{type(exc).__name__}: {exc}"
+
+
+def _seconds(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}s"
 
 
 def _give_up(
@@ -218,7 +226,7 @@ def _give_up(
     else:
         head = f"no rendezvous store answered at {endpoint}"
     error = StoreConnectionError(
-        f"{head}: gave up after {elapsed:.2f}s (timeout {timeout}s) and {attempts} "
+        f"{head}: gave up after {elapsed:.2f}s (timeout {_seconds(timeout)}) and {attempts} "
         f"connection attempt(s); last cause: {cause}"
     )
     error.__cause__ = last

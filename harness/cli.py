@@ -1,0 +1,109 @@
+"""The ``harness`` command line: ``harness proxy`` now; ``run | list | fuzz | replay`` later.
+
+Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
+returns the exit status, so new commands plug in with one ``add_parser`` call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.errors import HarnessError, ProxyApiError
+from harness.loop import new_event_loop
+from harness.proxy import ProxyCollection
+from harness.toxiproxy_api import serve
+
+__all__ = ["build_parser", "main"]
+
+_PROXY_DESCRIPTION = """A TCP fault proxy speaking the Toxiproxy 2.x HTTP API (like
+toxiproxy-server), with reproducible randomness (--seed) and an event log (GET /events)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with one subparser per command."""
+    parser = argparse.ArgumentParser(prog="harness", description="rdzv fault-injection harness")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    proxy = commands.add_parser(
+        "proxy",
+        help="run the embedded Toxiproxy-compatible fault proxy",
+        description=_PROXY_DESCRIPTION,
+    )
+    proxy.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
+    proxy.add_argument("--port", type=int, default=8474, help="API port; 0 picks a free one")
+    proxy.add_argument("--seed", type=int, help="seed for every random choice (default: random)")
+    proxy.add_argument(
+        "--config", type=Path, help="JSON array of proxies to create at start (as /populate)"
+    )
+    proxy.set_defaults(func=_proxy_command)
+    return parser
+
+
+class _ConfigError(HarnessError):
+    """The --config file cannot be used (exit status 2, like a usage error)."""
+
+
+def _load_config(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _ConfigError(f"--config {path}: cannot read it: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise _ConfigError(f"--config {path}: not JSON: {exc}") from exc
+
+
+async def _serve_proxy(args: argparse.Namespace) -> None:
+    seed = secrets.randbits(32) if args.seed is None else args.seed
+    hub = ProxyCollection(seed)
+    if args.config is not None:
+        config = _load_config(args.config)
+        _, error = await hub.populate(config)
+        if error is not None:
+            await hub.close()
+            raise _ConfigError(f"--config {args.config}: {error.detail}") from error
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    def ready(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(f"harness proxy: API on http://{shown}:{port} seed {seed}", flush=True)
+
+    try:
+        runner = await serve(args.host, args.port, hub, ready)
+    except ProxyApiError:
+        await hub.close()
+        raise
+    try:
+        await stop.wait()
+    finally:
+        await hub.close()
+        await runner.cleanup()
+
+
+def _proxy_command(args: argparse.Namespace) -> int:
+    try:
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(_serve_proxy(args))
+    except HarnessError as exc:
+        print(f"harness proxy: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, _ConfigError) else 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``harness`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    status: int = args.func(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

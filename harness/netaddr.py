@@ -1,0 +1,75 @@
+"""Listen and dial addresses in Toxiproxy's ``host:port`` form, and listening sockets.
+
+Error messages imitate Go's ``net`` package, as Toxiproxy returns them verbatim (e.g.
+``listen tcp 127.0.0.1:3310: bind: address already in use``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+from harness.errors import ProxyStartError
+
+__all__ = ["bind_listen", "join_address", "resolve_listen", "split_address"]
+
+
+def split_address(address: str, what: str) -> tuple[str, int]:
+    """``"host:port"`` (or ``"[v6]:port"``) as ``(host, port)``; ``what`` prefixes errors.
+
+    Raises:
+        ProxyStartError: no port, or a port that is not a number in 0..65535.
+    """
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        raise ProxyStartError(f"{what}: address {address}: missing port in address")
+    if not port.isdigit() or int(port) > 65535:
+        raise ProxyStartError(f"{what}: address {address}: invalid port")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def join_address(host: str, port: int) -> str:
+    """``(host, port)`` as ``"host:port"``, bracketing IPv6 hosts like Go does."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def resolve_listen(listen: str) -> tuple[socket.AddressFamily, tuple[str, int]]:
+    """Resolve a listen address (IPv4 preferred, as Go does for ``localhost``).
+
+    Raises:
+        ProxyStartError: malformed address or a host name that does not resolve.
+    """
+    host, port = split_address(listen, "listen tcp")
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        raise ProxyStartError(f"listen tcp: lookup {host}: {exc.strerror or exc}") from exc
+    family, _, _, _, sockaddr = next((i for i in infos if i[0] == socket.AF_INET), infos[0])
+    return family, (str(sockaddr[0]), int(sockaddr[1]))
+
+
+async def bind_listen(listen: str) -> socket.socket:
+    """A non-blocking listening socket for a ``host:port`` string (port 0: any free port).
+
+    Raises:
+        ProxyStartError: the address is malformed, does not resolve, or cannot be bound;
+            the message reads like Toxiproxy's (``listen tcp ...: bind: ...``).
+    """
+    return _listen_socket(*await resolve_listen(listen))
+
+
+def _listen_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(4096)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        reason = (exc.strerror or str(exc))[:1].lower() + (exc.strerror or str(exc))[1:]
+        raise ProxyStartError(f"listen tcp {join_address(*address)}: bind: {reason}") from exc
+    return sock

@@ -1,0 +1,102 @@
+"""``harness proxy``: the standalone server, started as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from proxy_helpers import UpstreamServer
+
+from harness.cli import build_parser
+from harness.toxiproxy_client import ToxiproxyClient
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def harness_proxy(*args: str) -> Iterator[subprocess.Popen[str]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "harness.cli", "proxy", *args]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+def announced_url(proc: subprocess.Popen[str]) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    assert ready, "harness proxy printed nothing within 30 s"
+    line = proc.stdout.readline()
+    assert line.startswith("harness proxy: API on http://"), line
+    return line.split()[4]
+
+
+def test_harness_proxy_serves_the_api_with_the_given_seed_and_stops_on_sigterm() -> None:
+    with harness_proxy("--port", "0", "--seed", "7") as proc:
+        client = ToxiproxyClient.from_url(announced_url(proc))
+        assert client.version().startswith("2.")
+        assert client.seed() == 7
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_harness_proxy_creates_the_proxies_of_its_config_file(
+    tmp_path: Path, upstream: UpstreamServer
+) -> None:
+    config = tmp_path / "proxies.json"
+    entry = {"name": "from_config", "upstream": upstream.address, "listen": "127.0.0.1:0"}
+    config.write_text(json.dumps([entry]))
+    with harness_proxy("--port", "0", "--config", str(config)) as proc:
+        client = ToxiproxyClient.from_url(announced_url(proc))
+        assert client.get_proxy("from_config").upstream == upstream.address
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not JSON"),
+        ('[{"upstream": "127.0.0.1:1"}]', "missing required field: name at proxy 1"),
+    ],
+)
+def test_harness_proxy_names_the_config_file_it_cannot_use(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(content)
+    with harness_proxy("--port", "0", "--config", str(config)) as proc:
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert f"--config {config}" in err
+    assert message in err
+
+
+def test_harness_proxy_reports_an_api_port_in_use() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = str(squatter.getsockname()[1])
+        with harness_proxy("--port", port) as proc:
+            _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "address already in use" in err
+
+
+def test_the_command_line_requires_a_command_and_offers_proxy() -> None:
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args([])
+    args = parser.parse_args(["proxy", "--port", "0", "--seed", "3"])
+    assert (args.command, args.host, args.port, args.seed) == ("proxy", "127.0.0.1", 0, 3)
