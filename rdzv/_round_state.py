@@ -1,0 +1,134 @@
+"""Rendezvous state in the store: key names, node identities, verdicts (no network I/O).
+
+Keys (all under ``__rdzv__/<run_id, percent-quoted>/``, so runs never see each other's keys
+and a user's ``PrefixStore(run_id)`` keys never collide with them)::
+
+    closed                 who closed the rendezvous (JSON); set by set_closed()
+    round/<k>/first        identity of the first node to join round k (holds its world size)
+    round/<k>/claim/<r>    identity of the node that claimed rank r (compare_set: one winner)
+    round/<k>/count        add(1) by every successful claimant; the N-th completes the round
+    round/<k>/done         the round's single verdict (compare_set: the first writer wins):
+                           complete | aborted (reason, message) | closed
+    round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node
+                           waits for all of them before returning (the exit barrier)
+    round/<k>/exit[_all]   the shutdown() exit barrier (see rdzv._join.leave)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote
+
+from rdzv.errors import RendezvousStateError
+
+__all__ = ["Identity", "RoundKeys", "closed_record", "decode_verdict", "format_ranks"]
+
+
+def _msg(*parts: str) -> str:
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who claims a rank: enough to tell two claimants apart and to name them."""
+
+    host: str
+    pid: int
+    rank: int
+    world_size: int
+    token: str
+
+    @classmethod
+    def local(cls, rank: int, world_size: int) -> Identity:
+        """This process's identity; the token tells two handlers in one process apart."""
+        return cls(socket.gethostname(), os.getpid(), rank, world_size, os.urandom(8).hex())
+
+    def encode(self) -> bytes:
+        """The stored form (computed once: claims compare it byte for byte)."""
+        return self.raw
+
+    @cached_property
+    def raw(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, key: str) -> Identity:
+        """Parse a stored identity.
+
+        Raises:
+            RendezvousStateError: ``raw`` is not an identity (the key was written by others).
+        """
+        try:
+            return cls(**json.loads(raw))
+        except (ValueError, TypeError) as exc:
+            raise RendezvousStateError(
+                _msg(
+                    f"the store key {key!r} holds {raw[:80]!r}, not a rendezvous identity;",
+                    "another program writes under rdzv's reserved key prefix.",
+                )
+            ) from exc
+
+    def describe(self) -> str:
+        return f"rank {self.rank} ({self.host} pid {self.pid})"
+
+
+class RoundKeys:
+    """Key names of one run (see the module docstring)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.prefix = f"__rdzv__/{quote(run_id, safe='')}"
+        self.closed = f"{self.prefix}/closed"
+
+    def of(self, round_index: int, name: str) -> str:
+        return f"{self.prefix}/round/{round_index}/{name}"
+
+    def claim(self, round_index: int, rank: int) -> str:
+        return self.of(round_index, f"claim/{rank}")
+
+
+def format_ranks(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``; ``[]`` -> ``"none"``."""
+    if not ranks:
+        return "none"
+    spans: list[str] = []
+    start = prev = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ", ".join(spans)
+
+
+def decode_verdict(raw: bytes, key: str) -> dict[str, Any]:
+    """Parse a verdict or a closed record stored at ``key``.
+
+    Raises:
+        RendezvousStateError: ``raw`` is not one (another program wrote the key).
+    """
+    try:
+        value = json.loads(raw)
+        Identity(**value["by"])
+        status = value["status"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RendezvousStateError(
+            _msg(
+                f"the store key {key!r} holds {raw[:80]!r}, not a rendezvous verdict;",
+                "another program writes under rdzv's reserved key prefix.",
+            )
+        ) from exc
+    if status not in ("complete", "aborted", "closed"):
+        raise RendezvousStateError(f"the store key {key!r} holds an unknown status {status!r}")
+    return dict(value)
+
+
+def closed_record(me: Identity, at: float) -> bytes:
+    """The JSON written to ``closed`` and to an open round's ``done`` by ``set_closed``."""
+    return json.dumps({"status": "closed", "by": asdict(me), "at": at}, sort_keys=True).encode()

@@ -1,0 +1,411 @@
+"""The ``static`` backend: a fixed-size rendezvous at a pre-agreed ``host:port``.
+
+Node 0 (by default; see ``start_daemon``) hosts a TCP store; every node dials it, claims its
+own rank and waits until all ``world_size`` ranks have joined the round. Drop-in for
+``torch.distributed.elastic.rendezvous.static_tcp_rendezvous`` (same names and constructor),
+with honest semantics (the join protocol is described in :mod:`rdzv._join`):
+
+* ``next_rendezvous()`` returns on every node only when every rank has joined;
+* a missing node fails every present node at the deadline, naming the missing ranks;
+* a duplicate rank or a world-size mismatch fails every node at once, naming both sides;
+* a port in use fails node 0 at once; the others fail at their deadline saying that no
+  rendezvous server answered (or that what answered is not a rendezvous store);
+* the hosting node returns only after every node read the result (exit barrier);
+* ``set_closed``/``is_closed``/``num_nodes_waiting`` work through the store for every node.
+
+Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``run_id``,
+``round``, ``rank``, ``endpoint`` and ``elapsed`` (seconds since the call started):
+``join_start``, ``joined`` (+ ``joined``, ``world_size``), ``complete`` (+ ``world_size``),
+``failed`` (+ ``error``, ``message``), ``closed``, ``shutdown``, ``linger_ended`` (a failed
+round's host stopped waiting for members to read the verdict). Connect attempts are
+reported by the store client (``connect_attempt`` / ``connected`` on ``rdzv.client``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Final, overload
+
+from rdzv._join import RoundProtocol, connect_error, leave
+from rdzv._round_state import Identity, RoundKeys, closed_record
+from rdzv._static_config import (
+    DEFAULT_TIMEOUT,
+    StaticConfig,
+    config_from_arguments,
+    config_from_params,
+)
+from rdzv.api import (
+    RendezvousHandler,
+    RendezvousInfo,
+    RendezvousParameters,
+    RendezvousStoreInfo,
+)
+from rdzv.errors import (
+    RendezvousClosedError,
+    RendezvousConnectionError,
+    RendezvousStateError,
+    RendezvousTimeoutError,
+    StoreError,
+)
+from rdzv.events import emit
+from rdzv.store import PrefixStore, Store
+
+__all__ = ["StaticTCPRendezvous", "create_handler", "create_rdzv_handler"]
+
+_log: Final = logging.getLogger("rdzv.rendezvous")
+BACKEND: Final = "static"
+_LINGER_SECONDS: Final = 10.0
+
+
+def _msg(*parts: str) -> str:
+    return " ".join(parts)
+
+
+class StaticTCPRendezvous(RendezvousHandler):
+    """A static rendezvous over node 0's TCP store (torch's class, honest semantics).
+
+    Two constructor forms::
+
+        StaticTCPRendezvous(params)                      # a RendezvousParameters
+        StaticTCPRendezvous(master_addr, master_port, rank, world_size, run_id, timeout)
+
+    The second form also takes ``read_timeout``, ``start_daemon`` and ``listen_fd`` as
+    keywords (see :mod:`rdzv._static_config` for every option). Nothing touches the network
+    before :meth:`next_rendezvous`.
+
+    Raises:
+        ValueError: a bad option, rank, port or timeout (naming the option and the value).
+        TypeError: ``master_addr`` is neither a str nor a ``RendezvousParameters``.
+    """
+
+    @overload
+    def __init__(self, master_addr: RendezvousParameters) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        master_addr: str,
+        master_port: int,
+        rank: int,
+        world_size: int,
+        run_id: str,
+        timeout: float | timedelta = ...,
+        *,
+        read_timeout: float | timedelta | None = None,
+        start_daemon: bool | None = None,
+        listen_fd: int | None = None,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        master_addr: str | RendezvousParameters,
+        master_port: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        run_id: str | None = None,
+        timeout: float | timedelta = DEFAULT_TIMEOUT,
+        *,
+        read_timeout: float | timedelta | None = None,
+        start_daemon: bool | None = None,
+        listen_fd: int | None = None,
+    ) -> None:
+        if isinstance(master_addr, RendezvousParameters):
+            self._cfg = config_from_params(master_addr)
+        elif isinstance(master_addr, str):
+            self._cfg = config_from_arguments(
+                master_addr,
+                master_port,
+                rank,
+                world_size,
+                run_id,
+                {
+                    "rank": rank,
+                    "timeout": timeout,
+                    "read_timeout": read_timeout,
+                    "start_daemon": start_daemon,
+                    "listen_fd": listen_fd,
+                },
+            )
+        else:
+            raise TypeError(
+                _msg(
+                    "StaticTCPRendezvous takes a RendezvousParameters or (master_addr,",
+                    "master_port, rank, world_size, run_id, timeout); got",
+                    f"{type(master_addr).__name__} {master_addr!r}.",
+                )
+            )
+        self._clock: Callable[[], float] = time.monotonic
+        self._me = Identity.local(self._cfg.rank, self._cfg.world_size)
+        self._keys = RoundKeys(self._cfg.run_id)
+        self._store: Store | None = None
+        self._round = 0
+        self._closed_here = False
+        self._shut_down = False
+        self._joined_last_round = False
+
+    # torch's public attributes, read-only here.
+    @property
+    def master_addr(self) -> str:
+        """The store host every node dials."""
+        return self._cfg.host
+
+    @property
+    def master_port(self) -> int:
+        """The store port."""
+        return self._cfg.port
+
+    @property
+    def rank(self) -> int:
+        """This node's rank."""
+        return self._cfg.rank
+
+    @property
+    def world_size(self) -> int:
+        """The fixed number of nodes per round."""
+        return self._cfg.world_size
+
+    @property
+    def run_id(self) -> str:
+        """The run id."""
+        return self._cfg.run_id
+
+    @property
+    def timeout(self) -> timedelta:
+        """The join timeout (connect + join barrier) of one :meth:`next_rendezvous`."""
+        return self._cfg.join_timeout
+
+    @property
+    def config(self) -> StaticConfig:
+        """Every validated setting (an rdzv extension)."""
+        return self._cfg
+
+    def get_backend(self) -> str:
+        """Return ``"static"``."""
+        return BACKEND
+
+    @property
+    def use_agent_store(self) -> bool:
+        """True: the returned store lives as long as the hosting node's handler."""
+        return True
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        """Join the next round; return once every rank has joined it.
+
+        Returns:
+            The shared store (scoped to the run id, like torch's), this node's rank, the
+            world size and the store's address.
+
+        Raises:
+            RendezvousClosedError: the rendezvous was closed, or this handler shut down.
+            RendezvousConnectionError: node 0 could not bind the port; no rendezvous server
+                answered in time; what answered is not a rendezvous store; or the store
+                vanished mid-round.
+            RendezvousStateError: duplicate rank, world-size mismatch, or a round that had
+                already ended when this node arrived.
+            RendezvousTimeoutError: not every rank joined before the deadline.
+        """
+        cfg = self._cfg
+        if self._shut_down:
+            raise RendezvousClosedError(
+                _msg(
+                    f"this handler (rank {cfg.rank} of run '{cfg.run_id}') was shut down;",
+                    "create a new handler to rendezvous again.",
+                )
+            )
+        if self._closed_here:
+            raise RendezvousClosedError(
+                _msg(
+                    f"the rendezvous of run '{cfg.run_id}' was closed by this node (rank",
+                    f"{cfg.rank}); no further rounds run.",
+                )
+            )
+        started = self._clock()
+        deadline = started + cfg.join_timeout.total_seconds()
+        round_index = self._round
+        self._event("join_start", round_index, 0.0, world_size=cfg.world_size)
+        self._round += 1
+        self._joined_last_round = False
+        store = self._connect(round_index, started, deadline)
+        protocol = RoundProtocol(
+            store, cfg, self._me, round_index, deadline, self._clock, time.time
+        )
+        try:
+            try:
+                protocol.join()
+            except (RendezvousClosedError, RendezvousStateError, RendezvousTimeoutError):
+                if cfg.start_daemon:  # let the verdict reach every member before leaving
+                    protocol.linger(min(cfg.read_timeout.total_seconds(), _LINGER_SECONDS))
+                raise
+            if cfg.start_daemon:
+                store.set_timeout(cfg.read_timeout)
+                protocol.wait_for_readers(cfg.read_timeout.total_seconds())
+        except RendezvousConnectionError:
+            self._store = None  # broken: the next round dials again (node 0 may be back)
+            _close(store)
+            raise
+        finally:
+            store.set_timeout(cfg.read_timeout)
+        self._joined_last_round = True
+        return RendezvousInfo(
+            PrefixStore(cfg.run_id, store),
+            cfg.rank,
+            cfg.world_size,
+            RendezvousStoreInfo(cfg.host, int(getattr(store, "port", cfg.port))),
+        )
+
+    def is_closed(self) -> bool:
+        """Return whether any node closed this run (read from the store when connected).
+
+        Raises:
+            RendezvousConnectionError: the store could not be read.
+        """
+        if self._store is None:
+            return self._closed_here
+        return bool(
+            self._store_call("reading the closed flag", self._store.check, [self._keys.closed])
+        )
+
+    def set_closed(self) -> None:
+        """Close the rendezvous for every node: waiting nodes fail now, later rounds at once.
+
+        Before the first :meth:`next_rendezvous` only this handler is marked (it has no
+        store yet); its next :meth:`next_rendezvous` raises ``RendezvousClosedError``.
+
+        Raises:
+            RendezvousConnectionError: the store could not be written.
+        """
+        self._closed_here = True
+        if self._store is not None:
+            record = closed_record(self._me, time.time())
+            done = self._keys.of(self._round, "done")
+            self._store_call("writing the closed flag", self._store.set, self._keys.closed, record)
+            self._store_call("closing the open round", self._store.compare_set, done, "", record)
+        self._event("closed", self._round, 0.0)
+
+    def num_nodes_waiting(self) -> int:
+        """Return how many nodes joined the next round, which this node has not joined yet.
+
+        Before the first :meth:`next_rendezvous` this node belongs to no group, so no node
+        can be waiting for it: 0.
+
+        Raises:
+            RendezvousConnectionError: the store could not be read.
+        """
+        if self._store is None:
+            return 0
+        count = self._keys.of(self._round, "count")
+        if not self._store_call("counting waiting nodes", self._store.check, [count]):
+            return 0
+        return int(self._store_call("counting waiting nodes", self._store.get, count))
+
+    def get_run_id(self) -> str:
+        """Return the run id."""
+        return self._cfg.run_id
+
+    def shutdown(self) -> bool:
+        """Leave the run: an exit barrier, then close the connection (and server, if hosted).
+
+        A node that does not host the store records that it is leaving, then closes its
+        connection. The hosting node first waits, up to ``read_timeout``, until every other
+        member of the last round has left, so nobody loses the store while still using it;
+        then it stops the server. Calling it again is harmless.
+
+        Returns:
+            True, or False when the hosting node gave up waiting for some nodes to leave
+            (they then lose the store) or the store was already gone; the ``shutdown``
+            event says which. Store failures are reported this way, never raised.
+        """
+        store, self._store = self._store, None
+        self._shut_down = True
+        left: int | None = None
+        error: str | None = None
+        if store is not None:
+            try:
+                if self._joined_last_round:
+                    left = leave(store, self._cfg, self._keys, self._round - 1)
+            except RendezvousConnectionError as exc:
+                error = str(exc)
+            finally:
+                _close(store)
+        others = self._cfg.world_size - 1
+        self._event("shutdown", self._round, 0.0, others_left=left, others=others, error=error)
+        return error is None and (left is None or left >= others)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _connect(self, round_index: int, started: float, deadline: float) -> Store:
+        if self._store is not None:
+            return self._store
+        from rdzv.client import TCPStore
+
+        cfg = self._cfg
+        try:
+            self._store = TCPStore(
+                cfg.host,
+                cfg.port,
+                None,
+                cfg.start_daemon,
+                cfg.read_timeout,
+                wait_for_workers=False,
+                multi_tenant=True,
+                master_listen_fd=cfg.listen_fd,
+                connect_timeout=max(round(deadline - self._clock(), 3), 0.0),
+            )
+        except StoreError as exc:
+            error = connect_error(cfg, exc, self._clock() - started)
+            elapsed = round(self._clock() - started, 6)
+            kind = type(error).__name__
+            self._event("failed", round_index, elapsed, error=kind, message=str(error))
+            raise error from exc
+        return self._store
+
+    def _event(self, name: str, round_index: int, elapsed: float, **fields: Any) -> None:
+        cfg = self._cfg
+        emit(
+            _log,
+            name,
+            logging.INFO,
+            run_id=cfg.run_id,
+            round=round_index,
+            rank=cfg.rank,
+            endpoint=cfg.endpoint,
+            elapsed=elapsed,
+            **fields,
+        )
+
+    def _store_call(self, doing: str, op: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return op(*args)
+        except StoreError as exc:
+            raise RendezvousConnectionError(
+                _msg(
+                    f"rank {self._cfg.rank} failed {doing} on the rendezvous store at",
+                    f"{self._cfg.endpoint}: {exc}",
+                )
+            ) from exc
+
+
+def _close(store: Store) -> None:
+    close = getattr(store, "close", None)
+    if callable(close):
+        close()
+
+
+def create_rdzv_handler(params: RendezvousParameters) -> RendezvousHandler:
+    """Build a :class:`StaticTCPRendezvous` from ``params`` (torch's factory).
+
+    Checks, in torch's order: ``rank`` present, endpoint present, endpoint parses, port
+    present; then that ``min_nodes == max_nodes`` and every option. No network activity.
+
+    Raises:
+        ValueError: a missing rank, endpoint or port; a malformed endpoint; a variable
+            world size; or a bad option (naming the option and the value).
+    """
+    return StaticTCPRendezvous(params)
+
+
+create_handler = create_rdzv_handler
+"""Alias of :func:`create_rdzv_handler`."""

@@ -1,0 +1,129 @@
+"""The join protocol in process, over an in-memory store: verdict races and corrupt state."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rdzv._join import RoundProtocol
+from rdzv._round_state import Identity, RoundKeys, format_ranks
+from rdzv._static_config import StaticConfig
+from rdzv.errors import RendezvousStateError, RendezvousTimeoutError, StoreTimeoutError
+from rdzv.events import EventCollector
+from rdzv.store import HashStore
+
+
+def _cfg(rank: int, world_size: int = 2, run_id: str = "run") -> StaticConfig:
+    return StaticConfig(
+        host="127.0.0.1",
+        port=29400,
+        rank=rank,
+        world_size=world_size,
+        run_id=run_id,
+        join_timeout=timedelta(seconds=5),
+        read_timeout=timedelta(seconds=5),
+        start_daemon=rank == 0,
+    )
+
+
+def _identity(rank: int, world_size: int = 2) -> Identity:
+    return Identity("host", 1000 + rank, rank, world_size, f"token{rank}")
+
+
+def _protocol(store: Any, rank: int, world_size: int = 2, deadline: float = 5.0) -> RoundProtocol:
+    ticks = itertools.count()
+    return RoundProtocol(
+        store,
+        _cfg(rank, world_size),
+        _identity(rank, world_size),
+        0,
+        deadline,
+        clock=lambda: next(ticks) * 0.001,
+        wall=lambda: 1.0,
+    )
+
+
+class _CompletesAtTheDeadline(HashStore):
+    """The other member completes the round just as this node's wait times out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = RoundKeys("run").of(0, "done")
+
+    def get(self, key: str) -> bytes:
+        if key == self.done and not self.check([key]):
+            other = _identity(1)
+            verdict = {"status": "complete", "by": asdict(other), "at": 1.0}
+            self.compare_set(key, "", json.dumps(verdict))
+            raise StoreTimeoutError(f"wait timeout after 5000ms, keys: /{key}")
+        return super().get(key)
+
+
+def test_a_member_whose_deadline_passes_as_the_round_completes_returns_success() -> None:
+    store = _CompletesAtTheDeadline()
+    _protocol(store, rank=0).join()  # the complete verdict wins over the local deadline
+    assert store.get(RoundKeys("run").of(0, "ack/0")) == b"1"
+
+
+def test_a_member_that_times_out_alone_names_itself_present_and_the_rest_missing() -> None:
+    store = HashStore()
+    with pytest.raises(
+        RendezvousTimeoutError, match=r"1 of 4 nodes joined; missing ranks: 0-1, 3\."
+    ):
+        _protocol(store, rank=2, world_size=4, deadline=0.0).join()
+    verdict = json.loads(store.get(RoundKeys("run").of(0, "done")))
+    assert (verdict["status"], verdict["reason"]) == ("aborted", "timeout")
+
+
+def test_junk_under_the_reserved_prefix_is_reported_as_foreign_state() -> None:
+    store = HashStore()
+    store.set(RoundKeys("run").of(0, "first"), "hello")
+    with pytest.raises(RendezvousStateError, match=r"holds b'hello', not a rendezvous identity"):
+        _protocol(store, rank=0).join()
+
+
+def test_a_verdict_that_is_not_json_is_reported_as_foreign_state() -> None:
+    store = HashStore()
+    store.set(RoundKeys("run").of(0, "done"), "{broken")
+    with pytest.raises(RendezvousStateError, match=r"not a rendezvous verdict"):
+        _protocol(store, rank=1).join()
+
+
+def test_run_ids_are_quoted_so_that_no_run_id_reaches_into_another_runs_keys() -> None:
+    assert RoundKeys("a/round/0").claim(0, 1) != RoundKeys("a").claim(0, 1)
+    assert RoundKeys("a/round/0").prefix == "__rdzv__/a%2Fround%2F0"
+
+
+@pytest.mark.parametrize(
+    ("ranks", "text"),
+    [([], "none"), ([3], "3"), ([0, 1, 2, 5, 7, 8], "0-2, 5, 7-8"), ([1, 3], "1, 3")],
+)
+def test_rank_lists_are_written_as_ranges(ranks: list[int], text: str) -> None:
+    assert format_ranks(ranks) == text
+
+
+def test_a_failed_host_lingers_until_its_members_read_the_verdict_and_no_longer() -> None:
+    keys = RoundKeys("run")
+    store = HashStore()
+    for rank in (0, 1):
+        store.set(keys.claim(0, rank), _identity(rank).raw)
+    store.set(keys.of(0, "ack/0"), "1")
+    collector = EventCollector()
+    logger = logging.getLogger("rdzv.rendezvous")
+    logger.addHandler(collector)
+    logger.setLevel(logging.INFO)
+    try:
+        _protocol(store, rank=0).linger(0.05)  # rank 1 never reads it: bounded, no raise
+        assert [e["event"] for e in collector.events] == ["linger_ended"]
+        store.set(keys.of(0, "ack/1"), "1")
+        _protocol(store, rank=0).linger(5.0)  # every member read it: returns at once
+        assert len(collector.events) == 1
+    finally:
+        logger.removeHandler(collector)
+        logger.setLevel(logging.NOTSET)
