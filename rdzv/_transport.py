@@ -47,7 +47,7 @@ class Backoff:
     """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
 
     rng: random.Random
-    initial: float = 0.01
+    initial: float = 0.025
     cap: float = 1.0
     attempt: int = 0
 

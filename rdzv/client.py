@@ -5,7 +5,7 @@ Differences from torch's client, all deliberate:
 * Against an rdzv server, ``get``/``multi_get``/blocking ``queue_pop`` send WAIT and the read
   in one round trip (the handshake learns whether the server serves requests in order
   behind a WAIT); against a torch server they take torch's two round trips.
-* Connect retries use 10 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
+* Connect retries use 25 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
   timeout; the final error says what was tried, for how long, how often and why it failed.
 * Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
   error names the endpoint. No reverse DNS, ever.
