@@ -372,7 +372,9 @@ def _explain(error: Mapping[str, Any]) -> str:
         return "required key is missing"
     if kind == "string_pattern_mismatch":
         return f"got {error.get('input')!r}; must match the pattern {ctx.get('pattern')}"
-    if kind in ("literal_error", "union_tag_invalid"):
+    if kind == "union_tag_invalid":
+        return f"kind: got {ctx.get('tag')!r}; allowed: {ctx.get('expected_tags')}"
+    if kind == "literal_error":
         expected = ctx.get("expected") or ctx.get("expected_tags")
         return f"got {error.get('input')!r}; allowed: {expected}"
     return str(error.get("msg", "invalid value"))
