@@ -12,17 +12,19 @@ anything else on the machine.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import queue as queue_mod
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import multiprocess
-from multiprocess import spawn
+from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocess.context import set_spawning_popen
 
 from harness.node import Message, NodeSpec, run_node
 
@@ -56,12 +58,14 @@ class LocalCluster:
     _reader: threading.Thread | None = None
     _closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _process_class: Any = None
 
     def __post_init__(self) -> None:
         if self.ctx is None:
             self.ctx = multiprocess.get_context("forkserver")
             self.ctx.set_forkserver_preload(_PRELOAD)
         self._queue = self.ctx.Queue()
+        self._process_class = _node_process_class(self.ctx)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
 
@@ -73,14 +77,13 @@ class LocalCluster:
         ``listen_socket`` (a bound, listening socket) is handed to the process, which
         serves the store on it (its descriptor number reaches the node as ``listen_fd``).
         """
-        process = self.ctx.Process(
+        process = self._process_class(
             target=_entry,
             args=(spec, self._queue, listen_socket),
             name=f"rdzv-node-{spec.node}",
             daemon=True,
         )
-        with _no_main_import():
-            process.start()
+        process.start()
         with self._lock:
             self._procs.setdefault(spec.node, []).append(_Incarnation(process, time.monotonic()))
         pid: int = process.pid
@@ -177,32 +180,41 @@ class LocalCluster:
             self.on_message(("exit", node, time.monotonic(), {"exitcode": inc.process.exitcode}))
 
 
-_PREP_LOCK: Final = threading.Lock()
-
-
-@contextlib.contextmanager
-def _no_main_import() -> Iterator[None]:
-    """Start children without re-importing the parent's ``__main__``.
+class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
+    """Forkserver launch without re-importing the parent's ``__main__`` in the child.
 
     multiprocess makes every forkserver child import the parent's main module (a CLI, or
     pytest) before running its target; that costs ~0.3 s of CPU per node and made 64 nodes
-    take 20 s to start. The node entry point lives in this importable module, so the
-    children do not need ``__main__`` at all.
+    take 20 s to start. The node entry point lives in this importable module, so children
+    need no ``__main__``. Otherwise this is multiprocess's own ``_launch``.
     """
-    original = spawn.get_preparation_data
 
-    def without_main(name: str) -> dict[str, Any]:
-        data: dict[str, Any] = original(name)
-        data.pop("init_main_from_name", None)
-        data.pop("init_main_from_path", None)
-        return data
-
-    with _PREP_LOCK:
-        spawn.get_preparation_data = without_main
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        prep_data.pop("init_main_from_name", None)
+        prep_data.pop("init_main_from_path", None)
+        buf = io.BytesIO()
+        set_spawning_popen(self)
         try:
-            yield
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
         finally:
-            spawn.get_preparation_data = original
+            set_spawning_popen(None)
+        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
+        parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+
+
+def _node_process_class(ctx: Any) -> Any:
+    class NodeProcess(ctx.Process):  # type: ignore[misc]
+        @staticmethod
+        def _Popen(process_obj: Any) -> Any:
+            return _NodePopen(process_obj)
+
+    return NodeProcess
 
 
 def _entry(spec: NodeSpec, queue: Any, listen_socket: Any) -> None:

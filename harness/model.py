@@ -49,6 +49,7 @@ class NodeOutcome:
     pid: int | None = None
     events: list[NodeEvent] = field(default_factory=list)
     shared_store_ok: bool | None = None
+    maxrss_kib: int | None = None
 
     @property
     def elapsed(self) -> float | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import resource
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -193,6 +194,7 @@ def run_node(spec: NodeSpec, queue: _Queue) -> None:
                 handler.shutdown()
             except BaseException as exc:
                 result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
+    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     queue.put(("outcome", spec.node, time.monotonic(), result))
 
 

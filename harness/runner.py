@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -42,6 +43,8 @@ from harness.topology import Topology
 from harness.toxiproxy_client import ToxiproxyClient
 
 __all__ = ["run_scenario"]
+
+_LAUNCHERS = 4  # concurrent process launches
 
 
 @dataclass(order=True)
@@ -120,20 +123,39 @@ class _Run:
         )
 
     def start_node(self, node: int) -> None:
-        state = self.nodes[node]
-        state.pending_start = False
-        state.outcome, state.status, state.finished = None, None, None
-        state.started = self.now()
-        state.incarnation += 1
+        """Start (or restart) one node from the scheduler thread."""
+        self.start_nodes([node])
+
+    def start_nodes(self, nodes: list[int]) -> None:
+        """Start nodes, a few at a time (a forkserver launch mostly waits on I/O), then
+        arm each one's hard deadline."""
+        for node in nodes:
+            state = self.nodes[node]
+            state.pending_start = False
+            state.outcome, state.status, state.finished = None, None, None
+            state.incarnation += 1
+        if len(nodes) == 1:
+            self._launch(nodes[0])
+        else:
+            with ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="harness-launch") as pool:
+                list(pool.map(self._launch, nodes))
+        for node in nodes:
+            state = self.nodes[node]
+            assert state.started is not None
+            incarnation = state.incarnation
+            self._at(
+                state.started + self.sc.timeouts.hard_deadline,
+                partial(self._hard_deadline, node, incarnation),
+            )
+
+    def _launch(self, node: int) -> None:
         sock = self.topo.take_listen_socket() if node == 0 else None
+        self.nodes[node].started = self.now()
         try:
             self.cluster.start(self.spec(node), sock)
         finally:
             if sock is not None:
                 sock.close()  # node 0 has its own copy; the port dies with node 0
-        deadline = state.started + self.sc.timeouts.hard_deadline
-        incarnation = state.incarnation
-        self._at(deadline, lambda: self._hard_deadline(node, incarnation))
 
     def _hard_deadline(self, node: int, incarnation: int) -> None:
         state = self.nodes[node]
@@ -311,6 +333,7 @@ class _Run:
                     assert squatter is not None
                     self._undo_after(record, fault.duration, squatter.release)
         self.schedule_faults()
+        now = []
         for node in range(sc.nodes):
             if node in absent:
                 self.nodes[node].status = "absent"
@@ -318,7 +341,8 @@ class _Run:
                 self.nodes[node].pending_start = True
                 self._at(late[node], partial(self.start_node, node))
             else:
-                self.start_node(node)
+                now.append(node)
+        self.start_nodes(now)
         self._loop()
         return self._finish_run()
 
@@ -373,6 +397,7 @@ class _Run:
             pid=fields.get("pid"),
             events=state.events,
             shared_store_ok=fields.get("shared_store_ok"),
+            maxrss_kib=fields.get("maxrss_kib"),
         )
 
 

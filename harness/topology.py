@@ -81,11 +81,18 @@ class Topology:
         if any(isinstance(f, StoreOpFault) for f in sc.fault):
             self.store_faults = StoreFaultProxy(("127.0.0.1", self.store_port)).start()
             upstream = {i: self.store_faults.listen(i) for i in range(1, sc.nodes)}
-        if sc.endpoint.via_proxy:
-            for node in range(1, sc.nodes):
-                name = f"{self.run_tag}-node{node}"
-                info = self.client.create_proxy(name, f"127.0.0.1:{upstream[node]}")
-                self.proxies[node] = name
+        if sc.endpoint.via_proxy and sc.nodes > 1:
+            wanted = {f"{self.run_tag}-node{node}": node for node in range(1, sc.nodes)}
+            # One request for every link (POST /populate), however many nodes.
+            created = self.client.populate(
+                [
+                    {"name": name, "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream[n]}"}
+                    for name, n in wanted.items()
+                ]
+            )
+            for info in created:
+                node = wanted[info.name]
+                self.proxies[node] = info.name
                 self.proxy_ports[node] = info.listen_address[1]
         elif self.store_faults is not None:
             self.proxy_ports = {i: upstream[i] for i in range(1, sc.nodes)}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -30,6 +31,7 @@ import toxiproxy.exceptions
 
 from harness.errors import (
     AlreadyExistsError,
+    HarnessError,
     InvalidRequestError,
     NotFoundError,
     ProxyApiError,
@@ -269,6 +271,23 @@ class ToxiproxyClient:
         """
         data = self._raw("POST", "/populate", list(map(dict, proxies)), ok=201)
         return [ProxyInfo.from_json(p) for p in data["proxies"]]
+
+    def delete_proxies(self, names: Sequence[str], *, parallel: int = 8) -> list[str]:
+        """Delete many proxies, ``parallel`` requests at a time (a run tears down hundreds).
+
+        Returns:
+            One problem line per proxy that could not be deleted (empty when all were).
+        """
+
+        def delete(name: str) -> str | None:
+            try:
+                self._raw("DELETE", self._path(name), ok=204)
+            except HarnessError as exc:
+                return f"could not delete proxy {name}: {exc}"
+            return None
+
+        with ThreadPoolExecutor(parallel, thread_name_prefix="toxiproxy-delete") as pool:
+            return [problem for problem in pool.map(delete, names) if problem is not None]
 
     # ------------------------------------------------------------------ proxies
     def proxies(self) -> dict[str, ProxyInfo]:

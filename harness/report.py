@@ -1,0 +1,294 @@
+"""Render :class:`~harness.model.Report` objects: console summary and JUnit XML.
+
+The HTML timeline lives in :mod:`harness.report_html`. Every renderer here is a pure
+function of the reports (no clock reads): the caller passes a timestamp where one is shown.
+
+* :func:`summary_table` / :func:`print_summary` — a rich table (scenario, seed, nodes,
+  outcome counts, duration, PASS/FAIL), then, for each failure, its violations, seed and
+  replay command.
+* :func:`result_line` — one plain line per finished scenario (progress in CI logs).
+* :func:`junit_xml` / :func:`write_junit` — one ``<testsuite>``, one ``<testcase>`` per
+  scenario; a ``<failure>`` (violated checks) or ``<error>`` (the harness itself failed)
+  carrying the seed and the replay command; per-node outcomes in ``<system-out>``.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from harness.model import FaultRecord, NodeOutcome, Report
+from harness.scenario import OUTCOMES
+from harness.timeline import node_ranges
+
+__all__ = [
+    "STATUS_STYLES",
+    "failure_panel",
+    "fault_line",
+    "junit_xml",
+    "node_ranges",
+    "outcome_counts",
+    "print_summary",
+    "result_line",
+    "summary_table",
+    "totals_line",
+    "write_junit",
+]
+
+#: rich styles of the node outcomes (the HTML report has its own palette).
+STATUS_STYLES = {
+    "ok": "green",
+    "timeout": "yellow",
+    "connection_error": "dark_orange",
+    "state_error": "magenta",
+    "closed": "cyan",
+    "error": "red",
+    "killed": "bold red",
+    "hung": "bold magenta",
+    "absent": "dim",
+}
+
+# XML 1.0 forbids most control characters; node messages may carry anything.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def outcome_counts(report: Report) -> list[tuple[str, int]]:
+    """``(status, how many nodes)`` in :data:`~harness.scenario.OUTCOMES` order, non-zero only."""
+    counts = Counter(o.status for o in report.outcomes)
+    known = [(status, counts[status]) for status in OUTCOMES if counts[status]]
+    unknown = sorted((s, n) for s, n in counts.items() if s not in OUTCOMES)
+    return known + unknown
+
+
+def _counts_text(report: Report) -> Text:
+    text = Text()
+    for status, count in outcome_counts(report):
+        if text:
+            text.append("  ")
+        text.append(f"{count} {status}", style=STATUS_STYLES.get(status, ""))
+    if not text:
+        text.append("no outcomes", style="dim")
+    return text
+
+
+def _verdict(report: Report) -> str:
+    if report.error is not None:
+        return "ERROR"
+    return "PASS" if report.passed else "FAIL"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)} min {rest:.0f} s"
+
+
+def result_line(report: Report, done: int | None = None, total: int | None = None) -> str:
+    """One plain line for a finished scenario, e.g. for CI logs.
+
+    ``[3/12] FAIL f28-black-hole-link  4 nodes  seed 2801  3.1 s  (2 violations; replay:
+    harness run scenarios/f28.toml --seed 2801)``
+    """
+    prefix = f"[{done}/{total}] " if done is not None and total is not None else ""
+    counts = ", ".join(f"{n} {s}" for s, n in outcome_counts(report)) or "no outcomes"
+    line = (
+        f"{prefix}{_verdict(report)} {report.scenario.name}  {report.scenario.nodes} nodes  "
+        f"seed {report.seed}  {_duration(report.duration)}  [{counts}]"
+    )
+    if not report.passed:
+        why = f"{len(report.violations)} violation(s)" if report.violations else "harness error"
+        line += f"  ({why}; replay: {report.replay_command})"
+    return line
+
+
+def totals_line(reports: Sequence[Report], wall: float | None = None) -> str:
+    """``12 passed, 1 failed, 0 errors in 41.2 s`` (``wall``: elapsed time of the suite)."""
+    errors = sum(r.error is not None for r in reports)
+    failed = sum(not r.passed for r in reports) - errors
+    passed = len(reports) - failed - errors
+    line = f"{passed} passed, {failed} failed, {errors} errors"
+    return f"{line} in {_duration(wall)}" if wall is not None else line
+
+
+def summary_table(reports: Sequence[Report]) -> Table:
+    """The rich summary table, one row per report."""
+    table = Table(title="harness run", title_justify="left", header_style="bold")
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("seed", justify="right", no_wrap=True)
+    table.add_column("nodes", justify="right")
+    table.add_column("outcomes")
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("result", justify="center", no_wrap=True)
+    for report in reports:
+        verdict = _verdict(report)
+        style = "bold green" if verdict == "PASS" else "bold red"
+        table.add_row(
+            report.scenario.name,
+            str(report.seed),
+            str(report.scenario.nodes),
+            _counts_text(report),
+            _duration(report.duration),
+            Text(verdict, style=style),
+        )
+    return table
+
+
+def failure_panel(report: Report) -> Panel:
+    """What went wrong in one failed report: violations or error, seed, replay command."""
+    lines: list[Text] = []
+    for violation in report.violations:
+        line = Text("• ", style="red")
+        line.append(f"[{violation.check}] ", style="bold")
+        line.append(violation.message)
+        if violation.nodes:
+            line.append(f"  (nodes {node_ranges(violation.nodes)})", style="dim")
+        lines.append(line)
+    if report.error is not None:
+        lines.append(Text(report.error, style="red"))
+    lines.append(Text.assemble(("seed   ", "bold"), str(report.seed)))
+    lines.append(Text.assemble(("replay ", "bold"), (report.replay_command, "cyan")))
+    title = f"{_verdict(report)} {report.scenario.name}"
+    return Panel(Group(*lines), title=title, title_align="left", border_style="red")
+
+
+def print_summary(reports: Sequence[Report], console: Console, wall: float | None = None) -> None:
+    """Print the summary table, a panel per failed report, and the totals line."""
+    console.print(summary_table(reports))
+    for report in reports:
+        if not report.passed:
+            console.print(failure_panel(report))
+    style = "bold green" if all(r.passed for r in reports) else "bold red"
+    console.print(Text(totals_line(reports, wall), style=style))
+
+
+# --- JUnit XML ----------------------------------------------------------------------
+
+
+def _clean(text: str) -> str:
+    return _XML_ILLEGAL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def _outcome_line(outcome: NodeOutcome) -> str:
+    parts = [f"node {outcome.node}: {outcome.status}"]
+    if outcome.rank is not None:
+        parts.append(f"rank {outcome.rank}")
+    if outcome.world_size is not None:
+        parts.append(f"world size {outcome.world_size}")
+    if outcome.elapsed is not None:
+        parts.append(f"after {outcome.elapsed:.3f} s")
+    line = ", ".join(parts)
+    if outcome.message:
+        line += f" — {outcome.error_class or 'message'}: {outcome.message}"
+    return line
+
+
+def fault_line(fault: FaultRecord) -> str:
+    """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream``."""
+    end = "the end" if fault.end is None else f"{fault.end:.2f} s"
+    line = f"fault {fault.index} {fault.kind} on nodes {node_ranges(fault.nodes)}"
+    line += f" from {fault.start:.2f} s to {end}"
+    return f"{line}: {fault.detail}" if fault.detail else line
+
+
+def _failure_text(report: Report) -> str:
+    lines = [f"[{v.check}] {v.message}" for v in report.violations]
+    if report.error is not None:
+        lines.append(report.error)
+    lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
+    return "\n".join(lines)
+
+
+def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
+    case = ET.SubElement(
+        parent,
+        "testcase",
+        name=report.scenario.name,
+        classname=classname,
+        time=f"{report.duration:.3f}",
+    )
+    if report.error is not None:
+        first = report.error.splitlines()[0] if report.error else "harness error"
+        error = ET.SubElement(case, "error", message=_clean(first), type="HarnessError")
+        error.text = _clean(_failure_text(report))
+    elif report.violations:
+        summary = "; ".join(f"[{v.check}] {v.message}" for v in report.violations[:3])
+        if len(report.violations) > 3:
+            summary += f"; and {len(report.violations) - 3} more"
+        failure = ET.SubElement(
+            case,
+            "failure",
+            message=_clean(f"{summary} (seed {report.seed})"),
+            type=",".join(sorted({v.check for v in report.violations})),
+        )
+        failure.text = _clean(_failure_text(report))
+    out = [
+        f"scenario: {report.scenario.name} ({report.scenario.path or 'no file'})",
+        f"seed: {report.seed}",
+        f"replay: {report.replay_command}",
+        *(fault_line(f) for f in report.faults),
+        *(_outcome_line(o) for o in report.outcomes),
+    ]
+    ET.SubElement(case, "system-out").text = _clean("\n".join(out))
+
+
+def _classname(report: Report) -> str:
+    path = report.scenario.path
+    parts = [p for p in Path(path).parent.parts if p not in (".", "..", "/")] if path else []
+    return ".".join(parts) or "scenarios"
+
+
+def junit_xml(
+    reports: Sequence[Report], suite_name: str = "harness", timestamp: str | None = None
+) -> ET.ElementTree[ET.Element]:
+    """A JUnit XML document: ``<testsuites>`` holding one ``<testsuite>``.
+
+    Args:
+        reports: one test case each.
+        suite_name: the ``name`` of the suite.
+        timestamp: ISO 8601 start time of the run, shown when given.
+    """
+    errors = sum(r.error is not None for r in reports)
+    failures = sum(not r.passed for r in reports) - errors
+    total_time = f"{sum(r.duration for r in reports):.3f}"
+    counts = {
+        "tests": str(len(reports)),
+        "failures": str(failures),
+        "errors": str(errors),
+        "time": total_time,
+    }
+    root = ET.Element("testsuites", name=suite_name, **counts)
+    suite = ET.SubElement(root, "testsuite", name=suite_name, skipped="0", **counts)
+    if timestamp is not None:
+        suite.set("timestamp", timestamp)
+    properties = ET.SubElement(suite, "properties")
+    for report in reports:
+        ET.SubElement(
+            properties, "property", name=f"seed.{report.scenario.name}", value=str(report.seed)
+        )
+    for report in reports:
+        _testcase(suite, report, _classname(report))
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(
+    reports: Sequence[Report],
+    path: str | Path,
+    suite_name: str = "harness",
+    timestamp: str | None = None,
+) -> None:
+    """Write :func:`junit_xml` to ``path`` (UTF-8, with an XML declaration).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    junit_xml(reports, suite_name, timestamp).write(path, encoding="utf-8", xml_declaration=True)

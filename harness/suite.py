@@ -1,0 +1,108 @@
+"""Run many scenarios: pick each one's seed, run them on a thread pool, collect reports.
+
+This is the orchestration behind ``harness run`` (and anything else that wants a whole
+suite): it never raises because one scenario went wrong. A scenario whose run raised comes
+back as a :class:`~harness.model.Report` whose ``error`` holds the traceback, so it counts
+as failed and still shows its seed and replay command.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from harness.model import Report
+from harness.runner import run_scenario
+from harness.scenario import Scenario
+from harness.toxiproxy_client import ToxiproxyClient
+
+__all__ = ["choose_seed", "run_one", "run_suite"]
+
+#: Called with a scenario when a worker starts it, and with its report when it ends.
+OnStart = Callable[[Scenario], None]
+OnResult = Callable[[Report], None]
+
+
+def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], int]) -> int:
+    """The seed a run uses: the override, else the scenario's own, else ``fresh()``."""
+    if override is not None:
+        return override
+    if scenario.seed is not None:
+        return scenario.seed
+    return fresh()
+
+
+def run_one(scenario: Scenario, client: ToxiproxyClient, seed: int) -> Report:
+    """Run one scenario with ``seed``; a run that raises becomes a failed report.
+
+    ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
+    still propagate (after the runner has cleaned up its processes).
+    """
+    began = time.monotonic()
+    try:
+        return run_scenario(scenario, client, seed)
+    except Exception as exc:
+        detail = "".join(traceback.format_exception(exc)).rstrip()
+        return Report(
+            scenario,
+            seed,
+            outcomes=[],
+            duration=time.monotonic() - began,
+            error=f"the harness failed while running the scenario:\n{detail}",
+        )
+
+
+def run_suite(
+    scenarios: Sequence[Scenario],
+    client: ToxiproxyClient,
+    jobs: int = 1,
+    seed: int | None = None,
+    on_result: OnResult | None = None,
+    on_start: OnStart | None = None,
+) -> list[Report]:
+    """Run every scenario, ``jobs`` at a time, and return their reports in input order.
+
+    Args:
+        scenarios: the scenarios to run (e.g. from :func:`harness.scenario.load_many`).
+        client: the Toxiproxy API every run drives (embedded or real).
+        jobs: how many scenarios run at once (each in its own thread, with its own nodes).
+        seed: overrides every scenario's seed when given.
+        on_result: called (from a worker thread, one call at a time) with each report as
+            soon as its scenario ends.
+        on_start: called (likewise serialised) with each scenario as a worker starts it.
+
+    Raises:
+        ValueError: ``jobs`` is less than 1.
+        KeyboardInterrupt: the run was interrupted; scenarios not yet started are cancelled
+            and running ones finish their own clean-up first.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    seeds = [choose_seed(sc, seed, lambda: secrets.randbits(32)) for sc in scenarios]
+    callbacks = threading.Lock()
+
+    def work(index: int) -> Report:
+        scenario = scenarios[index]
+        if on_start is not None:
+            with callbacks:
+                on_start(scenario)
+        report = run_one(scenario, client, seeds[index])
+        if on_result is not None:
+            with callbacks:
+                on_result(report)
+        return report
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="harness-scenario")
+    futures: list[Future[Report]] = []
+    try:
+        futures = [pool.submit(work, i) for i in range(len(scenarios))]
+        reports = [f.result() for f in futures]
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return reports

@@ -1,0 +1,487 @@
+"""Lay out one report's timeline: lanes, event markers, fault windows, time axis (pure).
+
+:func:`layout` turns a :class:`~harness.model.Report` into plain shapes in SVG pixel
+coordinates that the HTML template only has to write out. Two SVGs share one x scale: a
+header (time axis and one row per fault) and the lanes (one per node, behind them the fault
+windows shaded across the lanes they target).
+
+Large runs stay legible: lanes get thinner as nodes grow, and with ``collapse=True``
+consecutive nodes that look alike (same outcome, same kinds of events, same faults, same
+verdict) share one lane showing, per event kind, the spread of times across its nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report
+
+__all__ = [
+    "FAULT_COLORS",
+    "GLYPHS",
+    "STATUS_COLORS",
+    "Band",
+    "FaultRow",
+    "Lane",
+    "Marker",
+    "Span",
+    "Tick",
+    "Timeline",
+    "layout",
+    "legend",
+    "nice_ticks",
+    "node_ranges",
+]
+
+STATUS_COLORS = {
+    "ok": "#16a34a",
+    "timeout": "#d97706",
+    "connection_error": "#ea580c",
+    "state_error": "#9333ea",
+    "closed": "#0891b2",
+    "error": "#dc2626",
+    "killed": "#991b1b",
+    "hung": "#c026d3",
+    "absent": "#94a3b8",
+}
+FAULT_COLORS = {
+    "toxic": "#f59e0b",
+    "link_down": "#ef4444",
+    "dns": "#8b5cf6",
+    "store_op": "#14b8a6",
+    "pause": "#3b82f6",
+    "kill": "#7f1d1d",
+    "restart": "#db2777",
+    "squatter": "#a16207",
+}
+#: event name -> (glyph, colour); events not listed are drawn as small grey dots.
+GLYPHS = {
+    "started": ("bar", "#475569"),
+    "server_listening": ("square", "#0284c7"),
+    "connect_attempt": ("ring", "#94a3b8"),
+    "connected": ("dot", "#2563eb"),
+    "joined": ("diamond", "#7c3aed"),
+    "complete": ("triangle", "#16a34a"),
+    "returned": ("square", "#15803d"),
+    "failed": ("cross", "#dc2626"),
+}
+_OTHER = ("dot", "#cbd5e1")
+_RETRY_COLOR = "#f97316"  # a connect attempt that failed
+
+LABEL_W = 140
+BADGE_W = 176
+GAP = 12
+
+
+@dataclass(frozen=True)
+class Tick:
+    x: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One glyph: an SVG path ``d`` with its fill and stroke, and a hover title."""
+
+    d: str
+    fill: str
+    stroke: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A horizontal bar (lifeline, spread of an event kind, fault bar)."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+    color: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Band:
+    """A fault window shaded across consecutive lanes."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+    color: str
+    title: str
+    open_end: bool
+    instant: bool
+
+
+@dataclass(frozen=True)
+class FaultRow:
+    """One fault in the header: its label, its window as a bar, and where its text goes."""
+
+    y: float
+    label: str
+    text: str
+    color: str
+    bar: Span
+    open_end: bool
+    instant: bool
+    text_x: float
+    text_inside: bool
+
+
+@dataclass
+class Lane:
+    y: float
+    h: float
+    label: str
+    nodes: tuple[int, ...]
+    status: str
+    badge: str
+    color: str
+    violated: bool
+    title: str
+    lifeline: Span | None = None
+    markers: list[Marker] = field(default_factory=list)
+    spreads: list[Span] = field(default_factory=list)
+
+
+@dataclass
+class Timeline:
+    width: float
+    plot_x: float
+    plot_w: float
+    badge_x: float
+    badge_w: float
+    t_max: float
+    lane_h: float
+    font: float
+    header_h: float
+    lanes_h: float
+    ticks: list[Tick]
+    fault_rows: list[FaultRow]
+    lanes: list[Lane]
+    bands: list[Band]
+    collapsed: bool
+
+
+def nice_ticks(t_max: float, target: int = 8) -> list[float]:
+    """Round tick positions (1, 2 or 5 times a power of ten) from 0 to ``t_max``."""
+    if t_max <= 0:
+        return [0.0]
+    raw = t_max / target
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    count = int(t_max / step + 1e-9)
+    return [round(i * step, 10) for i in range(count + 1)]
+
+
+def _tick_label(t: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{t:.{decimals}f} s"
+
+
+def _fmt(value: Any) -> str:
+    text = f"{value:.3f}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 240 else f"{text[:237]}..."
+
+
+def _glyph(shape: str, x: float, y: float, s: float) -> str:
+    """The SVG path of a glyph of half-size ``s`` centred on ``(x, y)``."""
+    if shape == "bar":
+        return f"M{x - 1:.1f} {y - s:.1f}h2v{2 * s:.1f}h-2z"
+    if shape in ("dot", "ring"):
+        r = s * 0.7
+        arc = f"a{r:.1f} {r:.1f} 0 1 0"
+        return f"M{x - r:.1f} {y:.1f}{arc} {2 * r:.1f} 0{arc} {-2 * r:.1f} 0z"
+    if shape == "diamond":
+        return f"M{x:.1f} {y - s:.1f}L{x + s:.1f} {y:.1f}L{x:.1f} {y + s:.1f}L{x - s:.1f} {y:.1f}z"
+    if shape == "triangle":
+        return f"M{x:.1f} {y - s:.1f}L{x + s:.1f} {y + 0.8 * s:.1f}L{x - s:.1f} {y + 0.8 * s:.1f}z"
+    if shape == "square":
+        h = s * 0.7
+        return f"M{x - h:.1f} {y - h:.1f}h{2 * h:.1f}v{2 * h:.1f}h{-2 * h:.1f}z"
+    # cross
+    h = s * 0.75
+    down = f"M{x - h:.1f} {y - h:.1f}L{x + h:.1f} {y + h:.1f}"
+    return f"{down}M{x + h:.1f} {y - h:.1f}L{x - h:.1f} {y + h:.1f}"
+
+
+def _marker(event: NodeEvent, x: float, y: float, s: float, title: str) -> Marker:
+    shape, color = GLYPHS.get(event.event, _OTHER)
+    if event.event == "connect_attempt" and event.fields.get("error"):
+        color = _RETRY_COLOR
+    if shape == "ring":
+        return Marker(_glyph(shape, x, y, s), "#ffffff", color, title)
+    if shape == "cross":
+        return Marker(_glyph(shape, x, y, s), "none", color, title)
+    small = s * 0.6 if event.event not in GLYPHS else s
+    return Marker(_glyph(shape, x, y, small), color, "none", title)
+
+
+def _event_title(event: NodeEvent) -> str:
+    fields = " · ".join(f"{k}={_fmt(v)}" for k, v in event.fields.items() if v is not None)
+    head = f"node {event.node} · {event.event} at {event.t:.3f} s"
+    return f"{head}\n{fields}" if fields else head
+
+
+def _signature(
+    o: NodeOutcome, faults: dict[int, tuple[int, ...]], bad: set[int]
+) -> tuple[Any, ...]:
+    kinds: list[str] = []
+    for event in o.events:
+        if not kinds or kinds[-1] != event.event:
+            kinds.append(event.event)
+    return (o.status, o.error_class, tuple(kinds), faults.get(o.node, ()), o.node in bad)
+
+
+def _groups(
+    outcomes: Sequence[NodeOutcome], faults: Sequence[FaultRecord], bad: set[int], collapse: bool
+) -> list[list[NodeOutcome]]:
+    targeted: dict[int, tuple[int, ...]] = {}
+    for fault in faults:
+        for node in fault.nodes:
+            targeted[node] = (*targeted.get(node, ()), fault.index)
+    groups: list[list[NodeOutcome]] = []
+    last: tuple[Any, ...] | None = None
+    for outcome in sorted(outcomes, key=lambda o: o.node):
+        sig = _signature(outcome, targeted, bad)
+        if collapse and groups and sig == last:
+            groups[-1].append(outcome)
+        else:
+            groups.append([outcome])
+        last = sig
+    return groups
+
+
+def _span_label(nodes: Sequence[int]) -> str:
+    return f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {nodes[0]}\N{EN DASH}{nodes[-1]}"
+
+
+def _lane_sizes(lanes: int) -> tuple[float, float]:
+    for limit, height, font in ((8, 30, 12), (16, 24, 12), (32, 18, 11), (64, 13, 10)):
+        if lanes <= limit:
+            return height, font
+    return 11, 9
+
+
+def _extent(report: Report) -> float:
+    times = [report.duration]
+    for o in report.outcomes:
+        times += [e.t for e in o.events]
+        times += [t for t in (o.started, o.finished) if t is not None]
+    times += [f.end if f.end is not None else f.start for f in report.faults]
+    return max(0.1, max(times) * 1.03)
+
+
+def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timeline:
+    """Lay out ``report``'s timeline ``width`` pixels wide.
+
+    Args:
+        report: the run to draw.
+        width: total SVG width in pixels (labels left, outcome badges right).
+        collapse: merge consecutive look-alike nodes into one lane.
+    """
+    t_max = _extent(report)
+    plot_x = LABEL_W
+    plot_w = width - LABEL_W - BADGE_W - GAP
+
+    def x_of(t: float) -> float:
+        return plot_x + max(0.0, min(t, t_max)) / t_max * plot_w
+
+    bad = {n for v in report.violations for n in v.nodes}
+    groups = _groups(report.outcomes, report.faults, bad, collapse)
+    lane_h, font = _lane_sizes(len(groups))
+    lanes = [
+        _lane(group, i * lane_h, lane_h, bad, x_of, report.duration)
+        for i, group in enumerate(groups)
+    ]
+    ticks_t = nice_ticks(t_max)
+    step = ticks_t[1] - ticks_t[0] if len(ticks_t) > 1 else t_max
+    ticks = [Tick(x_of(t), _tick_label(t, step)) for t in ticks_t]
+    axis_h, row_h = 22.0, 18.0
+    rows: list[FaultRow] = []
+    for i, fault in enumerate(report.faults):
+        y = axis_h + i * row_h
+        x0 = x_of(fault.start)
+        x1 = x_of(fault.end if fault.end is not None else t_max)
+        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
+        text, text_x, inside = _fault_text(fault.detail, bar, plot_x + plot_w)
+        rows.append(
+            FaultRow(
+                y=y,
+                label=f"fault {fault.index} · {fault.kind}",
+                text=text,
+                color=color,
+                bar=bar,
+                open_end=fault.end is None,
+                instant=fault.end is not None and x1 - x0 < 2.0,
+                text_x=text_x,
+                text_inside=inside,
+            )
+        )
+    bands = _bands(report.faults, lanes, x_of, t_max)
+    header_h = axis_h + len(rows) * row_h + (6 if rows else 0)
+    return Timeline(
+        width=width,
+        plot_x=plot_x,
+        plot_w=plot_w,
+        badge_x=plot_x + plot_w + GAP,
+        badge_w=BADGE_W - 6,
+        t_max=t_max,
+        lane_h=lane_h,
+        font=font,
+        header_h=header_h,
+        lanes_h=len(lanes) * lane_h,
+        ticks=ticks,
+        fault_rows=rows,
+        lanes=lanes,
+        bands=bands,
+        collapsed=collapse and len(lanes) < len(report.outcomes),
+    )
+
+
+def _fault_text(text: str, bar: Span, right: float) -> tuple[str, float, bool]:
+    """Where a fault's detail fits: inside its bar, after it, or inside and shortened."""
+    char = 6.0
+    need = len(text) * char + 10
+    if bar.w >= need:
+        return text, bar.x + 5, True
+    if right - (bar.x + bar.w) >= need:
+        return text, bar.x + bar.w + 5, False
+    room = int((bar.w - 10) / char)
+    if room >= 4:
+        return f"{text[: room - 1]}…" if len(text) > room else text, bar.x + 5, True
+    return "", bar.x, False
+
+
+def legend() -> list[tuple[str, Marker]]:
+    """``(label, glyph)`` for the events the timeline draws, for a legend."""
+    shown = [*GLYPHS, "connect_attempt_failed", "other"]
+    found: list[tuple[str, Marker]] = []
+    for name in shown:
+        if name == "connect_attempt_failed":
+            event = NodeEvent(0, 0.0, "connect_attempt", {"error": "refused"})
+            label = "connect attempt failed"
+        else:
+            event = NodeEvent(0, 0.0, name)
+            label = name.replace("_", " ")
+        found.append((label, _marker(event, 8, 8, 6, label)))
+    return found
+
+
+def _fault_title(fault: FaultRecord) -> str:
+    end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
+    head = f"fault {fault.index}: {fault.kind} on node(s) {node_ranges(fault.nodes)}"
+    detail = f"\n{fault.detail}" if fault.detail else ""
+    return f"{head}\nfrom {fault.start:.3f} s {end}{detail}"
+
+
+def _bands(
+    faults: Sequence[FaultRecord], lanes: Sequence[Lane], x_of: Any, t_max: float
+) -> list[Band]:
+    bands: list[Band] = []
+    for fault in faults:
+        targets = set(fault.nodes)
+        hit = [i for i, lane in enumerate(lanes) if targets & set(lane.nodes)]
+        x0 = x_of(fault.start)
+        x1 = x_of(fault.end if fault.end is not None else t_max)
+        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        for first, last in _runs(hit):
+            top = lanes[first].y
+            bottom = lanes[last].y + lanes[last].h
+            bands.append(
+                Band(
+                    x0,
+                    top,
+                    max(x1 - x0, 2.0),
+                    bottom - top,
+                    color,
+                    _fault_title(fault),
+                    open_end=fault.end is None,
+                    instant=x1 - x0 < 2.0,
+                )
+            )
+    return bands
+
+
+def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of ``indexes`` as ``(first, last)`` pairs."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return [(a, b) for a, b in runs]
+
+
+def node_ranges(nodes: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (compact even for 256 nodes)."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(nodes))
+
+
+def _lane(
+    group: Sequence[NodeOutcome],
+    y: float,
+    h: float,
+    bad: set[int],
+    x_of: Any,
+    run_end: float,
+) -> Lane:
+    first = group[0]
+    nodes = tuple(o.node for o in group)
+    mid = y + h / 2
+    size = max(3.0, min(7.0, h * 0.3))
+    color = STATUS_COLORS.get(first.status, "#64748b")
+    elapsed = [o.elapsed for o in group if o.elapsed is not None]
+    when = f" {statistics.median(elapsed):.1f} s" if elapsed else ""
+    badge = (
+        f"{first.status}{when}"
+        if len(group) == 1
+        else f"{first.status} \N{MULTIPLICATION SIGN}{len(group)}"
+    )
+    detail = f"\n{first.error_class}: {first.message}" if first.message else ""
+    lane = Lane(
+        y=y,
+        h=h,
+        label=_span_label(nodes),
+        nodes=nodes,
+        status=first.status,
+        badge=badge,
+        color=color,
+        violated=any(n in bad for n in nodes),
+        title=f"{_span_label(nodes)}: {first.status}{when}{detail}",
+    )
+    starts = [o.started for o in group if o.started is not None]
+    if starts:
+        ends = [o.finished if o.finished is not None else run_end for o in group]
+        x0, x1 = x_of(min(starts)), x_of(max(ends))
+        lane.lifeline = Span(x0, mid - h * 0.14, max(x1 - x0, 1.0), h * 0.28, color)
+    if len(group) == 1:
+        for event in first.events:
+            lane.markers.append(_marker(event, x_of(event.t), mid, size, _event_title(event)))
+        return lane
+    by_kind: dict[str, list[NodeEvent]] = {}
+    for o in group:
+        for event in o.events:
+            by_kind.setdefault(event.event, []).append(event)
+    for kind, events in by_kind.items():
+        times = sorted(e.t for e in events)
+        median = statistics.median(times)
+        title = (
+            f"{kind}: {len(events)} event(s) from {len(group)} nodes\n"
+            f"first {times[0]:.3f} s · median {median:.3f} s · last {times[-1]:.3f} s"
+        )
+        _, tone = GLYPHS.get(kind, _OTHER)
+        x0, x1 = x_of(times[0]), x_of(times[-1])
+        if x1 - x0 >= 2:
+            lane.spreads.append(Span(x0, mid - 1, x1 - x0, 2, tone, title))
+        sample = min(events, key=lambda e: abs(e.t - median))
+        lane.markers.append(_marker(sample, x_of(median), mid, size, title))
+    return lane
