@@ -1,7 +1,8 @@
-"""The ``harness`` command line: ``harness proxy`` now; ``run | list | fuzz | replay`` later.
+"""The ``harness`` command line: ``harness run | list | proxy`` (``fuzz | replay`` later).
 
 Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
-returns the exit status, so new commands plug in with one ``add_parser`` call.
+returns the exit status, so new commands plug in with one ``add_parser`` call. ``run`` and
+``list`` live in :mod:`harness.cli_run`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cli_run import add_commands
 from harness.errors import HarnessError, ProxyApiError
 from harness.loop import new_event_loop
 from harness.proxy import ProxyCollection
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one subparser per command."""
     parser = argparse.ArgumentParser(prog="harness", description="rdzv fault-injection harness")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_commands(commands)
     proxy = commands.add_parser(
         "proxy",
         help="run the embedded Toxiproxy-compatible fault proxy",

@@ -241,9 +241,10 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
 
 
 def _classname(report: Report) -> str:
+    """The scenario file's directory name (``scenarios``), dots made safe for CI viewers."""
     path = report.scenario.path
-    parts = [p for p in Path(path).parent.parts if p not in (".", "..", "/")] if path else []
-    return ".".join(parts) or "scenarios"
+    parent = Path(path).parent.name if path else ""
+    return parent.replace(".", "_") or "scenarios"
 
 
 def junit_xml(
@@ -254,7 +255,8 @@ def junit_xml(
     Args:
         reports: one test case each.
         suite_name: the ``name`` of the suite.
-        timestamp: ISO 8601 start time of the run, shown when given.
+        timestamp: start time of the run, ``YYYY-MM-DDTHH:MM:SS`` (UTC, no zone suffix, as
+            the JUnit schema wants it), set when given.
     """
     errors = sum(r.error is not None for r in reports)
     failures = sum(not r.passed for r in reports) - errors
@@ -265,15 +267,15 @@ def junit_xml(
         "errors": str(errors),
         "time": total_time,
     }
-    root = ET.Element("testsuites", name=suite_name, **counts)
-    suite = ET.SubElement(root, "testsuite", name=suite_name, skipped="0", **counts)
+    root = ET.Element("testsuites", {"name": suite_name, **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts, "skipped": "0"})
     if timestamp is not None:
         suite.set("timestamp", timestamp)
-    properties = ET.SubElement(suite, "properties")
-    for report in reports:
-        ET.SubElement(
-            properties, "property", name=f"seed.{report.scenario.name}", value=str(report.seed)
-        )
+    if reports:
+        properties = ET.SubElement(suite, "properties")
+        for report in reports:
+            name = f"seed.{report.scenario.name}"
+            ET.SubElement(properties, "property", name=name, value=str(report.seed))
     for report in reports:
         _testcase(suite, report, _classname(report))
     ET.indent(root)

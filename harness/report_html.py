@@ -17,17 +17,10 @@ from pathlib import Path
 
 import jinja2
 
+from harness.glyphs import FAULT_COLORS, STATUS_COLORS, Marker, legend
 from harness.model import NodeOutcome, Report
 from harness.report import outcome_counts
-from harness.timeline import (
-    FAULT_COLORS,
-    STATUS_COLORS,
-    Marker,
-    Timeline,
-    layout,
-    legend,
-    node_ranges,
-)
+from harness.timeline import Timeline, layout, node_ranges
 
 __all__ = ["LANES_EXPANDED", "render_html", "write_html"]
 
@@ -136,8 +129,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         duration=f"{report.duration:.2f} s",
         replay=report.replay_command,
         violations=[
-            (v.check, v.message, node_ranges(v.nodes) if v.nodes else "")
-            for v in report.violations
+            (v.check, v.message, node_ranges(v.nodes) if v.nodes else "") for v in report.violations
         ],
         error=report.error or "",
         counts=_counts(report),
@@ -187,19 +179,23 @@ def render_html(
     glyphs: list[tuple[str, Marker]] = legend()
     errors = sum(r.error is not None for r in reports)
     failed = sum(not r.passed for r in reports) - errors
-    return _environment().get_template("report.html.j2").render(
-        title=title,
-        generated=generated or "",
-        sections=sections,
-        passed=len(reports) - failed - errors,
-        failed=failed,
-        errors=errors,
-        total=len(reports),
-        wall=f"{sum(r.duration for r in reports):.1f} s",
-        glyphs=glyphs,
-        status_colors=STATUS_COLORS,
-        fault_colors=FAULT_COLORS,
-        width=width,
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            generated=generated or "",
+            sections=sections,
+            passed=len(reports) - failed - errors,
+            failed=failed,
+            errors=errors,
+            total=len(reports),
+            wall=f"{sum(r.duration for r in reports):.1f} s",
+            glyphs=glyphs,
+            status_colors=STATUS_COLORS,
+            fault_colors=FAULT_COLORS,
+            width=width,
+        )
     )
 
 

@@ -342,6 +342,8 @@ class _Run:
                 self._at(late[node], partial(self.start_node, node))
             else:
                 now.append(node)
+        while self.queue and self.queue[0].t <= 0:  # faults "at = 0" are there from the start
+            heapq.heappop(self.queue).what()
         self.start_nodes(now)
         self._loop()
         return self._finish_run()

@@ -8,19 +8,39 @@ as failed and still shows its seed and replay command.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from harness.model import Report
 from harness.runner import run_scenario
 from harness.scenario import Scenario
+from harness.toxiproxy_api import ToxiproxyServer
 from harness.toxiproxy_client import ToxiproxyClient
 
-__all__ = ["choose_seed", "run_one", "run_suite"]
+__all__ = ["ProxyProvider", "choose_seed", "embedded_proxy", "run_one", "run_suite", "shared_proxy"]
+
+#: Gives each scenario run the Toxiproxy API it drives, for the duration of the run.
+ProxyProvider = Callable[[], AbstractContextManager[ToxiproxyClient]]
+
+
+@contextlib.contextmanager
+def embedded_proxy() -> Iterator[ToxiproxyClient]:
+    """A fresh embedded Toxiproxy-API server for one run: its seed (set by the run) then
+    governs that run's toxics alone, however many scenarios run at once."""
+    with ToxiproxyServer() as server:
+        yield ToxiproxyClient(server.host, server.port)
+
+
+def shared_proxy(client: ToxiproxyClient) -> ProxyProvider:
+    """Every run drives ``client``'s server (a real Toxiproxy: its seed does nothing)."""
+    return lambda: contextlib.nullcontext(client)
+
 
 #: Called with a scenario when a worker starts it, and with its report when it ends.
 OnStart = Callable[[Scenario], None]
@@ -36,7 +56,7 @@ def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], in
     return fresh()
 
 
-def run_one(scenario: Scenario, client: ToxiproxyClient, seed: int) -> Report:
+def run_one(scenario: Scenario, proxies: ProxyProvider, seed: int) -> Report:
     """Run one scenario with ``seed``; a run that raises becomes a failed report.
 
     ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
@@ -44,7 +64,8 @@ def run_one(scenario: Scenario, client: ToxiproxyClient, seed: int) -> Report:
     """
     began = time.monotonic()
     try:
-        return run_scenario(scenario, client, seed)
+        with proxies() as client:
+            return run_scenario(scenario, client, seed)
     except Exception as exc:
         detail = "".join(traceback.format_exception(exc)).rstrip()
         return Report(
@@ -58,7 +79,7 @@ def run_one(scenario: Scenario, client: ToxiproxyClient, seed: int) -> Report:
 
 def run_suite(
     scenarios: Sequence[Scenario],
-    client: ToxiproxyClient,
+    proxies: ProxyProvider = embedded_proxy,
     jobs: int = 1,
     seed: int | None = None,
     on_result: OnResult | None = None,
@@ -68,7 +89,8 @@ def run_suite(
 
     Args:
         scenarios: the scenarios to run (e.g. from :func:`harness.scenario.load_many`).
-        client: the Toxiproxy API every run drives (embedded or real).
+        proxies: gives each run its Toxiproxy API: :func:`embedded_proxy` (default, one
+            fresh embedded server per run) or :func:`shared_proxy` (a real server).
         jobs: how many scenarios run at once (each in its own thread, with its own nodes).
         seed: overrides every scenario's seed when given.
         on_result: called (from a worker thread, one call at a time) with each report as
@@ -90,7 +112,7 @@ def run_suite(
         if on_start is not None:
             with callbacks:
                 on_start(scenario)
-        report = run_one(scenario, client, seeds[index])
+        report = run_one(scenario, proxies, seeds[index])
         if on_result is not None:
             with callbacks:
                 on_result(report)

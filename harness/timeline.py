@@ -14,63 +14,37 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.glyphs import (
+    FAULT_COLORS,
+    GLYPHS,
+    OTHER_GLYPH,
+    STATUS_COLORS,
+    Marker,
+    event_title,
+    marker,
+)
 from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report
 
 __all__ = [
     "FAULT_COLORS",
-    "GLYPHS",
     "STATUS_COLORS",
     "Band",
     "FaultRow",
     "Lane",
-    "Marker",
     "Span",
     "Tick",
     "Timeline",
     "layout",
-    "legend",
     "nice_ticks",
     "node_ranges",
 ]
 
-STATUS_COLORS = {
-    "ok": "#16a34a",
-    "timeout": "#d97706",
-    "connection_error": "#ea580c",
-    "state_error": "#9333ea",
-    "closed": "#0891b2",
-    "error": "#dc2626",
-    "killed": "#991b1b",
-    "hung": "#c026d3",
-    "absent": "#94a3b8",
-}
-FAULT_COLORS = {
-    "toxic": "#f59e0b",
-    "link_down": "#ef4444",
-    "dns": "#8b5cf6",
-    "store_op": "#14b8a6",
-    "pause": "#3b82f6",
-    "kill": "#7f1d1d",
-    "restart": "#db2777",
-    "squatter": "#a16207",
-}
-#: event name -> (glyph, colour); events not listed are drawn as small grey dots.
-GLYPHS = {
-    "started": ("bar", "#475569"),
-    "server_listening": ("square", "#0284c7"),
-    "connect_attempt": ("ring", "#94a3b8"),
-    "connected": ("dot", "#2563eb"),
-    "joined": ("diamond", "#7c3aed"),
-    "complete": ("triangle", "#16a34a"),
-    "returned": ("square", "#15803d"),
-    "failed": ("cross", "#dc2626"),
-}
-_OTHER = ("dot", "#cbd5e1")
-_RETRY_COLOR = "#f97316"  # a connect attempt that failed
+#: maps seconds since the start to an x coordinate.
+Scale = Callable[[float], float]
 
 LABEL_W = 140
 BADGE_W = 176
@@ -81,16 +55,6 @@ GAP = 12
 class Tick:
     x: float
     label: str
-
-
-@dataclass(frozen=True)
-class Marker:
-    """One glyph: an SVG path ``d`` with its fill and stroke, and a hover title."""
-
-    d: str
-    fill: str
-    stroke: str
-    title: str
 
 
 @dataclass(frozen=True)
@@ -146,6 +110,7 @@ class Lane:
     violated: bool
     title: str
     lifeline: Span | None = None
+    launch: Span | None = None
     markers: list[Marker] = field(default_factory=list)
     spreads: list[Span] = field(default_factory=list)
 
@@ -185,50 +150,6 @@ def _tick_label(t: float, step: float) -> str:
     return f"{t:.{decimals}f} s"
 
 
-def _fmt(value: Any) -> str:
-    text = f"{value:.3f}" if isinstance(value, float) else str(value)
-    return text if len(text) <= 240 else f"{text[:237]}..."
-
-
-def _glyph(shape: str, x: float, y: float, s: float) -> str:
-    """The SVG path of a glyph of half-size ``s`` centred on ``(x, y)``."""
-    if shape == "bar":
-        return f"M{x - 1:.1f} {y - s:.1f}h2v{2 * s:.1f}h-2z"
-    if shape in ("dot", "ring"):
-        r = s * 0.7
-        arc = f"a{r:.1f} {r:.1f} 0 1 0"
-        return f"M{x - r:.1f} {y:.1f}{arc} {2 * r:.1f} 0{arc} {-2 * r:.1f} 0z"
-    if shape == "diamond":
-        return f"M{x:.1f} {y - s:.1f}L{x + s:.1f} {y:.1f}L{x:.1f} {y + s:.1f}L{x - s:.1f} {y:.1f}z"
-    if shape == "triangle":
-        return f"M{x:.1f} {y - s:.1f}L{x + s:.1f} {y + 0.8 * s:.1f}L{x - s:.1f} {y + 0.8 * s:.1f}z"
-    if shape == "square":
-        h = s * 0.7
-        return f"M{x - h:.1f} {y - h:.1f}h{2 * h:.1f}v{2 * h:.1f}h{-2 * h:.1f}z"
-    # cross
-    h = s * 0.75
-    down = f"M{x - h:.1f} {y - h:.1f}L{x + h:.1f} {y + h:.1f}"
-    return f"{down}M{x + h:.1f} {y - h:.1f}L{x - h:.1f} {y + h:.1f}"
-
-
-def _marker(event: NodeEvent, x: float, y: float, s: float, title: str) -> Marker:
-    shape, color = GLYPHS.get(event.event, _OTHER)
-    if event.event == "connect_attempt" and event.fields.get("error"):
-        color = _RETRY_COLOR
-    if shape == "ring":
-        return Marker(_glyph(shape, x, y, s), "#ffffff", color, title)
-    if shape == "cross":
-        return Marker(_glyph(shape, x, y, s), "none", color, title)
-    small = s * 0.6 if event.event not in GLYPHS else s
-    return Marker(_glyph(shape, x, y, small), color, "none", title)
-
-
-def _event_title(event: NodeEvent) -> str:
-    fields = " · ".join(f"{k}={_fmt(v)}" for k, v in event.fields.items() if v is not None)
-    head = f"node {event.node} · {event.event} at {event.t:.3f} s"
-    return f"{head}\n{fields}" if fields else head
-
-
 def _signature(
     o: NodeOutcome, faults: dict[int, tuple[int, ...]], bad: set[int]
 ) -> tuple[Any, ...]:
@@ -266,7 +187,7 @@ def _lane_sizes(lanes: int) -> tuple[float, float]:
     for limit, height, font in ((8, 30, 12), (16, 24, 12), (32, 18, 11), (64, 13, 10)):
         if lanes <= limit:
             return height, font
-    return 11, 9
+    return 12, 9
 
 
 def _extent(report: Report) -> float:
@@ -311,7 +232,9 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         x1 = x_of(fault.end if fault.end is not None else t_max)
         color = FAULT_COLORS.get(fault.kind, "#64748b")
         bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
-        text, text_x, inside = _fault_text(fault.detail, bar, plot_x + plot_w)
+        said = f"nodes {node_ranges(fault.nodes)}"
+        said = f"{said} · {fault.detail}" if fault.detail else said
+        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w)
         rows.append(
             FaultRow(
                 y=y,
@@ -360,21 +283,6 @@ def _fault_text(text: str, bar: Span, right: float) -> tuple[str, float, bool]:
     return "", bar.x, False
 
 
-def legend() -> list[tuple[str, Marker]]:
-    """``(label, glyph)`` for the events the timeline draws, for a legend."""
-    shown = [*GLYPHS, "connect_attempt_failed", "other"]
-    found: list[tuple[str, Marker]] = []
-    for name in shown:
-        if name == "connect_attempt_failed":
-            event = NodeEvent(0, 0.0, "connect_attempt", {"error": "refused"})
-            label = "connect attempt failed"
-        else:
-            event = NodeEvent(0, 0.0, name)
-            label = name.replace("_", " ")
-        found.append((label, _marker(event, 8, 8, 6, label)))
-    return found
-
-
 def _fault_title(fault: FaultRecord) -> str:
     end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
     head = f"fault {fault.index}: {fault.kind} on node(s) {node_ranges(fault.nodes)}"
@@ -383,7 +291,10 @@ def _fault_title(fault: FaultRecord) -> str:
 
 
 def _bands(
-    faults: Sequence[FaultRecord], lanes: Sequence[Lane], x_of: Any, t_max: float
+    faults: Sequence[FaultRecord],
+    lanes: Sequence[Lane],
+    x_of: Scale,
+    t_max: float,
 ) -> list[Band]:
     bands: list[Band] = []
     for fault in faults:
@@ -426,12 +337,16 @@ def node_ranges(nodes: Iterable[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(nodes))
 
 
+def _first(outcome: NodeOutcome, name: str) -> float | None:
+    return next((e.t for e in outcome.events if e.event == name), None)
+
+
 def _lane(
     group: Sequence[NodeOutcome],
     y: float,
     h: float,
     bad: set[int],
-    x_of: Any,
+    x_of: Scale,
     run_end: float,
 ) -> Lane:
     first = group[0]
@@ -460,12 +375,21 @@ def _lane(
     )
     starts = [o.started for o in group if o.started is not None]
     if starts:
+        # Until its own "started" event the process is still being launched. (A restarted
+        # node's ``started`` is its last launch; its life began with its first event.)
+        launched = min(starts)
+        running = [t for t in (_first(o, "started") for o in group) if t is not None]
+        began = min(running) if running else launched
         ends = [o.finished if o.finished is not None else run_end for o in group]
-        x0, x1 = x_of(min(starts)), x_of(max(ends))
+        x0, x1 = x_of(began), x_of(max(ends))
         lane.lifeline = Span(x0, mid - h * 0.14, max(x1 - x0, 1.0), h * 0.28, color)
+        spawn = x_of(launched)
+        if x0 - spawn >= 2:
+            title = f"{lane.label}: launching from {launched:.3f} s"
+            lane.launch = Span(spawn, mid - 0.5, x0 - spawn, 1.0, "#94a3b8", title)
     if len(group) == 1:
         for event in first.events:
-            lane.markers.append(_marker(event, x_of(event.t), mid, size, _event_title(event)))
+            lane.markers.append(marker(event, x_of(event.t), mid, size, event_title(event)))
         return lane
     by_kind: dict[str, list[NodeEvent]] = {}
     for o in group:
@@ -478,10 +402,10 @@ def _lane(
             f"{kind}: {len(events)} event(s) from {len(group)} nodes\n"
             f"first {times[0]:.3f} s · median {median:.3f} s · last {times[-1]:.3f} s"
         )
-        _, tone = GLYPHS.get(kind, _OTHER)
+        _, tone = GLYPHS.get(kind, OTHER_GLYPH)
         x0, x1 = x_of(times[0]), x_of(times[-1])
         if x1 - x0 >= 2:
             lane.spreads.append(Span(x0, mid - 1, x1 - x0, 2, tone, title))
         sample = min(events, key=lambda e: abs(e.t - median))
-        lane.markers.append(_marker(sample, x_of(median), mid, size, title))
+        lane.markers.append(marker(sample, x_of(median), mid, size, title))
     return lane

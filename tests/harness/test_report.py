@@ -1,0 +1,392 @@
+"""The report renderers, fed reports built from model objects (no processes)."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import struct
+import subprocess
+import xml.etree.ElementTree as ET
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from report_samples import big_report, error_report, failing_report, happy_report
+from rich.console import Console
+
+from harness.model import NodeEvent, Report, Violation
+from harness.report import junit_xml, print_summary, result_line, write_junit
+from harness.report_html import render_html, write_html
+from harness.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def console_text(reports: list[Report]) -> str:
+    console = Console(file=io.StringIO(), width=160, record=True, color_system=None)
+    print_summary(reports, console, wall=12.5)
+    return console.export_text()
+
+
+# --- console -------------------------------------------------------------------------
+
+
+def test_console_summary_shows_each_scenario_with_seed_counts_and_verdict() -> None:
+    text = console_text([happy_report(), failing_report()])
+    happy = next(line for line in text.splitlines() if "happy-three" in line)
+    assert re.search(r"happy-three\s+│\s+7\s+│\s+3\s+│\s+3 ok\s+│\s+0\.3 s\s+│\s+PASS", happy)
+    failing = next(line for line in text.splitlines() if "black-hole-and-kill │" in line)
+    assert "2801" in failing
+    assert "2 timeout  1 connection_error  1 killed" in failing
+    assert "FAIL" in failing
+    assert "1 passed, 1 failed, 0 errors in 12.5 s" in text
+
+
+def test_console_names_violations_seed_and_replay_command_of_a_failure_only() -> None:
+    text = console_text([happy_report(), failing_report()])
+    assert "[outcome] node 1 ended 'killed', expected 'timeout'  (nodes 1)" in text
+    assert "replay harness run scenarios/black-hole-and-kill.toml --seed 2801" in text
+    assert "scenarios/happy-three.toml --seed" not in text
+
+
+def test_console_shows_the_harness_error_of_a_run_that_crashed() -> None:
+    text = console_text([error_report()])
+    assert "ERROR proxy-unreachable" in text
+    assert "ToxiproxyUnreachableError: nothing" in text
+    assert "0 passed, 0 failed, 1 errors" in text
+
+
+def test_result_line_carries_the_replay_command_only_when_the_scenario_failed() -> None:
+    failed = result_line(failing_report(), 2, 5)
+    assert failed.startswith("[2/5] FAIL black-hole-and-kill  4 nodes  seed 2801")
+    assert failed.endswith(
+        "(2 violation(s); replay: harness run scenarios/black-hole-and-kill.toml --seed 2801)"
+    )
+    passed = result_line(happy_report())
+    assert passed.startswith("PASS happy-three")
+    assert "replay" not in passed
+
+
+def test_node_ranges_compacts_runs_of_consecutive_nodes() -> None:
+    assert node_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+    assert node_ranges([]) == ""
+
+
+# --- JUnit XML -----------------------------------------------------------------------
+
+# The parts of the common (Jenkins/Ant) JUnit schema a report uses: children allowed per
+# element, in order, and required attributes.
+SCHEMA = {
+    "testsuites": (["testsuite"], {"name", "tests", "failures", "errors", "time"}),
+    "testsuite": (
+        ["properties", "testcase", "system-out", "system-err"],
+        {"name", "tests", "failures", "errors", "skipped", "time"},
+    ),
+    "properties": (["property"], set()),
+    "property": ([], {"name", "value"}),
+    "testcase": (
+        ["skipped", "error", "failure", "system-out", "system-err"],
+        {"name", "classname", "time"},
+    ),
+    "failure": ([], {"message", "type"}),
+    "error": ([], {"message", "type"}),
+    "system-out": ([], set()),
+}
+
+
+def assert_schema_shape(element: ET.Element) -> None:
+    children, required = SCHEMA[element.tag]
+    assert required <= set(element.attrib), (element.tag, element.attrib)
+    order = [children.index(child.tag) for child in element]
+    assert order == sorted(order), f"{element.tag} children out of order"
+    for child in element:
+        assert_schema_shape(child)
+    if "time" in element.attrib:
+        float(element.attrib["time"])
+
+
+def parse_junit(reports: list[Report], tmp_path: Path) -> ET.Element:
+    path = tmp_path / "junit.xml"
+    write_junit(reports, path, timestamp="2026-12-02T15:00:00")
+    assert path.read_bytes().startswith(b"<?xml version='1.0' encoding='utf-8'?>")
+    return ET.parse(path).getroot()
+
+
+def test_junit_has_one_suite_and_one_testcase_per_scenario(tmp_path: Path) -> None:
+    root = parse_junit([happy_report(), failing_report(), error_report()], tmp_path)
+    assert_schema_shape(root)
+    (suite,) = root.findall("testsuite")
+    assert suite.attrib | {"time": "x"} == {
+        "name": "harness",
+        "tests": "3",
+        "failures": "1",
+        "errors": "1",
+        "skipped": "0",
+        "time": "x",
+        "timestamp": "2026-12-02T15:00:00",
+    }
+    names = [case.get("name") for case in suite.iter("testcase")]
+    assert names == ["happy-three", "black-hole-and-kill", "proxy-unreachable"]
+    assert {case.get("classname") for case in suite.iter("testcase")} == {"scenarios"}
+    seeds = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert seeds["seed.black-hole-and-kill"] == "2801"
+
+
+def test_junit_failure_carries_violations_seed_and_replay_command(tmp_path: Path) -> None:
+    root = parse_junit([happy_report(), failing_report()], tmp_path)
+    happy, failing = root.iter("testcase")
+    assert happy.find("failure") is None
+    failure = failing.find("failure")
+    assert failure is not None
+    assert failure.get("type") == "message,outcome"
+    assert "(seed 2801)" in (failure.get("message") or "")
+    assert failure.text is not None
+    assert "[outcome] node 1 ended 'killed', expected 'timeout'" in failure.text
+    assert "seed: 2801" in failure.text
+    assert "replay: harness run scenarios/black-hole-and-kill.toml --seed 2801" in failure.text
+
+
+def test_junit_system_out_lists_every_node_outcome_and_fault(tmp_path: Path) -> None:
+    root = parse_junit([failing_report()], tmp_path)
+    out = root.find("testsuite/testcase/system-out")
+    assert out is not None and out.text is not None
+    lines = out.text.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("node ")] == [
+        "node 0",
+        "node 1",
+        "node 2",
+        "node 3",
+    ]
+    assert "node 1: killed, rank 1, world size 4, after 0.975 s" in out.text
+    assert "fault 1 pause on nodes 2 from 0.50 s to 2.50 s" in lines
+    assert (
+        "fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream {'timeout': 0}" in lines
+    )
+
+
+def test_junit_reports_a_crashed_run_as_an_error_with_its_seed(tmp_path: Path) -> None:
+    root = parse_junit([error_report()], tmp_path)
+    error = root.find("testsuite/testcase/error")
+    assert error is not None and error.text is not None
+    assert error.get("message") == "the harness failed while running the scenario:"
+    assert "ToxiproxyUnreachableError" in error.text
+    assert "seed: 5" in error.text
+
+
+def test_junit_replaces_characters_xml_cannot_carry(tmp_path: Path) -> None:
+    report = failing_report()
+    report.outcomes[3].message = "peer sent \x00\x1b[31m garbage"
+    report.violations = [Violation("message", "got \x07 bell", (3,))]
+    root = parse_junit([report], tmp_path)
+    failure = root.find("testsuite/testcase/failure")
+    assert failure is not None and failure.text is not None
+    assert "got \N{REPLACEMENT CHARACTER} bell" in failure.text
+    assert "\N{REPLACEMENT CHARACTER}\N{REPLACEMENT CHARACTER}[31m garbage" in ET.tostring(
+        root, encoding="unicode"
+    )
+
+
+def test_junit_of_no_reports_is_an_empty_valid_suite() -> None:
+    root = junit_xml([]).getroot()
+    assert_schema_shape(root)
+    assert root.get("tests") == "0"
+    assert root.find("testsuite/properties") is None
+
+
+# --- HTML ----------------------------------------------------------------------------
+
+VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "wbr", "source"}
+
+
+class TagBalance(HTMLParser):
+    """Fails on any end tag that does not close the innermost open element."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.problems: list[str] = []
+        self.svg_depth = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        pass  # <line/>, <path/> inside SVG
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack or self.stack[-1] != tag:
+            self.problems.append(f"</{tag}> closes {self.stack[-1:] or 'nothing'}")
+        else:
+            self.stack.pop()
+
+
+def assert_well_formed(html: str) -> None:
+    checker = TagBalance()
+    checker.feed(html)
+    checker.close()
+    assert checker.problems == []
+    assert checker.stack == []
+    for svg in re.findall(r"<svg\b.*?</svg>", html, flags=re.S):
+        ET.fromstring(svg)  # every SVG is well-formed XML
+
+
+def lanes(html: str) -> list[str]:
+    return re.findall(r'<g class="lane" data-nodes="([^"]*)"', html)
+
+
+def test_html_is_well_formed_and_has_a_section_per_scenario() -> None:
+    html = render_html([happy_report(), failing_report(), error_report()], generated="today")
+    assert_well_formed(html)
+    assert html.startswith("<!DOCTYPE html>")
+    for name in ("happy-three", "black-hole-and-kill", "proxy-unreachable"):
+        assert f"<h2>{name}</h2>" in html
+    assert '<span class="chip pass">1 passed</span>' in html
+    assert '<span class="chip fail">1 failed</span>' in html
+    assert "No timeline: no node reported anything." in html
+
+
+def test_html_timeline_has_one_lane_per_node_with_its_outcome_badge() -> None:
+    html = render_html([failing_report()])
+    assert lanes(html) == ["0", "1", "2", "3"]
+    badges = re.findall(r'<text class="btext"[^>]*>([^<]*)</text>', html)
+    assert badges == ["timeout 3.0 s", "killed 1.0 s", "timeout 3.0 s", "connection_error 3.0 s"]
+    assert "✗ node 1" in html and "✗ node 3" in html and "✗ node 0" not in html
+
+
+def test_html_shades_each_fault_window_across_the_lanes_it_targets() -> None:
+    report = failing_report()
+    tl = layout(report)
+    assert [(b.color, b.open_end, b.instant) for b in tl.bands] == [
+        (FAULT_COLORS["toxic"], True, False),
+        (FAULT_COLORS["pause"], False, False),
+        (FAULT_COLORS["kill"], False, True),
+    ]
+    toxic, pause, _ = tl.bands
+    node2, node3 = tl.lanes[2], tl.lanes[3]
+    assert (toxic.y, toxic.h) == (node3.y, node3.h)
+    assert toxic.x + toxic.w == pytest.approx(tl.plot_x + tl.plot_w)  # until the end
+    assert (pause.y, pause.h) == (node2.y, node2.h)
+    assert pause.x < pause.x + pause.w < tl.plot_x + tl.plot_w
+    html = render_html([report])
+    assert html.count('<g class="band">') == 3
+    assert html.count('<g class="fault">') == 3
+    assert "fault 1: pause on node(s) 2\nfrom 0.500 s until 2.500 s" in html
+
+
+def test_html_band_spans_consecutive_targeted_lanes_in_one_piece() -> None:
+    tl = layout(big_report(16))
+    (band,) = tl.bands
+    assert band.y == tl.lanes[12].y
+    assert band.y + band.h == tl.lanes[15].y + tl.lanes[15].h
+
+
+def test_html_events_are_markers_with_hover_titles() -> None:
+    report = happy_report()
+    report.outcomes[1].events.append(NodeEvent(1, 0.1, "connect_attempt", {"error": "refused"}))
+    html = render_html([report])
+    assert "<title>node 1 · joined at 0.062 s\nrank=1 · joined=2</title>" in html
+    assert "<title>node 1 · connect_attempt at 0.100 s\nerror=refused</title>" in html
+
+
+def test_html_collapses_look_alike_lanes_of_256_nodes_and_keeps_every_lane_one_click_away() -> None:
+    html = render_html([big_report(256)])
+    assert_well_formed(html)
+    collapsed = layout(big_report(256), collapse=True)
+    assert [lane.label for lane in collapsed.lanes] == [
+        "node 0",
+        "nodes 1\N{EN DASH}191",
+        "nodes 192\N{EN DASH}255",
+    ]
+    assert [lane.badge for lane in collapsed.lanes][1:] == [
+        "timeout \N{MULTIPLICATION SIGN}191",
+        "timeout \N{MULTIPLICATION SIGN}64",
+    ]
+    drawn = lanes(html)
+    assert drawn[:3] == [
+        "0",
+        " ".join(map(str, range(1, 192))),
+        " ".join(map(str, range(192, 256))),
+    ]
+    assert drawn[3:] == [str(n) for n in range(256)]  # inside <details>
+    assert "every node's own lane (256)" in html
+
+
+def test_html_lanes_stay_legible_as_nodes_grow() -> None:
+    assert layout(happy_report(3)).lane_h == 30
+    assert layout(big_report(64)).lane_h == 13
+    many = layout(big_report(256))
+    assert many.lane_h >= 12 and many.font >= 9
+
+
+def test_html_escapes_text_from_scenarios_and_nodes() -> None:
+    report = failing_report()
+    report.outcomes[3].message = "<script>alert(1)</script>"
+    html = render_html([report])
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_html_is_self_contained() -> None:
+    html = render_html([failing_report(), big_report(80)])
+    assert not re.search(r"<script|<link|<img|<iframe|\ssrc=|url\(|@import", html)
+    assert not re.search(r'href="(?!#)(?!https://github.com/)', html)
+
+
+def test_nice_ticks_are_round_numbers_covering_the_run() -> None:
+    assert nice_ticks(3.1) == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    assert nice_ticks(0.25) == [0.0, 0.05, 0.1, 0.15, 0.2, 0.25]
+    assert nice_ticks(95) == [0, 20, 40, 60, 80]
+
+
+# --- headless Chromium ---------------------------------------------------------------
+
+
+def png_pixels(path: Path) -> tuple[int, int, bytes]:
+    """Width, height and raw scanlines (filter bytes included) of a PNG."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    return width, height, zlib.decompress(idat)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    write_html([failing_report(), happy_report(), big_report(256)], page, generated="now")
+    shot = tmp_path / "shot.png"
+    profile = tmp_path / "profile"
+    command = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        f"--screenshot={shot}",
+        "--window-size=1400,900",
+        page.as_uri(),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    assert shot.exists(), (
+        f"chromium wrote no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
+    )
+    width, height, raw = png_pixels(shot)
+    assert (width, height) == (1400, 900)
+    assert len(set(raw)) > 64, "the screenshot is blank"
