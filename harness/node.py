@@ -122,7 +122,8 @@ def _creator(backend: str) -> Callable[[Any], Any]:
     if backend == "torch-static":
         from torch.distributed.elastic.rendezvous import registry as torch_registry
 
-        return torch_registry.get_rendezvous_handler
+        torch_creator: Callable[[Any], Any] = torch_registry.get_rendezvous_handler
+        return torch_creator
     module, _, attr = backend.partition(":")
     factory: Callable[[Any], Any] = getattr(importlib.import_module(module), attr)
     return factory
