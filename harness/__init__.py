@@ -12,6 +12,7 @@ Module map (grows with each issue):
 * ``toxiproxy_api``    the Toxiproxy-compatible HTTP control plane; ``ToxiproxyServer``
 * ``toxiproxy_client`` one typed client over toxiproxy-python, whichever server is behind it
 * ``cli``              ``harness proxy`` (and later ``run | list | fuzz | replay``)
+* ``pytest_plugin``    pytest11 entry point: scenario files as items, options, fixtures
 
 ``ToxiproxyServer`` and ``ToxiproxyClient`` are importable from here; they are loaded on
 first use so that processes which never touch the proxy do not import aiohttp/requests.

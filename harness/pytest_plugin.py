@@ -1,0 +1,383 @@
+"""pytest plugin: scenario files as test items, the harness's options, and its fixtures.
+
+Registered as the ``pytest11`` entry point ``harness`` (active once the package is
+installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
+
+* Every file matching the ini glob ``harness_scenarios`` (default ``scenarios/**/*.toml``,
+  relative to the rootdir) is collected as one item per file, marked ``harness_scenario``.
+  An invalid file is a collection error naming the file and its bad keys; a failing item
+  shows the failed checks, each node's outcome, the seed and the command that replays it.
+* Options (group "harness"), each with an ini twin: ``--harness-seed`` / ``harness_seed``,
+  ``--toxiproxy`` / ``harness_toxiproxy``, ``--harness-report`` / ``harness_report``.
+* Fixtures: ``toxiproxy`` (a typed client on a fault proxy), ``rdzv_store`` (a live TCPStore
+  master), ``harness_cluster`` (runs a scenario built in Python, returns its report).
+
+Only pytest and the standard library are imported here at start-up: the runner, aiohttp,
+multiprocess and pydantic are imported when a scenario file is collected or run, or a
+fixture is used, so the plugin costs nothing in unrelated test runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr
+
+    from harness.model import Report
+    from harness.scenario import Scenario
+    from harness.toxiproxy_client import ToxiproxyClient
+    from rdzv.client import TCPStore
+
+__all__ = [
+    "HarnessCluster",
+    "ScenarioFailed",
+    "ScenarioFile",
+    "ScenarioItem",
+    "failure_text",
+    "harness_cluster",
+    "parse_toxiproxy_address",
+    "rdzv_store",
+    "toxiproxy",
+]
+
+MARKER = "harness_scenario"
+DEFAULT_GLOB = "scenarios/**/*.toml"
+_REPORTS = pytest.StashKey[list["Report"]]()
+_MATCHES = pytest.StashKey[frozenset[Path]]()
+_WRITTEN = pytest.StashKey[list[Path]]()
+
+#: ``harness_cluster(...)``: a scenario built in Python (mapping and/or keywords) -> Report.
+HarnessCluster = Callable[..., "Report"]
+
+
+# --- options ---------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("harness", "harness: fault-injection scenarios")
+    group.addoption(
+        "--harness-seed",
+        dest="harness_seed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="seed every scenario (items and harness_cluster) with N; default: each "
+        "scenario's own seed, else a fresh one. ini: harness_seed",
+    )
+    group.addoption(
+        "--toxiproxy",
+        dest="harness_toxiproxy",
+        default=None,
+        metavar="HOST:PORT",
+        help="drive this real Toxiproxy server; default: a fresh embedded proxy per "
+        "scenario. ini: harness_toxiproxy",
+    )
+    group.addoption(
+        "--harness-report",
+        dest="harness_report",
+        default=None,
+        metavar="DIR",
+        help="write junit.xml and report.html of the scenario items to DIR at the end. "
+        "ini: harness_report",
+    )
+    parser.addini("harness_seed", "seed for every scenario (as --harness-seed)", default="")
+    parser.addini("harness_toxiproxy", "HOST:PORT of a real Toxiproxy (as --toxiproxy)", default="")
+    parser.addini(
+        "harness_report", "directory for scenario reports (as --harness-report)", default=""
+    )
+    parser.addini(
+        "harness_scenarios",
+        "globs (relative to the rootdir) of scenario files to collect",
+        type="args",
+        default=[DEFAULT_GLOB],
+    )
+
+
+def parse_toxiproxy_address(text: str, where: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``http://HOST:PORT`` -> ``(host, port)``.
+
+    Raises:
+        pytest.UsageError: naming ``where`` (the option or ini key) and the bad value.
+    """
+    url = text if "://" in text else f"http://{text}"
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise pytest.UsageError(f"{where}: {text!r} is not HOST:PORT ({exc})") from exc
+    if parts.scheme != "http" or not host or port is None or parts.path not in ("", "/"):
+        raise pytest.UsageError(f"{where}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:8474)")
+    return host, port
+
+
+def _seed(config: pytest.Config) -> tuple[int | None, str]:
+    """The seed override and where it came from (``""`` when there is none)."""
+    cli: int | None = config.getoption("harness_seed")
+    if cli is not None:
+        return cli, "--harness-seed"
+    raw = str(config.getini("harness_seed")).strip()
+    if not raw:
+        return None, ""
+    try:
+        return int(raw), "ini harness_seed"
+    except ValueError:
+        raise pytest.UsageError(f"ini harness_seed: expected a whole number, got {raw!r}") from None
+
+
+def _toxiproxy(config: pytest.Config) -> tuple[str, int] | None:
+    cli: str | None = config.getoption("harness_toxiproxy")
+    if cli is not None:
+        return parse_toxiproxy_address(cli, "--toxiproxy")
+    raw = str(config.getini("harness_toxiproxy")).strip()
+    return parse_toxiproxy_address(raw, "ini harness_toxiproxy") if raw else None
+
+
+def _report_dir(config: pytest.Config) -> Path | None:
+    cli: str | None = config.getoption("harness_report")
+    raw = cli if cli is not None else str(config.getini("harness_report")).strip()
+    if not raw:
+        return None
+    return Path(config.invocation_params.dir, raw) if cli is not None else config.rootpath / raw
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: a scenario file collected by the harness plugin")
+    _seed(config)  # fail at start-up, not per item, on a bad seed or address
+    _toxiproxy(config)
+    config.stash[_REPORTS] = []
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    seed, origin = _seed(config)
+    if seed is not None:
+        policy = f"harness: seed {seed} for every scenario ({origin})"
+    else:
+        policy = (
+            "harness: seed: each scenario's own, else a fresh random one per run "
+            "(shown on failure; override with --harness-seed N)"
+        )
+    address = _toxiproxy(config)
+    proxy = f"toxiproxy {address[0]}:{address[1]}" if address else "embedded toxiproxy per run"
+    globs = " ".join(config.getini("harness_scenarios"))
+    return [policy, f"harness: scenarios {globs}; {proxy}"]
+
+
+# --- collection ------------------------------------------------------------------------
+
+
+def _matches(config: pytest.Config) -> frozenset[Path]:
+    if _MATCHES not in config.stash:
+        root = config.rootpath
+        found = {p.resolve() for g in config.getini("harness_scenarios") for p in root.glob(g)}
+        config.stash[_MATCHES] = frozenset(p for p in found if p.is_file())
+    return config.stash[_MATCHES]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> ScenarioFile | None:
+    if file_path.suffix != ".toml" or file_path.resolve() not in _matches(parent.config):
+        return None
+    file: ScenarioFile = ScenarioFile.from_parent(parent, path=file_path)
+    return file
+
+
+class ScenarioFile(pytest.File):
+    """One scenario file: yields a single :class:`ScenarioItem`."""
+
+    def collect(self) -> Iterator[ScenarioItem]:
+        from harness.errors import ScenarioError
+        from harness.scenario import load
+
+        try:
+            scenario = load(self._shown_path())
+        except ScenarioError as exc:
+            problems = "\n".join(f"  - {p}" for p in exc.problems)
+            raise self.CollectError(f"invalid scenario {exc.source}:\n{problems}") from exc
+        yield ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)
+
+    def _shown_path(self) -> str:
+        """The path as the replay command shows it: relative to where pytest ran."""
+        here = self.config.invocation_params.dir
+        try:
+            return str(self.path.relative_to(here))
+        except ValueError:
+            return os.fspath(self.path)
+
+
+class ScenarioFailed(AssertionError):
+    """A scenario item's run broke a check or an expectation (carries the report)."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        super().__init__(f"scenario {report.scenario.name} failed (seed {report.seed})")
+
+
+class ScenarioItem(pytest.Item):
+    """One run of one scenario, with the session's seed policy and proxy."""
+
+    def __init__(self, *, scenario: Scenario, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.add_marker(MARKER)
+
+    def runtest(self) -> None:
+        from harness.suite import choose_seed, run_one
+
+        override, _ = _seed(self.config)
+        seed = choose_seed(self.scenario, override, lambda: secrets.randbits(32))
+        report = run_one(self.scenario, _proxies(self.config), seed)
+        self.config.stash[_REPORTS].append(report)
+        if not report.passed:
+            raise ScenarioFailed(report)
+
+    def repr_failure(
+        self,
+        excinfo: pytest.ExceptionInfo[BaseException],
+        style: Any = None,
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, ScenarioFailed):
+            return failure_text(excinfo.value.report)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"scenario {self.scenario.name}"
+
+
+def failure_text(report: Report) -> str:
+    """A failed run as the item shows it: checks, node outcomes, faults, seed, replay."""
+    from harness.report import fault_line
+
+    lines = [f"scenario {report.scenario.name} failed ({report.scenario.nodes} nodes)"]
+    lines += ["failed checks:", *(f"  [{v.check}] {v.message}" for v in report.violations)]
+    if report.error is not None:
+        lines.append(report.error)
+    lines.append("nodes:")
+    for o in report.outcomes:
+        took = f" after {o.elapsed:.2f} s" if o.elapsed is not None else ""
+        rank = f" rank {o.rank}" if o.rank is not None else ""
+        why = f": {o.error_class or 'message'}: {o.message}" if o.message else ""
+        lines.append(f"  node {o.node}: {o.status}{rank}{took}{why}")
+    lines += [f"  {fault_line(f)}" for f in report.faults]
+    lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
+    return "\n".join(lines)
+
+
+def _proxies(config: pytest.Config) -> Callable[[], contextlib.AbstractContextManager[Any]]:
+    from harness.suite import embedded_proxy, shared_proxy
+    from harness.toxiproxy_client import ToxiproxyClient
+
+    address = _toxiproxy(config)
+    if address is None:
+        return embedded_proxy
+    return shared_proxy(ToxiproxyClient(*address))
+
+
+# --- reports ---------------------------------------------------------------------------
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    where = _report_dir(config)
+    reports = config.stash.get(_REPORTS, [])
+    if where is None or not reports:
+        return
+    import datetime as dt
+
+    from harness.report import write_junit
+    from harness.report_html import write_html
+
+    now = dt.datetime.now(dt.UTC)
+    where.mkdir(parents=True, exist_ok=True)
+    junit, html = where / "junit.xml", where / "report.html"
+    write_junit(reports, junit, suite_name="harness", timestamp=f"{now:%Y-%m-%dT%H:%M:%S}")
+    write_html(reports, html, generated=f"{now:%Y-%m-%d %H:%M:%S} UTC")
+    config.stash[_WRITTEN] = [junit, html]
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    written = config.stash.get(_WRITTEN, [])
+    if written:
+        terminalreporter.write_line(f"harness: wrote {', '.join(map(str, written))}")
+
+
+# --- fixtures --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def toxiproxy(pytestconfig: pytest.Config) -> Iterator[ToxiproxyClient]:
+    """A typed Toxiproxy client: on the ``--toxiproxy`` server, else a fresh embedded one
+    (stopped after the test)."""
+    from harness.toxiproxy_client import ToxiproxyClient
+
+    address = _toxiproxy(pytestconfig)
+    if address is not None:
+        yield ToxiproxyClient(*address)
+        return
+    from harness.suite import embedded_proxy
+
+    with embedded_proxy() as client:
+        yield client
+
+
+@pytest.fixture
+def rdzv_store() -> Iterator[TCPStore]:
+    """A live rdzv TCPStore master on 127.0.0.1 (port 0; read ``.port``), closed after."""
+    from rdzv.client import TCPStore
+
+    store = TCPStore("127.0.0.1", 0, is_master=True, timeout=30)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+_NAME_JUNK = re.compile(r"[^a-z0-9._-]+")
+
+
+@pytest.fixture
+def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
+    """Run a scenario built in Python and return its :class:`~harness.model.Report`.
+
+    Call it with a mapping and/or keyword arguments in the scenario file's shape, e.g.
+    ``harness_cluster(nodes=3, fault=[{"kind": "absent", "nodes": [2]}], timeouts=...)``;
+    ``name`` and ``description`` default to the test's. The seed is ``--harness-seed`` when
+    given, else the scenario's ``seed`` key, else a fresh one. Each call runs to the end and
+    cleans up its processes and proxies, also when it raises.
+
+    The factory raises:
+        ScenarioError: the scenario is invalid (names each bad key).
+        HarnessError: the proxy could not be started or reached.
+    """
+    config = request.config
+    test = _NAME_JUNK.sub("-", request.node.name.lower()).strip("-._") or "test"
+
+    def run(scenario: Mapping[str, Any] | None = None, /, **fields: Any) -> Report:
+        from harness.scenario import parse
+        from harness.suite import choose_seed
+
+        data: dict[str, Any] = {"name": test, "description": f"built by {request.node.nodeid}"}
+        data.update(scenario or {})
+        data.update(fields)
+        built = parse(data, f"<{request.node.nodeid}>")
+        override, _ = _seed(config)
+        seed = choose_seed(built, override, lambda: secrets.randbits(32))
+        return _run_built(built, seed, config)
+
+    return run
+
+
+def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
+    from harness.runner import run_scenario
+
+    with _proxies(config)() as client:
+        report: Report = run_scenario(scenario, client, seed)
+    return report
