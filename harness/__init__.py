@@ -1,8 +1,8 @@
 """harness: a fault-injection harness for rendezvous.
 
-Module map (grows with each issue):
+Module map. The fault proxy (Toxiproxy's API and toxics):
 
-* ``errors``           HarnessError tree
+* ``errors``           HarnessError tree (proxy API errors, ScenarioError)
 * ``toxics``           pure toxic logic with Toxiproxy's names, attributes and semantics
 * ``events``           the fault proxy's bounded event log (which toxic acted, when)
 * ``netaddr``          ``host:port`` parsing and listening sockets, with Go-style errors
@@ -11,7 +11,21 @@ Module map (grows with each issue):
 * ``loop``             the proxy's event loop (stdlib asyncio, sub-millisecond timers)
 * ``toxiproxy_api``    the Toxiproxy-compatible HTTP control plane; ``ToxiproxyServer``
 * ``toxiproxy_client`` one typed client over toxiproxy-python, whichever server is behind it
-* ``cli``              ``harness proxy`` (and later ``run | list | fuzz | replay``)
+
+Running scenarios (data flows down this list):
+
+* ``scenario``         TOML -> validated, frozen models; errors name file and key
+* ``squatters``        bind faults: listeners holding node 0's port in five ways
+* ``store_faults``     store-level faults: an interposer that decodes TCPStore requests
+* ``topology``         one run's network: node 0's port, proxy links, DNS shim, interposer
+* ``node``             the node process: one rendezvous, events, one outcome
+* ``cluster``          start / signal / watch / end node processes (forkserver)
+* ``runner``           one scenario, one seed: schedule faults, gather outcomes
+* ``checks``           invariants and expectations -> violations
+* ``model``            events, outcomes, fault records, violations, reports
+* ``suite``            many scenarios on a thread pool, one embedded proxy per run
+* ``report``, ``report_html``, ``timeline``, ``glyphs``  console, JUnit and HTML reports
+* ``cli``, ``cli_run`` ``harness proxy | run | list``
 * ``pytest_plugin``    pytest11 entry point: scenario files as items, options, fixtures
 
 ``ToxiproxyServer`` and ``ToxiproxyClient`` are importable from here; they are loaded on
