@@ -2,36 +2,60 @@
 
 The keys it uses are described in :mod:`rdzv._round_state`. A member's happy path costs four
 round trips after connecting: compare_set(first), compare_set(claim), add(count), get(done)
-(a blocking WAIT+GET); the ack is a one-way message. Failure paths may spend more (a
-timed-out node checks every claim to name the missing ranks).
+(a blocking WAIT+GET); set(confirmed) and the ack are one-way messages, and the node that
+completes the round spends one more (a WAIT for every rank's confirmation). Failure paths may
+spend more (a timed-out node checks every claim to name the missing ranks).
 
 Invariants:
 
 1. A round has exactly one verdict, written with compare_set("", ...) on ``done``; every
    node that waits, waits on that one key, so a fast failure on any node (duplicate rank,
-   world-size mismatch, a passed deadline, close) reaches every node at once.
-2. ``complete`` is written only by the node whose ``add`` made ``count`` reach the world
-   size; only successful claimants count, and claims are unique per rank, so a complete
-   round holds exactly the ranks 0..N-1.
+   world-size mismatch, a passed deadline, close, a member that lost its store connection)
+   reaches every node at once.
+2. ``complete`` is written only by a node whose ``add`` made ``count`` reach the world size,
+   and only once every rank's ``confirmed`` key exists. Claims are unique per rank, every
+   claimant sets ``confirmed`` after its ``add``, so a complete round holds exactly the ranks
+   0..N-1, each counted. (A takeover may count a rank twice; ``count`` is only the trigger,
+   the ``confirmed`` keys decide.)
 3. A node whose own deadline passes tries to write ``aborted``; if ``complete`` won the race
    it returns success instead: the verdict, not the local clock, decides.
 4. ``set_closed`` writes ``closed`` and a ``closed`` verdict on the closer's next round, so
    nodes waiting in (or later joining) that round fail with ``RendezvousClosedError``.
 5. A node that finds its rank already claimed in a round with a verdict reports that
    (closed run, or a round that completed without it: stale state) instead of joining.
+6. Takeover: a node that finds its rank claimed by a process of the same machine (host name
+   and machine tag, see :mod:`rdzv._liveness`) that no longer exists replaces that claim
+   with compare_set(old identity -> own identity), then adds to ``count`` and confirms like
+   any claimant, whether or not its predecessor had. A live claimant, another machine, or a
+   round that already has a verdict: a duplicate rank, as without takeovers.
+7. A member whose store connection breaks mid-join spends at most ``_PUBLISH_SECONDS`` on a
+   fresh connection to write an ``aborted`` verdict (reason ``connection_lost``) naming
+   itself and the cause, so the others fail at once with ``RendezvousConnectionError``
+   instead of at their deadline. If that fails too, it still raises its own error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno as errno_names
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from rdzv._round_state import Identity, RoundKeys, decode_verdict, format_ranks
+from rdzv._exit import close_store, linger
+from rdzv._liveness import process_alive
+from rdzv._round_failures import (
+    closed_message,
+    duplicate_message,
+    lost_connection_message,
+    mismatch_message,
+    stale_message,
+    store_failure,
+    timeout_message,
+    unread_message,
+)
+from rdzv._round_state import Identity, RoundKeys, decode_verdict
 from rdzv._static_config import StaticConfig
 from rdzv.errors import (
     RendezvousClosedError,
@@ -39,7 +63,6 @@ from rdzv.errors import (
     RendezvousError,
     RendezvousStateError,
     RendezvousTimeoutError,
-    StoreBindError,
     StoreError,
     StoreProtocolError,
     StoreTimeoutError,
@@ -49,15 +72,19 @@ from rdzv.events import emit
 if TYPE_CHECKING:
     from rdzv.store import Store
 
-__all__ = ["RoundProtocol", "connect_error", "leave"]
+__all__ = ["RoundProtocol"]
 
 _log: Final = logging.getLogger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
 _DIAGNOSIS_GRACE: Final = 2.0
+_PUBLISH_SECONDS: Final = 1.0  # bound of the fresh connection that reports a lost one
+_CONFIRM_POLL: Final = 0.5  # how often the completing node looks for another verdict
+_MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
 _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
     "duplicate_rank": RendezvousStateError,
     "world_size_mismatch": RendezvousStateError,
     "timeout": RendezvousTimeoutError,
+    "connection_lost": RendezvousConnectionError,
 }
 
 
@@ -76,6 +103,14 @@ class RoundProtocol:
         deadline: monotonic time by which the round must have completed.
         clock: the monotonic clock ``deadline`` refers to.
         wall: a wall clock (seconds since the epoch) for timestamps in verdicts.
+        reconnect: opens a fresh connection to the same store within the given seconds
+            (invariant 7); None: a lost connection is not reported to the others.
+        alive: whether a pid of this machine still runs (invariant 6).
+
+    Attributes:
+        connection_lost: this node's own store connection broke (as opposed to a verdict
+            that reports another node's broken connection).
+        took_over: the dead predecessor whose claim this node took over, if any.
     """
 
     def __init__(
@@ -87,6 +122,8 @@ class RoundProtocol:
         deadline: float,
         clock: Callable[[], float],
         wall: Callable[[], float],
+        reconnect: Callable[[float], Store] | None = None,
+        alive: Callable[[int], bool] = process_alive,
     ) -> None:
         self.store = store
         self.cfg = cfg
@@ -95,8 +132,13 @@ class RoundProtocol:
         self.deadline = deadline
         self.clock = clock
         self.wall = wall
+        self.reconnect = reconnect
+        self.alive = alive
         self.started = clock()
         self.keys = RoundKeys(cfg.run_id)
+        self.connection_lost = False
+        self.took_over: Identity | None = None
+        self._joining = False
         self._where = f"round {round_index} of run '{cfg.run_id}' at {cfg.endpoint}"
 
     # -- the join -------------------------------------------------------------------------
@@ -110,41 +152,76 @@ class RoundProtocol:
                 already ended (stale state).
             RendezvousTimeoutError: the deadline passed (here or on another node); the
                 message names how many joined, the missing ranks and the time waited.
-            RendezvousConnectionError: the store connection failed or the store vanished.
+            RendezvousConnectionError: the store connection failed or the store vanished
+                (here, or on another member, which reported it in the verdict).
         """
+        self._joining = True
+        try:
+            self._join()
+        finally:
+            self._joining = False
+
+    def _join(self) -> None:
         k, me = self.round, self.me
         first_key = self.keys.of(k, "first")
         raw_first = self._call(self.store.compare_set, first_key, "", me.raw)
         first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
         if first.world_size != me.world_size:
-            self._reject(
-                "world_size_mismatch",
-                _msg(
-                    f"world size mismatch in {self._where}: this node, {me.describe()},",
-                    f"expects {me.world_size} nodes but {first.describe()} joined first",
-                    f"expecting {first.world_size}; give every node the same max_nodes",
-                    "(--nnodes).",
-                ),
-            )
+            self._reject("world_size_mismatch", mismatch_message(self._where, me, first))
         claim_key = self.keys.claim(k, me.rank)
         raw_holder = self._call(self.store.compare_set, claim_key, "", me.raw)
-        holder = me if raw_holder == me.raw else Identity.decode(raw_holder, claim_key)
-        if holder != me:
-            self._reject(
-                "duplicate_rank",
-                _msg(
-                    f"duplicate rank {me.rank} in {self._where}: claimed by {holder.host}",
-                    f"pid {holder.pid} and by {me.host} pid {me.pid}; give every node a",
-                    f"distinct rank (--node-rank) in 0..{me.world_size - 1}.",
-                ),
-            )
+        if raw_holder != me.raw:
+            self._take_over(claim_key, raw_holder)
         joined = self._call(self.store.add, self.keys.of(k, "count"), 1)
-        self._event("joined", joined=joined, world_size=me.world_size)
-        if joined == me.world_size:
-            verdict = {"status": "complete", "by": asdict(me), "at": self.wall()}
-            self._settle(verdict)
+        self._call(self.store.set, self.keys.confirmed(k, me.rank), me.raw)
+        self._event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
+        if joined >= me.world_size:
+            self._complete_when_confirmed()
+        else:
+            self._await_verdict()
+
+    def _take_over(self, claim_key: str, raw: bytes) -> None:
+        """Replace the claim ``raw`` of a dead predecessor by this node's (invariant 6)."""
+        done = self.keys.of(self.round, "done")
+        for _ in range(_MAX_TAKEOVERS):
+            holder = Identity.decode(raw, claim_key)
+            if not self.me.same_machine(holder) or self.alive(holder.pid):
+                break
+            if self._call(self.store.check, [done]):  # a finished round is not rejoined
+                self._refuse(self._call(self.store.get, done))
+            raw = self._call(self.store.compare_set, claim_key, raw, self.me.raw)
+            if raw == self.me.raw:
+                self.took_over = holder
+                self._event(
+                    "claim_taken_over",
+                    logging.WARNING,
+                    previous=holder.describe(),
+                    previous_pid=holder.pid,
+                    host=holder.host,
+                )
+                return
+        holder = Identity.decode(raw, claim_key)
+        self._reject("duplicate_rank", duplicate_message(self._where, holder, self.me))
+
+    def _complete_when_confirmed(self) -> None:
+        """As the node whose add reached the world size: complete the round once every rank
+        confirmed (invariant 2), unless another verdict comes first or the deadline passes."""
+        ranks = range(self.me.world_size)
+        confirmations = [self.keys.confirmed(self.round, rank) for rank in ranks]
+        done = self.keys.of(self.round, "done")
+        while (remaining := self.deadline - self.clock()) > 0:
+            try:
+                self.store.wait(confirmations, min(remaining, _CONFIRM_POLL))
+            except StoreTimeoutError:
+                if self._call(self.store.check, [done]):
+                    self._act_on(self._call(self.store.get, done))
+                    return
+                continue
+            except StoreError as exc:
+                self._raise_store(exc, "waiting for every rank to confirm")
+            self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
             return
-        self._await_verdict()
+        self._on_deadline()
 
     def _await_verdict(self) -> None:
         """Block (bounded by the deadline) until the round's verdict exists; act on it."""
@@ -166,18 +243,16 @@ class RoundProtocol:
         # The deadline passed: a short, fixed grace bounds naming the missing ranks and
         # publishing the verdict, so a busy store does not turn the report into a timeout.
         self.deadline = self.clock() + _DIAGNOSIS_GRACE
-        claims = [self.keys.claim(self.round, rank) for rank in range(self.me.world_size)]
-        missing = [
-            rank for rank, key in enumerate(claims) if not self._call(self.store.check, [key])
+        k = self.round
+        ranks = range(self.me.world_size)
+        confirmed = [r for r in ranks if self._call(self.store.check, [self.keys.confirmed(k, r)])]
+        claimed = [
+            r
+            for r in ranks
+            if r not in confirmed and self._call(self.store.check, [self.keys.claim(k, r)])
         ]
-        members = self.me.world_size - len(missing)
         waited = self.clock() - self.started
-        message = _msg(
-            f"rendezvous {self._where} timed out after {waited:.1f} s:",
-            f"{members} of {self.me.world_size} nodes joined; missing ranks:",
-            f"{format_ranks(missing)}. Start the missing nodes, check their logs, or raise",
-            f"the join timeout ({self.cfg.join_timeout.total_seconds():g} s).",
-        )
+        message = timeout_message(self.cfg, self._where, waited, confirmed, claimed)
         self._settle(self._verdict("timeout", message))
 
     def _verdict(self, reason: str, message: str) -> dict[str, Any]:
@@ -193,8 +268,11 @@ class RoundProtocol:
         """Abort the round from a node that is not (and will not be) a member of it."""
         done = self.keys.of(self.round, "done")
         encoded = json.dumps(self._verdict(reason, message), sort_keys=True).encode()
-        raw = self._call(self.store.compare_set, done, "", encoded)
-        if decode_verdict(raw, done)["status"] == "complete":
+        self._refuse(self._call(self.store.compare_set, done, "", encoded))
+
+    def _refuse(self, raw: bytes) -> NoReturn:
+        """As a non-member: raise what the round's verdict ``raw`` means for this node."""
+        if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] == "complete":
             if self._call(self.store.check, [self.keys.closed]):
                 self._raise_closed(self._call(self.store.get, self.keys.closed))
             self._raise_stale()
@@ -252,85 +330,65 @@ class RoundProtocol:
             self.store.wait(acks, timeout)
         except StoreTimeoutError:
             missing = [r for r, key in enumerate(acks) if not self._call(self.store.check, [key])]
-            self._fail(
-                RendezvousTimeoutError(
-                    _msg(
-                        f"{self._where} completed, but ranks {format_ranks(missing)} did not",
-                        f"confirm reading the result within {timeout:g} s (read_timeout);",
-                        "they probably died right after joining.",
-                    )
-                )
-            )
+            self._fail(RendezvousTimeoutError(unread_message(self._where, missing, timeout)))
         except StoreError as exc:
             self._raise_store(exc, "waiting for every node to read the result")
 
     def linger(self, timeout: float) -> None:
-        """Exit barrier of a hosting node whose round failed: best effort, bounded.
-
-        Waits up to ``timeout`` seconds until every member that claimed a rank has read the
-        verdict, so the failure reaches them before this node (and its store) goes away.
-        Store errors end the wait silently: the caller is already raising the round's error.
-        """
-        try:
-            self.store.set_timeout(timeout)
-            claims = [self.keys.claim(self.round, r) for r in range(self.me.world_size)]
-            members = [r for r, key in enumerate(claims) if self.store.check([key])]
-            acks = [self.keys.of(self.round, f"ack/{r}") for r in members]
-            self.store.wait(acks, timeout)
-        except StoreError as exc:
-            self._event("linger_ended", error=f"{type(exc).__name__}: {exc}")
+        """Exit barrier of a hosting node whose round failed (see :func:`rdzv._exit.linger`):
+        best effort, bounded by ``timeout`` seconds; never raises a store error."""
+        error = linger(self.store, self.keys, self.round, self.me.world_size, timeout, self.clock)
+        if error is not None:
+            self._event("linger_ended", error=error)
 
     # -- failures -------------------------------------------------------------------------
 
     def _raise_closed(self, raw: bytes) -> NoReturn:
         record = decode_verdict(raw, self.keys.closed)
         by = Identity(**record["by"])
-        self._fail(
-            RendezvousClosedError(
-                _msg(
-                    f"the rendezvous of run '{self.cfg.run_id}' at {self.cfg.endpoint} was",
-                    f"closed by {by.describe()}; no further rounds run (this node:",
-                    f"{self.me.describe()}, round {self.round}).",
-                )
-            )
-        )
+        self._fail(RendezvousClosedError(closed_message(self.cfg, by, self.me, self.round)))
 
     def _raise_stale(self) -> NoReturn:
-        self._fail(
-            RendezvousStateError(
-                _msg(
-                    f"{self._where} already completed before this node,",
-                    f"{self.me.describe()}, joined; a static rendezvous does not admit",
-                    "late or restarted nodes into a finished round: restart every node,",
-                    "or use a fresh run_id.",
-                )
-            )
-        )
+        self._fail(RendezvousStateError(stale_message(self._where, self.me)))
 
     def _raise_store(self, exc: StoreError, doing: str) -> NoReturn:
-        waited = self.clock() - self.started
-        error: RendezvousError
-        if isinstance(exc, StoreTimeoutError):
-            what = f"the rendezvous store at {self.cfg.endpoint} did not answer in time"
-            error = RendezvousTimeoutError(
-                _msg(f"{what} while {doing} in {self._where}, after {waited:.1f} s: {exc}")
-            )
-        else:
-            if isinstance(exc, StoreProtocolError):
-                what = f"the peer at {self.cfg.endpoint} is not a rendezvous store"
-            else:
-                what = f"lost the rendezvous store at {self.cfg.endpoint} (hosted by rank 0)"
-            error = RendezvousConnectionError(
-                _msg(f"{what} while {doing} in {self._where}, after {waited:.1f} s: {exc}")
-            )
+        error = store_failure(exc, self.cfg.endpoint, self._where, doing, self._waited())
         error.__cause__ = exc
+        if isinstance(error, RendezvousConnectionError) and not isinstance(exc, StoreProtocolError):
+            self.connection_lost = True
+            if self._joining:
+                self._publish_lost(doing, exc)
         self._fail(error)
+
+    def _publish_lost(self, doing: str, exc: StoreError) -> None:
+        """Best effort, bounded: tell the others, over a fresh connection, that this node
+        lost its own (invariant 7). Failures are reported as an event, never raised."""
+        budget = min(self.deadline - self.clock(), _PUBLISH_SECONDS)
+        if self.reconnect is None or budget <= 0:
+            self._event("failure_not_published", error="no time left or no way to reconnect")
+            return
+        message = lost_connection_message(self._where, self.me, doing, exc)
+        encoded = json.dumps(self._verdict("connection_lost", message), sort_keys=True).encode()
+        fresh: Store | None = None
+        try:
+            fresh = self.reconnect(budget)
+            raw = fresh.compare_set(self.keys.of(self.round, "done"), "", encoded)
+        except StoreError as failure:
+            self._event("failure_not_published", error=f"{type(failure).__name__}: {failure}")
+            return
+        finally:
+            if fresh is not None:
+                close_store(fresh)
+        self._event("failure_published", first=raw == encoded)
 
     def _fail(self, error: RendezvousError) -> NoReturn:
         self._event("failed", error=type(error).__name__, message=str(error))
         raise error
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _waited(self) -> float:
+        return self.clock() - self.started
 
     def _call(self, op: Callable[..., Any], *args: Any) -> Any:
         """Run one store operation bounded by the deadline; translate store errors."""
@@ -341,9 +399,9 @@ class RoundProtocol:
         except StoreError as exc:
             self._raise_store(exc, f"calling {getattr(op, '__name__', 'a store operation')}")
 
-    def _event(self, name: str, **fields: Any) -> None:
-        if _log.isEnabledFor(logging.INFO):  # skip building the fields when nobody listens
-            emit(_log, name, logging.INFO, **self._fields(), **fields)
+    def _event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
+        if _log.isEnabledFor(level):  # skip building the fields when nobody listens
+            emit(_log, name, level, **self._fields(), **fields)
 
     def _fields(self) -> dict[str, Any]:
         return {
@@ -353,69 +411,3 @@ class RoundProtocol:
             "endpoint": self.cfg.endpoint,
             "elapsed": round(self.clock() - self.started, 6),
         }
-
-
-def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> RendezvousError:
-    """Translate a failure to create the store into the rendezvous error users see."""
-    timeout = f"{cfg.join_timeout.total_seconds():g} s"
-    if isinstance(exc, StoreBindError):
-        detail = str(exc)
-        if exc.errno is not None and f"errno {exc.errno}" not in detail:
-            name = errno_names.errorcode.get(exc.errno, "unknown")
-            detail = f"{detail} (errno {exc.errno} {name})"
-        return RendezvousConnectionError(
-            f"rank {cfg.rank} could not host the rendezvous store at {cfg.endpoint}: {detail}"
-        )
-    if isinstance(exc, StoreTimeoutError):
-        return RendezvousTimeoutError(
-            _msg(
-                f"rank {cfg.rank}: the rendezvous store at {cfg.endpoint} did not answer within",
-                f"{waited:.1f} s (join timeout {timeout}): {exc}",
-            )
-        )
-    if isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
-        head = f"something answered at {cfg.endpoint}, but it is not a rendezvous store"
-    else:
-        head = f"no rendezvous server answered at {cfg.endpoint}"
-    return RendezvousConnectionError(
-        _msg(
-            f"rank {cfg.rank}: {head} within the join timeout ({timeout}): {str(exc).rstrip('.')}.",
-            "Node 0 hosts the store: check that it started and could bind the port.",
-        )
-    )
-
-
-def leave(store: Store, cfg: StaticConfig, keys: RoundKeys, round_index: int) -> int | None:
-    """The ``shutdown()`` exit barrier of round ``round_index`` (the last one joined).
-
-    A node that does not host the store counts itself out; the hosting node waits (up to
-    ``read_timeout``) until every other member has.
-
-    Returns:
-        How many other nodes left (hosting node), or None (other nodes).
-
-    Raises:
-        RendezvousConnectionError: the store could not be reached.
-    """
-    count = keys.of(round_index, "exit")
-    everyone = keys.of(round_index, "exit_all")
-    others = cfg.world_size - 1
-    try:
-        if not cfg.start_daemon:
-            if store.add(count, 1) == others:
-                store.set(everyone, b"1")
-            return None
-        if others == 0:
-            return 0
-        try:
-            store.wait([everyone], cfg.read_timeout)
-        except StoreTimeoutError:
-            return store.add(count, 0)
-        return others
-    except StoreError as exc:
-        raise RendezvousConnectionError(
-            _msg(
-                f"rank {cfg.rank} could not leave the rendezvous of run '{cfg.run_id}' at",
-                f"{cfg.endpoint} cleanly: {exc}",
-            )
-        ) from exc

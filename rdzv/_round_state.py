@@ -6,7 +6,11 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
     closed                 who closed the rendezvous (JSON); set by set_closed()
     round/<k>/first        identity of the first node to join round k (holds its world size)
     round/<k>/claim/<r>    identity of the node that claimed rank r (compare_set: one winner)
-    round/<k>/count        add(1) by every successful claimant; the N-th completes the round
+    round/<k>/count        add(1) by every claimant (a takeover adds again, so it may exceed
+                           N); a node that sees it reach N completes the round once every
+                           rank has confirmed
+    round/<k>/confirmed/<r>  identity of rank r's claimant, set right after its add(count):
+                           "this rank is counted" (what a timeout diagnosis reports as joined)
     round/<k>/done         the round's single verdict (compare_set: the first writer wins):
                            complete | aborted (reason, message) | closed
     round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node
@@ -24,6 +28,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import quote
 
+from rdzv._liveness import local_machine
 from rdzv.errors import RendezvousStateError
 
 __all__ = ["Identity", "RoundKeys", "closed_record", "decode_verdict", "format_ranks"]
@@ -35,18 +40,31 @@ def _msg(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Identity:
-    """Who claims a rank: enough to tell two claimants apart and to name them."""
+    """Who claims a rank: enough to tell two claimants apart, to name them, and to tell
+    whether a claimant is a dead predecessor on this machine (see :mod:`rdzv._liveness`)."""
 
     host: str
     pid: int
     rank: int
     world_size: int
     token: str
+    machine: str = ""
 
     @classmethod
     def local(cls, rank: int, world_size: int) -> Identity:
         """This process's identity; the token tells two handlers in one process apart."""
-        return cls(socket.gethostname(), os.getpid(), rank, world_size, os.urandom(8).hex())
+        return cls(
+            socket.gethostname(),
+            os.getpid(),
+            rank,
+            world_size,
+            os.urandom(8).hex(),
+            local_machine(),
+        )
+
+    def same_machine(self, other: Identity) -> bool:
+        """Whether ``other`` was recorded on this identity's host, kernel and pid namespace."""
+        return (self.host, self.machine) == (other.host, other.machine)
 
     def encode(self) -> bytes:
         """The stored form (computed once: claims compare it byte for byte)."""
@@ -89,6 +107,9 @@ class RoundKeys:
 
     def claim(self, round_index: int, rank: int) -> str:
         return self.of(round_index, f"claim/{rank}")
+
+    def confirmed(self, round_index: int, rank: int) -> str:
+        return self.of(round_index, f"confirmed/{rank}")
 
 
 def format_ranks(ranks: list[int]) -> str:

@@ -402,13 +402,19 @@ def read_bytes(
         Incomplete: the string is not all there yet.
         StoreProtocolError: the announced length exceeds ``cap``.
     """
-    length, pos = _read_u64(buf, pos)
+    start = pos + 8
+    size = len(buf)
+    if start > size:
+        raise Incomplete
+    (length,) = _U64.unpack_from(buf, pos)
     if length > cap:
         raise StoreProtocolError(
             f"{what} length {length} exceeds the limit of {cap} bytes; dropping the connection"
         )
-    _need(buf, pos, length)
-    return bytes(buf[pos : pos + length]), pos + length
+    stop = start + length
+    if stop > size:
+        raise Incomplete
+    return bytes(buf[start:stop]), stop
 
 
 def _read_count(buf: bytes | bytearray | memoryview, pos: int, cap: int) -> tuple[int, int]:
@@ -535,9 +541,10 @@ def _p_val(lim: Limits, buf: bytearray, pos: int) -> tuple[bytes, int]:
 
 def _p_keys(lim: Limits, buf: bytearray, pos: int) -> tuple[tuple[bytes, ...], int]:
     count, pos = _read_count(buf, pos, lim.max_keys)
+    cap = lim.max_key
     keys = []
     for _ in range(count):
-        key, pos = _p_key(lim, buf, pos)
+        key, pos = read_bytes(buf, pos, cap, "key")
         keys.append(key)
     return tuple(keys), pos
 
@@ -608,10 +615,11 @@ def _parse_barrier(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]
 
 def _parse_multi_set(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
     count, pos = _read_count(buf, pos, lim.max_keys)
+    key_cap, value_cap = lim.max_key, lim.max_value
     items = []
     for _ in range(count):
-        key, pos = _p_key(lim, buf, pos)
-        value, pos = _p_val(lim, buf, pos)
+        key, pos = read_bytes(buf, pos, key_cap, "key")
+        value, pos = read_bytes(buf, pos, value_cap, "value")
         items.append((key, value))
     return MultiSet(tuple(items)), pos
 

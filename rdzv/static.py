@@ -8,6 +8,9 @@ with honest semantics (the join protocol is described in :mod:`rdzv._join`):
 * ``next_rendezvous()`` returns on every node only when every rank has joined;
 * a missing node fails every present node at the deadline, naming the missing ranks;
 * a duplicate rank or a world-size mismatch fails every node at once, naming both sides;
+  a restarted node (same machine, same rank, its predecessor dead) takes over its claim;
+* a node that loses its store connection mid-join tells the others (over a fresh
+  connection), so they fail at once instead of at their deadline;
 * a port in use fails node 0 at once; the others fail at their deadline saying that no
   rendezvous server answered (or that what answered is not a rendezvous store);
 * the hosting node returns only after every node read the result (exit barrier);
@@ -17,7 +20,10 @@ Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``r
 ``round``, ``rank``, ``endpoint`` and ``elapsed`` (seconds since the call started):
 ``join_start``, ``joined`` (+ ``joined``, ``world_size``), ``complete`` (+ ``world_size``),
 ``failed`` (+ ``error``, ``message``), ``closed``, ``shutdown``, ``linger_ended`` (a failed
-round's host stopped waiting for members to read the verdict). Connect attempts are
+round's host stopped waiting for members to read the verdict), ``claim_taken_over`` (level
+WARNING; + ``previous``, ``previous_pid``, ``host``: this node replaced the claim of a dead
+predecessor), ``failure_published`` (+ ``first``) / ``failure_not_published`` (+ ``error``):
+whether a node that lost its store connection could tell the others. Connect attempts are
 reported by the store client (``connect_attempt`` / ``connected`` on ``rdzv.client``).
 """
 
@@ -27,9 +33,12 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, Final, overload
 
-from rdzv._join import RoundProtocol, connect_error, leave
+from rdzv._exit import close_store, leave, reconnect
+from rdzv._join import RoundProtocol
+from rdzv._round_failures import connect_error
 from rdzv._round_state import Identity, RoundKeys, closed_record
 from rdzv._static_config import (
     DEFAULT_TIMEOUT,
@@ -46,8 +55,7 @@ from rdzv.api import (
 from rdzv.errors import (
     RendezvousClosedError,
     RendezvousConnectionError,
-    RendezvousStateError,
-    RendezvousTimeoutError,
+    RendezvousError,
     StoreError,
 )
 from rdzv.events import emit
@@ -201,8 +209,8 @@ class StaticTCPRendezvous(RendezvousHandler):
         Raises:
             RendezvousClosedError: the rendezvous was closed, or this handler shut down.
             RendezvousConnectionError: node 0 could not bind the port; no rendezvous server
-                answered in time; what answered is not a rendezvous store; or the store
-                vanished mid-round.
+                answered in time; what answered is not a rendezvous store; the store
+                vanished mid-round; or another member lost its store connection mid-join.
             RendezvousStateError: duplicate rank, world-size mismatch, or a round that had
                 already ended when this node arrived.
             RendezvousTimeoutError: not every rank joined before the deadline.
@@ -230,21 +238,30 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._joined_last_round = False
         store = self._connect(round_index, started, deadline)
         protocol = RoundProtocol(
-            store, cfg, self._me, round_index, deadline, self._clock, time.time
+            store,
+            cfg,
+            self._me,
+            round_index,
+            deadline,
+            self._clock,
+            time.time,
+            reconnect=partial(reconnect, store),
         )
         try:
             try:
                 protocol.join()
-            except (RendezvousClosedError, RendezvousStateError, RendezvousTimeoutError):
-                if cfg.start_daemon:  # let the verdict reach every member before leaving
+            except RendezvousError:
+                if cfg.start_daemon and not protocol.connection_lost:
+                    # let the verdict reach every member before leaving
                     protocol.linger(min(cfg.read_timeout.total_seconds(), _LINGER_SECONDS))
                 raise
             if cfg.start_daemon:
                 store.set_timeout(cfg.read_timeout)
                 protocol.wait_for_readers(cfg.read_timeout.total_seconds())
-        except RendezvousConnectionError:
-            self._store = None  # broken: the next round dials again (node 0 may be back)
-            _close(store)
+        except RendezvousError:
+            if protocol.connection_lost:
+                self._store = None  # broken: the next round dials again (node 0 may be back)
+                close_store(store)
             raise
         finally:
             store.set_timeout(cfg.read_timeout)
@@ -299,7 +316,8 @@ class StaticTCPRendezvous(RendezvousHandler):
         count = self._keys.of(self._round, "count")
         if not self._store_call("counting waiting nodes", self._store.check, [count]):
             return 0
-        return int(self._store_call("counting waiting nodes", self._store.get, count))
+        waiting = int(self._store_call("counting waiting nodes", self._store.get, count))
+        return min(waiting, self._cfg.world_size)  # a takeover counts a rank twice
 
     def get_run_id(self) -> str:
         """Return the run id."""
@@ -329,7 +347,7 @@ class StaticTCPRendezvous(RendezvousHandler):
             except RendezvousConnectionError as exc:
                 error = str(exc)
             finally:
-                _close(store)
+                close_store(store)
         others = self._cfg.world_size - 1
         self._event("shutdown", self._round, 0.0, others_left=left, others=others, error=error)
         return error is None and (left is None or left >= others)
@@ -386,12 +404,6 @@ class StaticTCPRendezvous(RendezvousHandler):
                     f"{self._cfg.endpoint}: {exc}",
                 )
             ) from exc
-
-
-def _close(store: Store) -> None:
-    close = getattr(store, "close", None)
-    if callable(close):
-        close()
 
 
 def create_rdzv_handler(params: RendezvousParameters) -> RendezvousHandler:

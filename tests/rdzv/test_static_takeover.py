@@ -1,0 +1,299 @@
+"""A restarted node takes over the rank claim of its dead predecessor (and nothing else does).
+
+In process over an in-memory store (the liveness probe is injected), then the liveness probe
+itself against real processes, then a real restart with node processes on loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from static_node_proc import Cluster, cluster, reserved_port
+
+import rdzv
+from rdzv._join import RoundProtocol
+from rdzv._liveness import process_alive
+from rdzv._round_state import Identity, RoundKeys
+from rdzv._static_config import StaticConfig
+from rdzv.client import TCPStore
+from rdzv.errors import RendezvousStateError, RendezvousTimeoutError
+from rdzv.events import EventCollector
+from rdzv.store import HashStore
+
+KEYS = RoundKeys("run")
+DEAD_PID = 2001
+
+
+def _cfg(rank: int, world_size: int) -> StaticConfig:
+    return StaticConfig(
+        host="127.0.0.1",
+        port=29400,
+        rank=rank,
+        world_size=world_size,
+        run_id="run",
+        join_timeout=timedelta(seconds=5),
+        read_timeout=timedelta(seconds=5),
+        start_daemon=rank == 0,
+    )
+
+
+def _identity(rank: int, world_size: int, pid: int | None = None) -> Identity:
+    return Identity("host", pid or 1000 + rank, rank, world_size, f"token{rank}-{pid}", "m1")
+
+
+def _protocol(
+    store: HashStore,
+    me: Identity,
+    deadline: float = 5.0,
+    alive: Callable[[int], bool] = lambda pid: pid != DEAD_PID,
+) -> RoundProtocol:
+    ticks = itertools.count()
+    return RoundProtocol(
+        store,
+        _cfg(me.rank, me.world_size),
+        me,
+        0,
+        deadline,
+        clock=lambda: next(ticks) * 0.001,
+        wall=lambda: 1.0,
+        alive=alive,
+    )
+
+
+def _joined_earlier(store: HashStore, who: Identity, *, counted: bool = True) -> None:
+    """Write what ``who`` left in the store when it joined round 0 (then maybe died)."""
+    store.compare_set(KEYS.of(0, "first"), "", who.raw)
+    store.set(KEYS.claim(0, who.rank), who.raw)
+    if counted:
+        store.add(KEYS.of(0, "count"), 1)
+        store.set(KEYS.confirmed(0, who.rank), who.raw)
+
+
+@pytest.fixture
+def events() -> Iterator[EventCollector]:
+    collector = EventCollector()
+    logger = logging.getLogger("rdzv.rendezvous")
+    logger.addHandler(collector)
+    logger.setLevel(logging.INFO)
+    try:
+        yield collector
+    finally:
+        logger.removeHandler(collector)
+        logger.setLevel(logging.NOTSET)
+
+
+@pytest.mark.parametrize("counted", [True, False], ids=["predecessor-counted", "never-counted"])
+def test_a_restarted_node_takes_over_its_dead_predecessors_claim_and_completes_the_round(
+    counted: bool, events: EventCollector
+) -> None:
+    store = HashStore()
+    _joined_earlier(store, _identity(0, 2))
+    _joined_earlier(store, _identity(1, 2, pid=DEAD_PID), counted=counted)
+    me = _identity(1, 2)
+
+    protocol = _protocol(store, me)
+    protocol.join()
+
+    assert store.get(KEYS.claim(0, 1)) == me.raw
+    assert json.loads(store.get(KEYS.of(0, "done")))["status"] == "complete"
+    assert store.get(KEYS.of(0, "ack/1")) == b"1"  # the exit barrier counts the new process
+    assert protocol.took_over is not None and protocol.took_over.pid == DEAD_PID
+    takeover = [e for e in events.events if e["event"] == "claim_taken_over"]
+    assert [(e["previous_pid"], e["previous"]) for e in takeover] == [
+        (DEAD_PID, f"rank 1 (host pid {DEAD_PID})")
+    ]
+
+
+def test_a_predecessor_counted_before_the_restart_is_not_counted_twice_toward_completion() -> None:
+    store = HashStore()
+    _joined_earlier(store, _identity(0, 3))
+    _joined_earlier(store, _identity(1, 3, pid=DEAD_PID))  # count 2; with the new one, 3
+
+    with pytest.raises(
+        RendezvousTimeoutError, match=r"2 of 3 nodes joined; missing ranks: 2\. Start"
+    ):
+        _protocol(store, _identity(1, 3), deadline=0.02).join()
+    verdict = json.loads(store.get(KEYS.of(0, "done")))
+    assert (verdict["status"], verdict["reason"]) == ("aborted", "timeout")
+
+
+@pytest.mark.parametrize(
+    ("holder", "why"),
+    [
+        (_identity(1, 2, pid=1500), "alive"),
+        (replace(_identity(1, 2, pid=DEAD_PID), host="other-host"), "another host"),
+        (replace(_identity(1, 2, pid=DEAD_PID), machine="m2"), "another kernel, same name"),
+    ],
+    ids=["alive", "another-host", "same-name-another-kernel"],
+)
+def test_a_claim_held_by_a_live_process_or_another_machine_is_a_duplicate_rank(
+    holder: Identity, why: str
+) -> None:
+    store = HashStore()
+    _joined_earlier(store, _identity(0, 2))
+    _joined_earlier(store, holder)
+    me = _identity(1, 2)
+
+    both = f"claimed by {holder.host} pid {holder.pid} and by host pid {me.pid}"
+    with pytest.raises(RendezvousStateError, match=rf"duplicate rank 1 .* {both}"):
+        _protocol(store, me).join()
+    assert store.get(KEYS.claim(0, 1)) == holder.raw, why
+
+
+def test_a_restarted_node_does_not_take_over_a_claim_in_a_round_that_already_completed() -> None:
+    store = HashStore()
+    _joined_earlier(store, _identity(0, 2))
+    _joined_earlier(store, _identity(1, 2, pid=DEAD_PID))
+    verdict = {"status": "complete", "by": asdict(_identity(0, 2)), "at": 1.0}
+    store.set(KEYS.of(0, "done"), json.dumps(verdict))
+
+    with pytest.raises(RendezvousStateError, match=r"already completed before this node"):
+        _protocol(store, _identity(1, 2)).join()
+    assert store.get(KEYS.claim(0, 1)) == _identity(1, 2, pid=DEAD_PID).raw
+
+
+# -- the liveness probe against real processes ------------------------------------------------
+
+
+def test_the_liveness_probe_sees_this_process_alive_and_a_reaped_child_dead() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(timeout=60)
+    assert process_alive(os.getpid())
+    assert not process_alive(child.pid)
+
+
+def test_the_liveness_probe_sees_an_exited_but_unreaped_child_as_dead() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited; still a zombie
+        os.kill(child.pid, 0)  # the kernel still knows the pid...
+        assert not process_alive(child.pid)  # ...but it runs no more
+    finally:
+        child.wait(timeout=60)
+
+
+def test_the_liveness_probe_treats_a_pid_it_may_not_signal_or_a_group_id_as_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def forbidden(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    assert process_alive(0) and process_alive(-1)
+    monkeypatch.setattr(os, "kill", forbidden)
+    assert process_alive(os.getpid())
+
+
+# -- a real restart -----------------------------------------------------------------------------
+
+# The node that crashes runs outside the cluster's shared report queue: a process killed
+# while it holds that queue's lock would block every other node's reports.
+_CRASHING_NODE = """
+import logging, sys
+from rdzv.api import RendezvousParameters
+from rdzv.registry import get_rendezvous_handler
+
+class Say(logging.Handler):
+    def emit(self, record):
+        event = getattr(record, "rdzv_event", None)
+        if event is not None:
+            print(event["event"], flush=True)
+
+logger = logging.getLogger("rdzv")
+logger.setLevel(logging.INFO)
+logger.addHandler(Say())
+params = RendezvousParameters(
+    "static", sys.argv[1], "run", 4, 4, rank=2, timeout=60
+)
+get_rendezvous_handler(params).next_rendezvous()
+"""
+
+
+@contextlib.contextmanager
+def _crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
+    env = dict(os.environ, PYTHONPATH=str(Path(rdzv.__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_NODE, endpoint],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        line = proc.stdout.readline() if ready else ""
+        if line.strip() == wanted:
+            return
+        if ready and not line:
+            break  # the process ended
+    raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")
+
+
+@pytest.mark.slow
+def test_a_node_restarted_after_joining_rejoins_its_round_and_every_node_completes() -> None:
+    sock = reserved_port()
+    port = sock.getsockname()[1]
+    steps = ["rdzv", "share"]
+
+    def spec(rank: int, node_steps: list[str]) -> dict[str, object]:
+        return {
+            "endpoint": f"127.0.0.1:{port}",
+            "world_size": 4,
+            "config": {"rank": rank, "timeout": 60},
+            "steps": node_steps,
+        }
+
+    with cluster() as nodes, _crashing_node(f"127.0.0.1:{port}") as first:
+        nodes.start("n0", dict(spec(0, [*steps, "await", "shutdown"]), listen=sock))
+        sock.close()
+        nodes.start("n1", spec(1, [*steps, "shutdown"]))
+        _wait_for_line(first, "joined")
+        first.kill()  # crashes right after joining
+        first.wait(timeout=60)
+        restarted = nodes.start("n2-restarted", spec(2, [*steps, "shutdown"]))
+        nodes.pump(lambda: "joined" in restarted.event_names() or restarted.done)
+        assert not restarted.done, restarted.steps  # it joined rather than failing
+        nodes.start("n3", spec(3, [*steps, "shutdown"]))
+        alive = ("n1", "n2-restarted", "n3")
+        nodes.pump(lambda: all(nodes.nodes[n].done for n in alive) and _waiting(nodes, "n0"))
+
+        with TCPStore("127.0.0.1", port, timeout=30) as store:
+            holder = Identity.decode(store.get(RoundKeys("run").claim(0, 2)), "claim/2")
+        nodes.nodes["n0"].commands.put("go")
+        nodes.finish("n0", *alive)
+
+    assert holder.pid != first.pid
+    assert holder.pid == restarted.process.pid
+    for name, rank in (("n0", 0), ("n1", 1), ("n2-restarted", 2), ("n3", 3)):
+        node = nodes.nodes[name]
+        assert (node.step("rdzv")["rank"], node.step("rdzv")["world_size"]) == (rank, 4)
+        assert node.step("share")["seen"] == ["n0", "n1", "n2-restarted", "n3"], node.steps
+    assert all(s.get("error") is None for n in ("n0", *alive) for s in nodes.nodes[n].steps)
+
+
+def _waiting(nodes: Cluster, name: str) -> bool:
+    return any(s["step"] == "share" for s in nodes.nodes[name].steps)
