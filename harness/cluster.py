@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import queue as queue_mod
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import multiprocess
 from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
+from multiprocess.connection import wait
 from multiprocess.context import set_spawning_popen
 
 from harness.node import Message, NodeSpec, run_node
@@ -32,6 +33,7 @@ __all__ = ["LocalCluster"]
 
 _PRELOAD: Final = ["harness.node", "rdzv.static", "rdzv.client", "rdzv.registry"]
 _REAP_TIMEOUT: Final = 10.0
+_POLL: Final = 0.1
 
 
 @dataclass
@@ -48,23 +50,29 @@ class LocalCluster:
 
     Messages from nodes (``("event", node, t, name, fields)`` and ``("outcome", node, t,
     fields)``) arrive on a background thread and are handed to ``on_message`` in order;
-    the harness also records ``("exit", node, t, {"exitcode": c})`` when a process ends.
+    the harness also records ``("exit", node, t, {"exitcode": c})`` when a process ends
+    on its own. Each incarnation reports over its own pipe: a process killed in the middle
+    of a write can only break its own channel, never block the others (a shared queue's
+    write lock would stay held by the dead process).
     """
 
     on_message: Callable[[Message], None]
     ctx: Any = None
     _procs: dict[int, list[_Incarnation]] = field(default_factory=dict)
-    _queue: Any = None
+    _channels: dict[Any, tuple[int, _Incarnation]] = field(default_factory=dict)
     _reader: threading.Thread | None = None
     _closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _process_class: Any = None
 
+    _wake_r: Any = None
+    _wake_w: Any = None
+
     def __post_init__(self) -> None:
+        self._wake_r, self._wake_w = socket.socketpair()
         if self.ctx is None:
             self.ctx = multiprocess.get_context("forkserver")
             self.ctx.set_forkserver_preload(_PRELOAD)
-        self._queue = self.ctx.Queue()
         self._process_class = _node_process_class(self.ctx)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
@@ -77,15 +85,26 @@ class LocalCluster:
         ``listen_socket`` (a bound, listening socket) is handed to the process, which
         serves the store on it (its descriptor number reaches the node as ``listen_fd``).
         """
+        reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
             target=_entry,
-            args=(spec, self._queue, listen_socket),
+            args=(spec, writer, listen_socket),
             name=f"rdzv-node-{spec.node}",
             daemon=True,
         )
-        process.start()
+        try:
+            process.start()
+        except BaseException:
+            reader.close()
+            raise
+        finally:
+            writer.close()  # the child has its own end: EOF here means it is gone
+        incarnation = _Incarnation(process, time.monotonic())
         with self._lock:
-            self._procs.setdefault(spec.node, []).append(_Incarnation(process, time.monotonic()))
+            self._procs.setdefault(spec.node, []).append(incarnation)
+            self._channels[reader] = (spec.node, incarnation)
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")  # listen to the new channel now, not after a poll
         pid: int = process.pid
         return pid
 
@@ -139,11 +158,14 @@ class LocalCluster:
         for inc in incarnations:
             inc.process.join(_REAP_TIMEOUT)
         self._closing.set()
-        self._queue.put(("stop",))
         if self._reader is not None:
             self._reader.join(_REAP_TIMEOUT)
-        self._queue.close()
-        self._queue.join_thread()
+        with self._lock:
+            leftovers, self._channels = list(self._channels), {}
+        for channel in leftovers:
+            channel.close()
+        self._wake_r.close()
+        self._wake_w.close()
         return killed
 
     # --- internals --------------------------------------------------------------------
@@ -155,29 +177,42 @@ class LocalCluster:
 
     def _read(self) -> None:
         while True:
-            try:
-                message = self._queue.get(timeout=0.1)
-            except queue_mod.Empty:
-                self._reap_exits()
-                continue
-            except (EOFError, OSError):
+            with self._lock:
+                channels = list(self._channels)
+            if not channels and self._closing.is_set():
                 return
-            if message == ("stop",):
-                return
-            self.on_message(message)
+            for channel in wait([self._wake_r, *channels], timeout=_POLL):
+                if channel is self._wake_r:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                    continue
+                try:
+                    message = channel.recv()
+                except (EOFError, OSError):
+                    self._ended(channel)
+                else:
+                    self.on_message(message)
 
-    def _reap_exits(self) -> None:
+    def _ended(self, channel: Any) -> None:
         with self._lock:
-            finished = [
-                (node, inc)
-                for node, runs in self._procs.items()
-                for inc in runs
-                if not inc.stopped and not inc.process.is_alive()
-            ]
-            for _, inc in finished:
-                inc.stopped = True
-        for node, inc in finished:
+            node, inc = self._channels.pop(channel)
+        channel.close()
+        inc.process.join(_REAP_TIMEOUT)
+        if not inc.stopped:  # a process the harness killed has its outcome already
+            inc.stopped = True
             self.on_message(("exit", node, time.monotonic(), {"exitcode": inc.process.exitcode}))
+
+
+class _PipeReporter:
+    """The node's side of its channel: ``put`` sends one message, whole, from any thread."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+
+    def put(self, item: Message) -> None:
+        with self._lock:
+            self._connection.send(item)
 
 
 class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
@@ -217,8 +252,11 @@ def _node_process_class(ctx: Any) -> Any:
     return NodeProcess
 
 
-def _entry(spec: NodeSpec, queue: Any, listen_socket: Any) -> None:
+def _entry(spec: NodeSpec, channel: Any, listen_socket: Any) -> None:
     if listen_socket is not None:
         fd = listen_socket.detach()
         spec = NodeSpec(**{**spec.__dict__, "listen_fd": fd})
-    run_node(spec, queue)
+    try:
+        run_node(spec, _PipeReporter(channel))
+    finally:
+        channel.close()

@@ -18,6 +18,7 @@ import importlib
 import logging
 import os
 import resource
+import signal
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -63,6 +64,7 @@ class NodeSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
     listen_fd: int | None = None
     dns: DnsShim | None = None
+    start_paused: bool = False
 
 
 def classify(exc: BaseException) -> str:
@@ -166,6 +168,8 @@ def run_node(spec: NodeSpec, queue: _Queue) -> None:
     """Entry point of a node process: never raises; always reports one outcome."""
     start = time.monotonic()
     queue.put(("event", spec.node, start, "started", {"pid": os.getpid()}))
+    if spec.start_paused:  # frozen before it does anything; the harness sends SIGCONT
+        os.kill(os.getpid(), signal.SIGSTOP)
     for name in ("rdzv", "torch.distributed"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.DEBUG)

@@ -120,6 +120,20 @@ class _Run:
             join_timeout=sc.timeouts.join,
             config=config,
             dns=self.topo.dns_shim(),
+            start_paused=self._paused_at_start(node),
+        )
+
+    def _paused_at_start(self, node: int) -> bool:
+        """A pause triggered by the node's own ``started`` event freezes it before it does
+        anything (sending SIGSTOP from here would race the node's first steps)."""
+        return any(
+            isinstance(f, ProcessFault)
+            and f.kind == "pause"
+            and f.on == "started"
+            and f.on_node == node
+            and f.after == 0
+            and node in f.nodes
+            for f in self.sc.fault
         )
 
     def start_node(self, node: int) -> None:

@@ -25,7 +25,11 @@ from rdzv.errors import (
 if TYPE_CHECKING:
     from rdzv.store import Store
 
-__all__ = ["close_store", "leave", "linger", "reconnect"]
+__all__ = ["ARRIVAL_GRACE", "close_store", "leave", "linger", "reconnect"]
+
+#: How long a failed round's host waits for ranks that have not arrived at all.
+ARRIVAL_GRACE: Final = 1.0
+_ARRIVAL_POLL: Final = 0.05
 
 _MIN_WAIT: Final = 0.05
 
@@ -62,23 +66,35 @@ def linger(
     Waits up to ``timeout`` seconds until every member that claimed a rank has read the
     verdict, so the failure reaches them before the hosting node (and its store) goes away;
     a node that claims while this waits is waited for too. A member that reported losing
-    its store connection is not waited for (it cannot ack).
+    its store connection is not waited for (it cannot ack). Ranks that have not claimed
+    yet get a short grace (:data:`ARRIVAL_GRACE`): a node that starts a moment after a fast
+    failure then learns the round's verdict instead of finding no store.
 
     Returns:
         None once every member read the verdict; else why the wait ended (a store error,
         the timeout included). Never raises a store error: the caller is already raising
         the round's error.
     """
-    end = clock() + timeout
+    start = clock()
+    end = start + timeout
+    grace_end = start + min(timeout, ARRIVAL_GRACE)
     claims = [keys.claim(round_index, r) for r in range(world_size)]
     try:
         store.set_timeout(timeout)
-        lost = _lost_member(store, keys.of(round_index, "done"))
+        lost, reason = _verdict_facts(store, keys.of(round_index, "done"))
+        if reason == "timeout":
+            grace_end = start  # at the deadline, a node that has not arrived is too late
+
         waited_for: list[int] = []
         while True:  # claims only grow: at most world_size + 1 passes
             members = [r for r, key in enumerate(claims) if store.check([key])]
             if members == waited_for:
-                return None  # they all read it, and nobody claimed meanwhile
+                missing = [key for key in claims if key not in {claims[r] for r in members}]
+                if not missing or clock() >= grace_end:
+                    return None  # they all read it, and nobody claimed meanwhile
+                with contextlib.suppress(StoreTimeoutError):  # poll for a late claim
+                    store.wait(missing[:1], max(min(_ARRIVAL_POLL, grace_end - clock()), 0.0))
+                continue
             waited_for = members
             if lost is not None and lost.rank in members:
                 holder = store.get(claims[lost.rank])
@@ -89,16 +105,17 @@ def linger(
         return f"{type(exc).__name__}: {exc}"
 
 
-def _lost_member(store: Store, done: str) -> Identity | None:
-    """The author of a ``connection_lost`` verdict at ``done``, if that is the verdict."""
+def _verdict_facts(store: Store, done: str) -> tuple[Identity | None, str | None]:
+    """The verdict's reason, and its author when the reason is ``connection_lost``."""
     if not store.check([done]):
-        return None
+        return None, None
     try:
         verdict = decode_verdict(store.get(done), done)
     except RendezvousStateError:  # foreign data: wait for every member
-        return None
-    by = Identity(**verdict["by"])
-    return by if verdict.get("reason") == "connection_lost" else None
+        return None, None
+    reason = verdict.get("reason")
+    by = Identity(**verdict["by"]) if reason == "connection_lost" else None
+    return by, None if reason is None else str(reason)
 
 
 def close_store(store: Store) -> None:
