@@ -345,6 +345,7 @@ class ToxiproxyServer:
                 await self.hub.close()
                 if runner is not None:
                     await runner.cleanup()
+                await asyncio.get_running_loop().shutdown_default_executor()
 
             asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=30)
             loop.call_soon_threadsafe(loop.stop)
