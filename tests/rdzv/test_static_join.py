@@ -160,7 +160,7 @@ def test_exit_barrier_keeps_the_store_alive_until_a_paused_node_has_read_the_res
     nodes.start("n1", _spec(port, 1, 3, ["rdzv"], timeout=90))
     keys = RoundKeys("run")
     with TCPStore("127.0.0.1", port, timeout=60, connect_timeout=60) as probe:
-        probe.wait([keys.claim(0, 1)])
+        probe.wait([keys.confirmed(0, 1)])  # n1 now only waits for the verdict
         os.kill(nodes.nodes["n1"].process.pid, signal.SIGSTOP)
         try:
             nodes.start("n2", _spec(port, 2, 3, ["rdzv"], timeout=90))
