@@ -16,7 +16,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from rich.console import Console
 from rich.progress import (
@@ -29,6 +28,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from harness.address import parse_api_address
 from harness.errors import HarnessError, ScenarioError
 from harness.model import Report
 from harness.report import print_summary, result_line, write_junit
@@ -50,15 +50,10 @@ def parse_address(text: str) -> tuple[str, int]:
     Raises:
         argparse.ArgumentTypeError: not one of those forms, or the port is out of range.
     """
-    url = text if "://" in text else f"http://{text}"
     try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
+        return parse_api_address(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT ({exc})") from exc
-    if parts.scheme != "http" or not host or port is None or parts.path not in ("", "/"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:8474)")
-    return host, port
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _jobs(text: str) -> int:

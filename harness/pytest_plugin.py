@@ -26,7 +26,6 @@ import secrets
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -109,15 +108,12 @@ def parse_toxiproxy_address(text: str, where: str) -> tuple[str, int]:
     Raises:
         pytest.UsageError: naming ``where`` (the option or ini key) and the bad value.
     """
-    url = text if "://" in text else f"http://{text}"
+    from harness.address import parse_api_address
+
     try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port
+        return parse_api_address(text)
     except ValueError as exc:
-        raise pytest.UsageError(f"{where}: {text!r} is not HOST:PORT ({exc})") from exc
-    if parts.scheme != "http" or not host or port is None or parts.path not in ("", "/"):
-        raise pytest.UsageError(f"{where}: {text!r} is not HOST:PORT (e.g. 127.0.0.1:8474)")
-    return host, port
+        raise pytest.UsageError(f"{where}: {exc}") from exc
 
 
 def _seed(config: pytest.Config) -> tuple[int | None, str]:
