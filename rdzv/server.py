@@ -319,7 +319,8 @@ def _new_loop() -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
         else:
-            return uvloop.new_event_loop()
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            return loop
     return asyncio.new_event_loop()
 
 
