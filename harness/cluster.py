@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import multiprocess
+import psutil
 from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.connection import wait
 from multiprocess.context import set_spawning_popen
@@ -127,6 +128,16 @@ class LocalCluster:
     def kill(self, node: int) -> bool:
         """SIGKILL the node's current process (resuming it first if paused)."""
         return self.signal(node, signal.SIGKILL)
+
+    def stopped(self, node: int) -> bool:
+        """True while the node's current process is stopped (by SIGSTOP), per the kernel."""
+        current = self._current(node)
+        if current is None or not current.process.is_alive():
+            return False
+        try:
+            return bool(psutil.Process(current.process.pid).status() == psutil.STATUS_STOPPED)
+        except psutil.Error:
+            return False
 
     def running(self, node: int) -> bool:
         """True while the node's current process is alive."""

@@ -123,6 +123,12 @@ class _Run:
             start_paused=self._paused_at_start(node),
         )
 
+    def _resume(self, node: int, tries: int = 3) -> None:
+        """SIGCONT, and again shortly after while the process still shows as stopped."""
+        self.cluster.signal(node, signal.SIGCONT)
+        if tries > 1 and self.cluster.stopped(node):
+            self._after(0.2, partial(self._resume, node, tries - 1))
+
     def _paused_at_start(self, node: int) -> bool:
         """A pause triggered by the node's own ``started`` event freezes it before it does
         anything (sending SIGSTOP from here would race the node's first steps)."""
@@ -320,10 +326,11 @@ class _Run:
                     self._finish(node, "killed", message="killed by the harness (SIGKILL)")
                 record.end = record.start
             elif fault.kind == "pause":
-                self.cluster.signal(node, signal.SIGSTOP)
-                self._undo_after(
-                    record, fault.duration, partial(self.cluster.signal, node, signal.SIGCONT)
-                )
+                if not (fault.on == "started" and self._paused_at_start(node)):
+                    # (a node paused at start stops itself; a SIGSTOP from here could land
+                    # before its own and be undone first, leaving it stopped for good)
+                    self.cluster.signal(node, signal.SIGSTOP)
+                self._undo_after(record, fault.duration, partial(self._resume, node))
             else:  # restart: kill now, start a new incarnation after `duration` (or at once)
                 self.cluster.kill(node)
                 self.nodes[node].pending_start = True
