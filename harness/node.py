@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import re
 import resource
 import signal
 import socket
@@ -76,9 +77,7 @@ def classify(exc: BaseException) -> str:
         return "state_error"
     if isinstance(exc, TimeoutError) or "RendezvousTimeoutError" in names:
         return "timeout"
-    if "DistStoreError" in names and "timed out" in str(exc).lower():
-        return "timeout"
-    if "DistStoreError" in names and "timeout" in str(exc).lower():
+    if "DistStoreError" in names and re.search(r"timed out|timeout", str(exc), re.IGNORECASE):
         return "timeout"
     if isinstance(exc, ConnectionError) or names & {
         "RendezvousConnectionError",

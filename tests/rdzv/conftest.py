@@ -19,6 +19,7 @@ starts (stores, servers, subprocesses) is closed or killed in a ``finally``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import subprocess
@@ -36,6 +37,7 @@ import pytest
 import rdzv
 from rdzv.client import TCPStore
 from rdzv.errors import QueueEmptyError, StoreClosedError, StoreTimeoutError
+from rdzv.events import EventCollector
 from rdzv.store import HashStore, PrefixStore
 
 REPO_ROOT = Path(rdzv.__file__).resolve().parent.parent
@@ -400,3 +402,17 @@ def server_process() -> Iterator[ServerProcess]:
     """An rdzv store server in a subprocess on 127.0.0.1 (killed by PID afterwards)."""
     with spawn_store_server() as server:
         yield server
+
+
+@pytest.fixture
+def events() -> Iterator[EventCollector]:
+    """The structured events of ``rdzv.rendezvous`` logged during the test."""
+    collector = EventCollector()
+    logger = logging.getLogger("rdzv.rendezvous")
+    logger.addHandler(collector)
+    logger.setLevel(logging.INFO)
+    try:
+        yield collector
+    finally:
+        logger.removeHandler(collector)
+        logger.setLevel(logging.NOTSET)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -79,19 +78,6 @@ class _SameData(HashStore):
 
     def close(self) -> None:
         self.closed = True
-
-
-@pytest.fixture
-def events() -> Iterator[EventCollector]:
-    collector = EventCollector()
-    logger = logging.getLogger("rdzv.rendezvous")
-    logger.addHandler(collector)
-    logger.setLevel(logging.INFO)
-    try:
-        yield collector
-    finally:
-        logger.removeHandler(collector)
-        logger.setLevel(logging.NOTSET)
 
 
 def test_a_timeout_tells_ranks_that_claimed_but_never_confirmed_from_ranks_never_seen() -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import logging
 import os
 import select
 import subprocess
@@ -80,19 +79,6 @@ def _joined_earlier(store: HashStore, who: Identity, *, counted: bool = True) ->
     if counted:
         store.add(KEYS.of(0, "count"), 1)
         store.set(KEYS.confirmed(0, who.rank), who.raw)
-
-
-@pytest.fixture
-def events() -> Iterator[EventCollector]:
-    collector = EventCollector()
-    logger = logging.getLogger("rdzv.rendezvous")
-    logger.addHandler(collector)
-    logger.setLevel(logging.INFO)
-    try:
-        yield collector
-    finally:
-        logger.removeHandler(collector)
-        logger.setLevel(logging.NOTSET)
 
 
 @pytest.mark.parametrize("counted", [True, False], ids=["predecessor-counted", "never-counted"])
