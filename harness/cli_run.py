@@ -33,7 +33,7 @@ from harness.errors import HarnessError, ScenarioError
 from harness.model import Report
 from harness.report import print_summary, result_line, write_junit
 from harness.report_html import write_html
-from harness.scenario import Scenario, load_many
+from harness.scenario import Scenario, backend_name, load_many
 from harness.suite import ProxyProvider, embedded_proxy, run_suite, shared_proxy
 from harness.toxiproxy_client import ToxiproxyClient
 
@@ -66,6 +66,13 @@ def _jobs(text: str) -> int:
     return value
 
 
+def _backend(text: str) -> str:
+    try:
+        return backend_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``run`` and ``list`` to the top-level subparsers."""
     run = commands.add_parser(
@@ -78,6 +85,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument("--seed", type=int, help="seed every scenario with N (default: its own)")
     run.add_argument(
         "-j", "--jobs", type=_jobs, default=1, metavar="N", help="scenarios at once (default 1)"
+    )
+    run.add_argument(
+        "--backend",
+        type=_backend,
+        metavar="NAME",
+        help="run every scenario on this backend: static (rdzv), torch-static or "
+        "module:factory (default: each file's own); [backends.NAME] in a file records "
+        "how that backend differs",
     )
     run.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report")
     run.add_argument("--html", type=Path, metavar="FILE", help="write an HTML timeline report")
@@ -159,7 +174,7 @@ def _progress_run(
 
         def finish(report: Report) -> None:
             running.remove(report.scenario.name)
-            style = "green" if report.passed else "red"
+            style = "red" if not report.passed else "yellow" if report.skipped else "green"
             progress.console.print(result_line(report), style=style, soft_wrap=True, markup=False)
             progress.advance(task)
             describe()
@@ -180,6 +195,8 @@ def _run_command(args: argparse.Namespace) -> int:
     scenarios = _load("run", args.paths)
     if scenarios is None:
         return EXIT_USAGE
+    if args.backend is not None:
+        scenarios = [sc.on_backend(args.backend) for sc in scenarios]
     out = _console()
     now = dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S")  # the JUnit schema's form (no zone)
@@ -228,10 +245,12 @@ def _list_command(args: argparse.Namespace) -> int:
     if scenarios is None:
         return EXIT_USAGE
     table = Table(header_style="bold")
-    for column in ("scenario", "nodes", "faults", "field failure", "file"):
+    for column in ("scenario", "nodes", "faults", "field failure", "backends", "file"):
         table.add_column(column, justify="right" if column == "nodes" else "left")
     for sc in scenarios:
-        table.add_row(sc.name, str(sc.nodes), _fault_names(sc), sc.field_failure or "-", sc.path)
+        backends = ", ".join([sc.backend, *(b for b in sc.backends if b != sc.backend)])
+        row = (sc.name, str(sc.nodes), _fault_names(sc), sc.field_failure or "-", backends)
+        table.add_row(*row, sc.path)
     out = _console()
     out.print(table)
     out.print(f"{len(scenarios)} scenario(s)")

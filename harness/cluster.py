@@ -16,6 +16,7 @@ import io
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,12 +29,13 @@ from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.connection import wait
 from multiprocess.context import set_spawning_popen
 
+from harness.backends import preload
 from harness.node import Message, NodeSpec, run_node
 
 __all__ = ["LocalCluster"]
 
-_PRELOAD: Final = ["harness.node", "rdzv.static", "rdzv.client", "rdzv.registry"]
 _REAP_TIMEOUT: Final = 10.0
+_OUTPUT_TAIL: Final = 4096
 _POLL: Final = 0.1
 
 
@@ -59,6 +61,7 @@ class LocalCluster:
 
     on_message: Callable[[Message], None]
     ctx: Any = None
+    backends: frozenset[str] = frozenset({"static"})
     _procs: dict[int, list[_Incarnation]] = field(default_factory=dict)
     _channels: dict[Any, tuple[int, _Incarnation]] = field(default_factory=dict)
     _reader: threading.Thread | None = None
@@ -68,12 +71,17 @@ class LocalCluster:
 
     _wake_r: Any = None
     _wake_w: Any = None
+    _output_dir: tempfile.TemporaryDirectory[str] | None = None
+    #: The tail of each node's stdout+stderr (all incarnations), filled in by :meth:`close`.
+    outputs: dict[int, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._output_dir = tempfile.TemporaryDirectory(prefix="harness-nodes-")
         self._wake_r, self._wake_w = socket.socketpair()
         if self.ctx is None:
             self.ctx = multiprocess.get_context("forkserver")
-            self.ctx.set_forkserver_preload(_PRELOAD)
+            # The forkserver is one per harness process: the first cluster's list counts.
+            self.ctx.set_forkserver_preload(["harness.node", *preload(set(self.backends))])
         self._process_class = _node_process_class(self.ctx)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
@@ -89,7 +97,7 @@ class LocalCluster:
         reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
             target=_entry,
-            args=(spec, writer, listen_socket),
+            args=(spec, writer, listen_socket, self._output_path(spec.node)),
             name=f"rdzv-node-{spec.node}",
             daemon=True,
         )
@@ -177,7 +185,29 @@ class LocalCluster:
             channel.close()
         self._wake_r.close()
         self._wake_w.close()
+        self._collect_outputs()
         return killed
+
+    def _output_path(self, node: int) -> str:
+        assert self._output_dir is not None
+        return os.path.join(self._output_dir.name, f"node{node}.log")
+
+    def _collect_outputs(self) -> None:
+        """Keep the tail of every node's output, then delete the files."""
+        if self._output_dir is None:
+            return
+        for node in self._procs:
+            try:
+                with open(self._output_path(node), "rb") as handle:
+                    handle.seek(0, os.SEEK_END)
+                    handle.seek(max(0, handle.tell() - _OUTPUT_TAIL))
+                    tail = handle.read().decode("utf-8", "replace")
+            except FileNotFoundError:
+                continue
+            if tail.strip():
+                self.outputs[node] = tail
+        self._output_dir.cleanup()
+        self._output_dir = None
 
     # --- internals --------------------------------------------------------------------
 
@@ -263,7 +293,13 @@ def _node_process_class(ctx: Any) -> Any:
     return NodeProcess
 
 
-def _entry(spec: NodeSpec, channel: Any, listen_socket: Any) -> None:
+def _entry(spec: NodeSpec, channel: Any, listen_socket: Any, output_path: str) -> None:
+    # The node's stdout and stderr (torch's C++ logs included) go to its own file, shown
+    # in the report, instead of interleaving on the harness's terminal.
+    out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
     if listen_socket is not None:
         fd = listen_socket.detach()
         spec = NodeSpec(**{**spec.__dict__, "listen_fd": fd})

@@ -35,6 +35,9 @@ class NodeOutcome:
         started: when its process started (None if it never did).
         finished: when it reported its outcome, was killed, or was found hung.
         elapsed: ``finished - started`` of its last incarnation.
+        seen_ranks: ranks whose key it found in the shared store after its rendezvous
+            returned (None when it never got that far).
+        output: the tail of what the process wrote to stdout/stderr (None if nothing).
     """
 
     node: int
@@ -49,6 +52,8 @@ class NodeOutcome:
     pid: int | None = None
     events: list[NodeEvent] = field(default_factory=list)
     shared_store_ok: bool | None = None
+    seen_ranks: list[int] | None = None
+    output: str | None = None
     maxrss_kib: int | None = None
 
     @property
@@ -72,11 +77,16 @@ class FaultRecord:
 
 @dataclass(frozen=True)
 class Violation:
-    """A failed check: which check, what was wrong, which nodes."""
+    """A failed check: which check, what was wrong, which nodes.
+
+    ``known`` marks a break the scenario records as the backend's own behaviour
+    (``[backends.<name>] violates``): it is shown, but does not fail the run.
+    """
 
     check: str
     message: str
     nodes: tuple[int, ...] = ()
+    known: bool = False
 
 
 @dataclass
@@ -91,13 +101,22 @@ class Report:
     duration: float = 0.0
     proxy_events: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    skipped: str | None = None
+
+    @property
+    def problems(self) -> list[Violation]:
+        """The violations that fail the run (every one not recorded as known)."""
+        return [v for v in self.violations if not v.known]
 
     @property
     def passed(self) -> bool:
-        return not self.violations and self.error is None
+        return not self.problems and self.error is None
 
     @property
     def replay_command(self) -> str:
         """The command that reruns this scenario with the same seed."""
         path = self.scenario.path or f"<{self.scenario.name}>"
-        return f"harness run {shlex.quote(path)} --seed {self.seed}"
+        command = f"harness run {shlex.quote(path)} --seed {self.seed}"
+        if self.scenario.backend != "static":
+            command += f" --backend {shlex.quote(self.scenario.backend)}"
+        return command

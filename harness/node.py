@@ -1,8 +1,8 @@
 """The node process: run one rendezvous, stream events, report one outcome.
 
 :func:`run_node` is the entry point of every simulated node (a real OS process started by
-:mod:`harness.cluster`). It builds its handler through ``rdzv``'s registry (or torch's, for
-``torch-static``, or a user's ``module:factory``), calls ``next_rendezvous()``, proves the
+:mod:`harness.cluster`). It builds the handler its backend names (:mod:`harness.backends`),
+calls ``next_rendezvous()`` (a ``returned`` event marks its return), proves the
 store is shared (every rank writes a key, every rank reads all of them) and puts exactly one
 ``("outcome", ...)`` message on the queue, after the ``("event", ...)`` messages that
 describe what happened on the way (rdzv's structured log events plus ``started``).
@@ -14,7 +14,6 @@ DNS is down.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import re
@@ -22,10 +21,11 @@ import resource
 import signal
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.backends import create_handler
 from rdzv.events import EVENT_ATTR
 
 __all__ = ["DnsShim", "NodeSpec", "classify", "run_node"]
@@ -115,52 +115,37 @@ def _install_dns_shim(shim: DnsShim) -> None:
     socket.getaddrinfo = getaddrinfo
 
 
-def _creator(backend: str) -> Callable[[Any], Any]:
-    if backend == "static":
-        from rdzv.registry import create_handler
-
-        return create_handler
-    if backend == "torch-static":
-        from torch.distributed.elastic.rendezvous import registry as torch_registry
-
-        torch_creator: Callable[[Any], Any] = torch_registry.get_rendezvous_handler
-        return torch_creator
-    module, _, attr = backend.partition(":")
-    factory: Callable[[Any], Any] = getattr(importlib.import_module(module), attr)
-    return factory
-
-
-def _params(spec: NodeSpec) -> Any:
-    config: dict[str, Any] = {"rank": spec.rank, "timeout": spec.join_timeout, **spec.config}
-    backend = spec.backend
-    if spec.backend == "torch-static":
-        from torch.distributed.elastic.rendezvous import RendezvousParameters
-
-        backend = "static"
-        config["timeout"] = int(spec.join_timeout)
-        return RendezvousParameters(
-            backend, spec.endpoint, spec.run_id, spec.world_size, spec.world_size, **config
-        )
-    from rdzv.api import RendezvousParameters as Params
-
-    if spec.listen_fd is not None:
-        config["listen_fd"] = spec.listen_fd
-    if backend not in ("static",) and ":" in backend:
-        backend = "static"
-    return Params(backend, spec.endpoint, spec.run_id, spec.world_size, spec.world_size, **config)
-
-
-def _prove_shared(store: Any, rank: int, world_size: int, node: int) -> bool:
+def _prove_shared(
+    store: Any, rank: int, world_size: int, node: int, result: dict[str, Any]
+) -> bool:
     """Every rank writes a key and reads everyone's; rank 0 (the usual store host) then
-    waits until every rank is done reading, so its shutdown cannot cut the others off."""
+    waits until every rank is done reading, so its shutdown cannot cut the others off.
+
+    ``result["seen_ranks"]`` records whose keys this node saw — all of them, or, when the
+    wait fails, those present by then: a rank that never wrote never took part in the
+    world the rendezvous returned (the harness judges that, whatever the backend).
+    """
     store.set(f"harness/rank/{rank}", str(node))
     keys = [f"harness/rank/{r}" for r in range(world_size)]
-    store.wait(keys)
+    try:
+        store.wait(keys)
+    except BaseException:
+        result["seen_ranks"] = _present(store, keys)
+        raise
+    result["seen_ranks"] = list(range(world_size))
     ok = len(store.multi_get(keys)) == world_size
     store.set(f"harness/done/{rank}", "1")
     if rank == 0:
         store.wait([f"harness/done/{r}" for r in range(world_size)])
     return ok
+
+
+def _present(store: Any, keys: list[str]) -> list[int]:
+    """Indexes of ``keys`` the store holds now ([] when the store cannot be asked)."""
+    try:
+        return [i for i, key in enumerate(keys) if store.check([key])]
+    except Exception:  # the store is gone: nothing can be said
+        return []
 
 
 def run_node(spec: NodeSpec, queue: _Queue) -> None:
@@ -179,12 +164,22 @@ def run_node(spec: NodeSpec, queue: _Queue) -> None:
     result: dict[str, Any] = {"pid": os.getpid(), "started": start}
     handler = None
     try:
-        handler = _creator(spec.backend)(_params(spec))
+        handler = create_handler(
+            spec.backend,
+            endpoint=spec.endpoint,
+            run_id=spec.run_id,
+            rank=spec.rank,
+            world_size=spec.world_size,
+            timeout=spec.join_timeout,
+            config=dict(spec.config),
+            listen_fd=spec.listen_fd,
+        )
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
         result.update(status="ok", rank=rank, world_size=world_size, run_id=spec.run_id)
         queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
-        result["shared_store_ok"] = _prove_shared(_store_of(info), rank, world_size, spec.node)
+        store = _store_of(info)
+        result["shared_store_ok"] = _prove_shared(store, rank, world_size, spec.node, result)
     except BaseException as exc:  # reported, not raised: the harness judges it
         after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
         result.update(

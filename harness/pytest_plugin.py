@@ -8,7 +8,10 @@ installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
   An invalid file is a collection error naming the file and its bad keys; a failing item
   shows the failed checks, each node's outcome, the seed and the command that replays it.
 * Options (group "harness"), each with an ini twin: ``--harness-seed`` / ``harness_seed``,
-  ``--toxiproxy`` / ``harness_toxiproxy``, ``--harness-report`` / ``harness_report``.
+  ``--toxiproxy`` / ``harness_toxiproxy``, ``--harness-report`` / ``harness_report``,
+  ``--harness-backend`` / ``harness_backend`` (run every scenario on that backend; a
+  scenario it cannot run on — ``[backends.<name>] unsupported``, torch missing — is skipped
+  with the reason).
 * Fixtures: ``toxiproxy`` (a typed client on a fault proxy), ``rdzv_store`` (a live TCPStore
   master), ``harness_cluster`` (runs a scenario built in Python, returns its report).
 
@@ -89,7 +92,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write junit.xml and report.html of the scenario items to DIR at the end. "
         "ini: harness_report",
     )
+    group.addoption(
+        "--harness-backend",
+        dest="harness_backend",
+        default=None,
+        metavar="NAME",
+        help="run every scenario on this backend (static, torch-static or module:factory); "
+        "default: each scenario's own. ini: harness_backend",
+    )
     parser.addini("harness_seed", "seed for every scenario (as --harness-seed)", default="")
+    parser.addini(
+        "harness_backend", "backend for every scenario (as --harness-backend)", default=""
+    )
     parser.addini("harness_toxiproxy", "HOST:PORT of a real Toxiproxy (as --toxiproxy)", default="")
     parser.addini(
         "harness_report", "directory for scenario reports (as --harness-report)", default=""
@@ -130,6 +144,21 @@ def _seed(config: pytest.Config) -> tuple[int | None, str]:
         raise pytest.UsageError(f"ini harness_seed: expected a whole number, got {raw!r}") from None
 
 
+def _backend(config: pytest.Config) -> str | None:
+    """The backend override (``None``: each scenario's own)."""
+    cli: str | None = config.getoption("harness_backend")
+    raw = cli if cli is not None else str(config.getini("harness_backend")).strip()
+    if not raw:
+        return None
+    from harness.scenario import backend_name
+
+    try:
+        return backend_name(raw)
+    except ValueError as exc:
+        where = "--harness-backend" if cli is not None else "ini harness_backend"
+        raise pytest.UsageError(f"{where}: {exc}") from exc
+
+
 def _toxiproxy(config: pytest.Config) -> tuple[str, int] | None:
     cli: str | None = config.getoption("harness_toxiproxy")
     if cli is not None:
@@ -148,8 +177,9 @@ def _report_dir(config: pytest.Config) -> Path | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: a scenario file collected by the harness plugin")
-    _seed(config)  # fail at start-up, not per item, on a bad seed or address
+    _seed(config)  # fail at start-up, not per item, on a bad seed, address or backend
     _toxiproxy(config)
+    _backend(config)
     config.stash[_REPORTS] = []
 
 
@@ -165,7 +195,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     address = _toxiproxy(config)
     proxy = f"toxiproxy {address[0]}:{address[1]}" if address else "embedded toxiproxy per run"
     globs = " ".join(config.getini("harness_scenarios"))
-    return [policy, f"harness: scenarios {globs}; {proxy}"]
+    backend = _backend(config) or "each scenario's own"
+    return [policy, f"harness: scenarios {globs}; {proxy}; backend {backend}"]
 
 
 # --- collection ------------------------------------------------------------------------
@@ -198,6 +229,9 @@ class ScenarioFile(pytest.File):
         except ScenarioError as exc:
             problems = "\n".join(f"  - {p}" for p in exc.problems)
             raise self.CollectError(f"invalid scenario {exc.source}:\n{problems}") from exc
+        backend = _backend(self.config)
+        if backend is not None:
+            scenario = scenario.on_backend(backend)
         yield ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)
 
     def _shown_path(self) -> str:
@@ -232,6 +266,8 @@ class ScenarioItem(pytest.Item):
         seed = choose_seed(self.scenario, override, lambda: secrets.randbits(32))
         report = run_one(self.scenario, _proxies(self.config), seed)
         self.config.stash[_REPORTS].append(report)
+        if report.skipped is not None:
+            pytest.skip(f"not run on {self.scenario.backend}: {report.skipped}")
         if not report.passed:
             raise ScenarioFailed(report)
 
@@ -250,10 +286,10 @@ class ScenarioItem(pytest.Item):
 
 def failure_text(report: Report) -> str:
     """A failed run as the item shows it: checks, node outcomes, faults, seed, replay."""
-    from harness.report import fault_line
+    from harness.report import fault_line, output_lines
 
     lines = [f"scenario {report.scenario.name} failed ({report.scenario.nodes} nodes)"]
-    lines += ["failed checks:", *(f"  [{v.check}] {v.message}" for v in report.violations)]
+    lines += ["failed checks:", *(f"  [{v.check}] {v.message}" for v in report.problems)]
     if report.error is not None:
         lines.append(report.error)
     lines.append("nodes:")
@@ -263,6 +299,10 @@ def failure_text(report: Report) -> str:
         why = f": {o.error_class or 'message'}: {o.message}" if o.message else ""
         lines.append(f"  node {o.node}: {o.status}{rank}{took}{why}")
     lines += [f"  {fault_line(f)}" for f in report.faults]
+    flagged = {n for v in report.problems for n in v.nodes}
+    for o in report.outcomes:
+        if o.node in flagged:
+            lines += [f"  {line}" for line in output_lines(o)]
     lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
     return "\n".join(lines)
 
@@ -345,7 +385,8 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 
     Call it with a mapping and/or keyword arguments in the scenario file's shape, e.g.
     ``harness_cluster(nodes=3, fault=[{"kind": "absent", "nodes": [2]}], timeouts=...)``;
-    ``name`` and ``description`` default to the test's. The seed is ``--harness-seed`` when
+    ``name`` and ``description`` default to the test's, ``backend`` to
+    ``--harness-backend`` when given. The seed is ``--harness-seed`` when
     given, else the scenario's ``seed`` key, else a fresh one. Each call runs to the end and
     cleans up its processes and proxies, also when it raises.
 
@@ -361,6 +402,9 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
         from harness.suite import choose_seed
 
         data: dict[str, Any] = {"name": test, "description": f"built by {request.node.nodeid}"}
+        backend = _backend(config)
+        if backend is not None:
+            data["backend"] = backend
         data.update(scenario or {})
         data.update(fields)
         built = parse(data, f"<{request.node.nodeid}>")

@@ -36,10 +36,12 @@ __all__ = [
     "junit_xml",
     "node_ranges",
     "outcome_counts",
+    "output_lines",
     "print_summary",
     "result_line",
     "summary_table",
     "totals_line",
+    "verdict",
     "write_junit",
 ]
 
@@ -79,9 +81,12 @@ def _counts_text(report: Report) -> Text:
     return text
 
 
-def _verdict(report: Report) -> str:
+def verdict(report: Report) -> str:
+    """``PASS``, ``FAIL``, ``ERROR`` (the harness itself failed) or ``SKIP``."""
     if report.error is not None:
         return "ERROR"
+    if report.skipped is not None:
+        return "SKIP"
     return "PASS" if report.passed else "FAIL"
 
 
@@ -101,21 +106,29 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
     prefix = f"[{done}/{total}] " if done is not None and total is not None else ""
     counts = ", ".join(f"{n} {s}" for s, n in outcome_counts(report)) or "no outcomes"
     line = (
-        f"{prefix}{_verdict(report)} {report.scenario.name}  {report.scenario.nodes} nodes  "
+        f"{prefix}{verdict(report)} {report.scenario.name}  {report.scenario.nodes} nodes  "
         f"seed {report.seed}  {_duration(report.duration)}  [{counts}]"
     )
-    if not report.passed:
-        why = f"{len(report.violations)} violation(s)" if report.violations else "harness error"
+    if report.skipped is not None:
+        line += f"  (not run on {report.scenario.backend}: {report.skipped})"
+    elif not report.passed:
+        why = f"{len(report.problems)} violation(s)" if report.problems else "harness error"
         line += f"  ({why}; replay: {report.replay_command})"
+    elif report.violations:
+        line += f"  ({len(report.violations)} known {report.scenario.backend} break(s))"
     return line
 
 
 def totals_line(reports: Sequence[Report], wall: float | None = None) -> str:
-    """``12 passed, 1 failed, 0 errors in 41.2 s`` (``wall``: elapsed time of the suite)."""
+    """``12 passed, 1 failed, 0 errors in 41.2 s`` (``wall``: elapsed time of the suite;
+    ``, 2 skipped`` follows the errors when scenarios could not run on their backend)."""
     errors = sum(r.error is not None for r in reports)
     failed = sum(not r.passed for r in reports) - errors
-    passed = len(reports) - failed - errors
+    skipped = sum(r.skipped is not None for r in reports)
+    passed = len(reports) - failed - errors - skipped
     line = f"{passed} passed, {failed} failed, {errors} errors"
+    if skipped:
+        line += f", {skipped} skipped"
     return f"{line} in {_duration(wall)}" if wall is not None else line
 
 
@@ -129,15 +142,15 @@ def summary_table(reports: Sequence[Report]) -> Table:
     table.add_column("duration", justify="right", no_wrap=True)
     table.add_column("result", justify="center", no_wrap=True)
     for report in reports:
-        verdict = _verdict(report)
-        style = "bold green" if verdict == "PASS" else "bold red"
+        shown = verdict(report)
+        style = {"PASS": "bold green", "SKIP": "bold yellow"}.get(shown, "bold red")
         table.add_row(
             report.scenario.name,
             str(report.seed),
             str(report.scenario.nodes),
             _counts_text(report),
             _duration(report.duration),
-            Text(verdict, style=style),
+            Text(shown, style=style),
         )
     return table
 
@@ -145,7 +158,7 @@ def summary_table(reports: Sequence[Report]) -> Table:
 def failure_panel(report: Report) -> Panel:
     """What went wrong in one failed report: violations or error, seed, replay command."""
     lines: list[Text] = []
-    for violation in report.violations:
+    for violation in report.problems:
         line = Text("• ", style="red")
         line.append(f"[{violation.check}] ", style="bold")
         line.append(violation.message)
@@ -156,7 +169,7 @@ def failure_panel(report: Report) -> Panel:
         lines.append(Text(report.error, style="red"))
     lines.append(Text.assemble(("seed   ", "bold"), str(report.seed)))
     lines.append(Text.assemble(("replay ", "bold"), (report.replay_command, "cyan")))
-    title = f"{_verdict(report)} {report.scenario.name}"
+    title = f"{verdict(report)} {report.scenario.name}"
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
@@ -191,6 +204,15 @@ def _outcome_line(outcome: NodeOutcome) -> str:
     return line
 
 
+def output_lines(outcome: NodeOutcome, limit: int = 15) -> list[str]:
+    """The last ``limit`` lines node ``outcome.node`` wrote to stdout/stderr, indented under
+    a heading (nothing when it wrote nothing)."""
+    if not outcome.output:
+        return []
+    tail = outcome.output.rstrip().splitlines()[-limit:]
+    return [f"output of node {outcome.node} (last {len(tail)} lines):", *(f"  | {x}" for x in tail)]
+
+
 def fault_line(fault: FaultRecord) -> str:
     """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream``."""
     end = "the end" if fault.end is None else f"{fault.end:.2f} s"
@@ -200,7 +222,7 @@ def fault_line(fault: FaultRecord) -> str:
 
 
 def _failure_text(report: Report) -> str:
-    lines = [f"[{v.check}] {v.message}" for v in report.violations]
+    lines = [f"[{v.check}] {v.message}" for v in report.problems]
     if report.error is not None:
         lines.append(report.error)
     lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
@@ -219,23 +241,29 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         first = report.error.splitlines()[0] if report.error else "harness error"
         error = ET.SubElement(case, "error", message=_clean(first), type="HarnessError")
         error.text = _clean(_failure_text(report))
-    elif report.violations:
-        summary = "; ".join(f"[{v.check}] {v.message}" for v in report.violations[:3])
-        if len(report.violations) > 3:
-            summary += f"; and {len(report.violations) - 3} more"
+    elif report.skipped is not None:
+        ET.SubElement(case, "skipped", message=_clean(report.skipped))
+    elif report.problems:
+        problems = report.problems
+        summary = "; ".join(f"[{v.check}] {v.message}" for v in problems[:3])
+        if len(problems) > 3:
+            summary += f"; and {len(problems) - 3} more"
         failure = ET.SubElement(
             case,
             "failure",
             message=_clean(f"{summary} (seed {report.seed})"),
-            type=",".join(sorted({v.check for v in report.violations})),
+            type=",".join(sorted({v.check for v in problems})),
         )
         failure.text = _clean(_failure_text(report))
     out = [
         f"scenario: {report.scenario.name} ({report.scenario.path or 'no file'})",
+        f"backend: {report.scenario.backend}",
         f"seed: {report.seed}",
+        *(f"known break: [{v.check}] {v.message}" for v in report.violations if v.known),
         f"replay: {report.replay_command}",
         *(fault_line(f) for f in report.faults),
         *(_outcome_line(o) for o in report.outcomes),
+        *(line for o in report.outcomes for line in output_lines(o)),
     ]
     ET.SubElement(case, "system-out").text = _clean("\n".join(out))
 
@@ -260,6 +288,7 @@ def junit_xml(
     """
     errors = sum(r.error is not None for r in reports)
     failures = sum(not r.passed for r in reports) - errors
+    skipped = sum(r.skipped is not None for r in reports)
     total_time = f"{sum(r.duration for r in reports):.3f}"
     counts = {
         "tests": str(len(reports)),
@@ -268,7 +297,9 @@ def junit_xml(
         "time": total_time,
     }
     root = ET.Element("testsuites", {"name": suite_name, **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts, "skipped": "0"})
+    suite = ET.SubElement(
+        root, "testsuite", {"name": suite_name, **counts, "skipped": str(skipped)}
+    )
     if timestamp is not None:
         suite.set("timestamp", timestamp)
     if reports:

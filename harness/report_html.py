@@ -19,7 +19,7 @@ import jinja2
 
 from harness.glyphs import FAULT_COLORS, STATUS_COLORS, Marker, legend
 from harness.model import NodeOutcome, Report
-from harness.report import outcome_counts
+from harness.report import outcome_counts, verdict
 from harness.timeline import Timeline, layout, node_ranges
 
 __all__ = ["LANES_EXPANDED", "render_html", "write_html"]
@@ -75,12 +75,6 @@ def _anchor(index: int, name: str) -> str:
     return f"s{index}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}"
 
 
-def _verdict(report: Report) -> str:
-    if report.error is not None:
-        return "ERROR"
-    return "PASS" if report.passed else "FAIL"
-
-
 def _counts(report: Report) -> list[_Count]:
     total = max(1, len(report.outcomes))
     return [
@@ -119,7 +113,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
     return _Section(
         anchor=_anchor(index, sc.name),
         name=sc.name,
-        verdict=_verdict(report),
+        verdict=verdict(report),
         description=re.sub(r"(?<!\n)\n(?!\n)", " ", sc.description.strip()),
         sources=list(sc.sources),
         field_failure=sc.field_failure or "",
@@ -179,6 +173,7 @@ def render_html(
     glyphs: list[tuple[str, Marker]] = legend()
     errors = sum(r.error is not None for r in reports)
     failed = sum(not r.passed for r in reports) - errors
+    skipped = sum(r.skipped is not None for r in reports)
     return (
         _environment()
         .get_template("report.html.j2")
@@ -186,9 +181,10 @@ def render_html(
             title=title,
             generated=generated or "",
             sections=sections,
-            passed=len(reports) - failed - errors,
+            passed=len(reports) - failed - errors - skipped,
             failed=failed,
             errors=errors,
+            skipped=skipped,
             total=len(reports),
             wall=f"{sum(r.duration for r in reports):.1f} s",
             glyphs=glyphs,

@@ -74,7 +74,9 @@ class _Run:
         self.tag = f"{scenario.name}-{uuid.UUID(int=self.rng.getrandbits(128)).hex[:8]}"
         self.cond = threading.Condition()
         self.inbox: list[Message] = []
-        self.cluster = LocalCluster(on_message=self._deliver)
+        self.cluster = LocalCluster(
+            on_message=self._deliver, backends=frozenset({scenario.backend})
+        )
         self.topo = Topology(scenario, client, self.tag, self.cluster.ctx)
         self.nodes = {i: _NodeState() for i in range(scenario.nodes)}
         self.queue: list[_Action] = []
@@ -420,6 +422,8 @@ class _Run:
             pid=fields.get("pid"),
             events=state.events,
             shared_store_ok=fields.get("shared_store_ok"),
+            seen_ranks=fields.get("seen_ranks"),
+            output=self.cluster.outputs.get(node),
             maxrss_kib=fields.get("maxrss_kib"),
         )
 

@@ -25,12 +25,16 @@ from pydantic import (
 from harness.errors import ScenarioError
 
 __all__ = [
+    "INVARIANTS",
     "OUTCOMES",
+    "BackendVariant",
     "Expect",
     "Fault",
     "NodeExpect",
     "NodeOverride",
     "Scenario",
+    "allowed_outcomes",
+    "backend_name",
     "load",
     "load_many",
     "parse",
@@ -62,6 +66,11 @@ Outcome = Literal[
 #: Events a fault may wait for (emitted by the node processes).
 TRIGGER_EVENTS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
 Nodes = list[int] | Literal["all", "others"]
+#: Invariant checks (see :mod:`harness.checks`) a backend may be recorded as breaking.
+INVARIANTS = ("ranks", "world_size", "complete_round", "shared_store", "hung")
+Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
+#: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
+NAMED_BACKENDS = ("static", "torch-static")
 
 
 class _Model(BaseModel):
@@ -179,12 +188,32 @@ class NodeOverride(_Model):
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
 
 
+def allowed_outcomes(outcome: Outcome | tuple[Outcome, ...]) -> tuple[str, ...]:
+    """An expectation's outcome as the tuple of outcomes it accepts."""
+    return (outcome,) if isinstance(outcome, str) else tuple(outcome)
+
+
+def _one_or_more(value: Any) -> Any:
+    """``outcome`` is one outcome or a non-empty list meaning "any of these"."""
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("an outcome list needs at least one outcome")
+        return tuple(value)
+    return value
+
+
 class NodeExpect(_Model):
-    """What some nodes must report."""
+    """What some nodes must report (``outcome`` may list several allowed outcomes)."""
 
     nodes: Nodes
-    outcome: Outcome
+    outcome: Outcome | tuple[Outcome, ...]
     message: str | None = None
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _outcomes(cls, value: Any) -> Any:
+        return _one_or_more(value)
+
     elapsed: tuple[float, float] | None = None
 
     @field_validator("message")
@@ -206,8 +235,40 @@ class NodeExpect(_Model):
 
 
 class Expect(_Model):
-    outcome: Outcome = "ok"
+    outcome: Outcome | tuple[Outcome, ...] = "ok"
     nodes: list[NodeExpect] = Field(default_factory=list)
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _outcomes(cls, value: Any) -> Any:
+        return _one_or_more(value)
+
+
+def backend_name(value: str) -> str:
+    """``value`` when it names a backend.
+
+    Raises:
+        ValueError: it is neither a named backend nor ``module:factory``.
+    """
+    if value in NAMED_BACKENDS or re.fullmatch(r"[\w.]+:\w+", value):
+        return value
+    raise ValueError(
+        f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
+    )
+
+
+class BackendVariant(_Model):
+    """How the scenario goes on one backend, where that differs from ``[expect]``.
+
+    ``expect`` replaces the scenario's expectations; ``violates`` lists invariants the
+    backend is known to break here (a run that does not break them fails: the record is
+    out of date); ``unsupported`` says why the harness cannot run the scenario on it.
+    """
+
+    note: str | None = None
+    expect: Expect | None = None
+    violates: list[Invariant] = Field(default_factory=list)
+    unsupported: str | None = None
 
 
 class Timeouts(_Model):
@@ -241,6 +302,7 @@ class Scenario(_Model):
     override: list[NodeOverride] = Field(default_factory=list)
     fault: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
+    backends: dict[str, BackendVariant] = Field(default_factory=dict)
     path: str | None = Field(default=None, exclude=True)
 
     @field_validator("sources")
@@ -254,11 +316,14 @@ class Scenario(_Model):
     @field_validator("backend")
     @classmethod
     def _backend(cls, value: str) -> str:
-        if value in ("static", "torch-static") or re.fullmatch(r"[\w.]+:\w+", value):
-            return value
-        raise ValueError(
-            f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
-        )
+        return backend_name(value)
+
+    @field_validator("backends")
+    @classmethod
+    def _backend_keys(cls, value: dict[str, BackendVariant]) -> dict[str, BackendVariant]:
+        for name in value:
+            backend_name(name)
+        return value
 
     @model_validator(mode="after")
     def _node_indexes(self) -> Scenario:
@@ -281,6 +346,9 @@ class Scenario(_Model):
             check(f"override[{i}].nodes", override.nodes)
         for i, node_expect in enumerate(self.expect.nodes):
             check(f"expect.nodes[{i}].nodes", node_expect.nodes)
+        for name, variant in self.backends.items():
+            for i, node_expect in enumerate(variant.expect.nodes if variant.expect else []):
+                check(f"backends.{name}.expect.nodes[{i}].nodes", node_expect.nodes)
         self._faults_are_applicable()
         return self
 
@@ -327,10 +395,28 @@ class Scenario(_Model):
             return list(range(1, self.nodes))
         return sorted(set(nodes))
 
+    @property
+    def variant(self) -> BackendVariant:
+        """What ``[backends.<backend>]`` records for the backend this scenario runs on."""
+        return self.backends.get(self.backend) or BackendVariant()
+
+    def on_backend(self, backend: str) -> Scenario:
+        """A copy that runs on ``backend``.
+
+        Raises:
+            ScenarioError: ``backend`` is not a backend name.
+        """
+        try:
+            backend_name(backend)
+        except ValueError as exc:
+            raise ScenarioError(self.path or self.name, [f"backend: {exc}"]) from None
+        return self.model_copy(update={"backend": backend})
+
     def expected(self, node: int) -> NodeExpect:
-        """The expectation for ``node`` (the last matching entry wins)."""
-        found = NodeExpect(nodes=[node], outcome=self.expect.outcome)
-        for entry in self.expect.nodes:
+        """The expectation for ``node`` on this backend (the last matching entry wins)."""
+        expect = self.variant.expect or self.expect
+        found = NodeExpect(nodes=[node], outcome=expect.outcome)
+        for entry in expect.nodes:
             if node in self.targets(entry.nodes):
                 found = entry
         return found

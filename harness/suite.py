@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 
+from harness.backends import unavailable
 from harness.model import Report
 from harness.runner import run_scenario
 from harness.scenario import Scenario
@@ -57,11 +58,16 @@ def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], in
 
 
 def run_one(scenario: Scenario, proxies: ProxyProvider, seed: int) -> Report:
-    """Run one scenario with ``seed``; a run that raises becomes a failed report.
+    """Run one scenario with ``seed``; a run that raises becomes a failed report, and a
+    scenario its backend cannot run (``[backends.<name>] unsupported``, or torch missing)
+    a skipped one.
 
     ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
     still propagate (after the runner has cleaned up its processes).
     """
+    why_not = scenario.variant.unsupported or unavailable(scenario.backend)
+    if why_not is not None:
+        return Report(scenario, seed, outcomes=[], skipped=why_not)
     began = time.monotonic()
     try:
         with proxies() as client:

@@ -112,3 +112,73 @@ def test_a_port_still_listening_is_found_and_reported() -> None:
         found = check(scenario(), [ok(0), ok(1), ok(2)], ports=[port])
         assert [v.message for v in found] == [f"ports still listening after teardown: [{port}]"]
     assert listening([port]) == []
+
+
+def returned(node: int, status: str, seen: list[int], rank: int | None = None) -> NodeOutcome:
+    """A node whose rendezvous returned, then failed the shared-store proof."""
+    return NodeOutcome(
+        node, status, rank=node if rank is None else rank, world_size=3,
+        started=0.0, finished=1.0, seen_ranks=seen,
+    )  # fmt: skip
+
+
+def test_a_node_may_end_in_any_outcome_of_an_expected_list() -> None:
+    sc = scenario(expect={"outcome": ["ok", "timeout"]})
+    joined = [NodeEvent(2, 0.5, "joined", {"rank": 2})]
+    timed_out = NodeOutcome(2, "timeout", started=0.0, finished=1.0, events=joined)
+    assert checks_of(sc, [ok(0), ok(1), timed_out]) == []
+    refused = NodeOutcome(2, "connection_error", started=0.0, finished=1.0, events=joined)
+    found = [v for v in check(sc, [ok(0), ok(1), refused]) if v.check == "outcome"]
+    assert found[0].message == "node 2 ended 'connection_error', expected one of ['ok', 'timeout']"
+
+
+def test_invariants_judge_what_the_rendezvous_returned_even_when_the_node_failed_later() -> None:
+    # torch-like: no join events, nodes 1 and 2 returned (both as rank 1), then timed out
+    sc = scenario(expect={"outcome": "timeout"})
+    outcomes = [
+        NodeOutcome(0, "timeout", started=0.0, finished=1.0),
+        returned(1, "timeout", seen=[1]),
+        returned(2, "timeout", seen=[1], rank=1),
+    ]
+    found = check(sc, outcomes)
+    assert {v.check for v in found} == {"ranks", "complete_round"}
+    (round_violation,) = [v for v in found if v.check == "complete_round"]
+    assert "returned on 2 node(s) although rank(s) [0, 2] never joined" in round_violation.message
+
+
+def test_ranks_whose_keys_reached_the_store_count_as_joined() -> None:
+    sc = scenario(expect={"nodes": [{"nodes": [0], "outcome": "timeout"}]})
+    outcomes = [NodeOutcome(0, "timeout"), ok(1), returned(2, "ok", seen=[0, 1, 2])]
+    assert [v for v in check(sc, outcomes) if v.check == "complete_round"] == []
+
+
+def torch_sc(**variant: Any) -> Scenario:
+    return scenario(
+        backend="torch-static",
+        expect={"outcome": "state_error"},
+        backends={"torch-static": {"note": "no rank check", **variant}},
+    )
+
+
+def test_a_recorded_break_of_the_backend_is_shown_as_known_and_does_not_fail() -> None:
+    sc = torch_sc(violates=["ranks"], expect={"outcome": "ok"})
+    found = check(sc, [ok(0), ok(1), ok(2, rank=1)])
+    assert found and all(v.known for v in found if v.check == "ranks")
+    assert not [v for v in found if not v.known and v.check != "complete_round"]
+    assert "[known torch-static behaviour]" in found[0].message
+
+
+def test_a_recorded_break_that_does_not_happen_fails_the_run() -> None:
+    sc = torch_sc(violates=["ranks"], expect={"outcome": "ok"})
+    found = check(sc, [ok(0), ok(1), ok(2)])
+    assert [v.check for v in found] == ["known_break"]
+    assert found[0].message.startswith(
+        "torch-static is recorded as breaking 'ranks' here (no rank check), but this run did not"
+    )
+    assert not found[0].known
+
+
+def test_recorded_breaks_apply_only_on_their_own_backend() -> None:
+    sc = torch_sc(violates=["ranks"]).on_backend("static")
+    found = check(sc, [ok(0), ok(1), ok(2, rank=1)])
+    assert found and not any(v.known for v in found)

@@ -390,3 +390,59 @@ def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     width, height, raw = png_pixels(shot)
     assert (width, height) == (1400, 900)
     assert len(set(raw)) > 64, "the screenshot is blank"
+
+
+# --- backends: skipped runs, known breaks, node output ----------------------------------
+
+
+def skipped_report() -> Report:
+    sc = happy_report().scenario.on_backend("torch-static")
+    return Report(sc, 7, outcomes=[], skipped="torch is not installed")
+
+
+def known_break_report() -> Report:
+    report = happy_report()
+    report.scenario = report.scenario.on_backend("torch-static")
+    report.violations = [Violation("ranks", "rank 1 was given to 2 nodes", (1, 2), known=True)]
+    return report
+
+
+def test_a_skipped_scenario_is_counted_and_says_why() -> None:
+    text = console_text([happy_report(), skipped_report()])
+    assert "1 passed, 0 failed, 0 errors, 1 skipped in 12.5 s" in text
+    line = result_line(skipped_report())
+    assert line.startswith("SKIP happy-three")
+    assert line.endswith("(not run on torch-static: torch is not installed)")
+
+
+def test_junit_marks_a_skipped_scenario_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit([happy_report(), skipped_report()], path)
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "0"
+    skipped = [c for c in suite.iter("testcase") if c.find("skipped") is not None]
+    assert [c.find("skipped").get("message") for c in skipped] == ["torch is not installed"]  # type: ignore[union-attr]
+
+
+def test_a_known_break_passes_but_is_named_in_the_line_and_junit(tmp_path: Path) -> None:
+    report = known_break_report()
+    assert report.passed
+    assert result_line(report).endswith("(1 known torch-static break(s))")
+    path = tmp_path / "junit.xml"
+    write_junit([report], path)
+    case = ET.parse(path).getroot().find("testsuite/testcase")
+    assert case is not None and case.find("failure") is None
+    out = case.findtext("system-out") or ""
+    assert "backend: torch-static" in out
+    assert "known break: [ranks] rank 1 was given to 2 nodes" in out
+    assert "--backend torch-static" in report.replay_command
+
+
+def test_junit_system_out_carries_the_tail_of_each_nodes_output(tmp_path: Path) -> None:
+    report = failing_report()
+    report.outcomes[1].output = "".join(f"line {i}\n" for i in range(40))
+    path = tmp_path / "junit.xml"
+    write_junit([report], path)
+    out = ET.parse(path).getroot().findtext("testsuite/testcase/system-out") or ""
+    assert "output of node 1 (last 15 lines):\n  | line 25\n" in out
+    assert out.count("  | line") == 15

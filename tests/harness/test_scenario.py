@@ -146,3 +146,48 @@ def test_every_shipped_scenario_is_valid_and_cites_its_sources() -> None:
     cited = [s for s in shipped if s.field_failure]
     assert len(cited) * 2 > len(shipped)
     assert all(s.sources for s in cited)
+
+
+def test_an_outcome_may_be_a_list_meaning_any_of_them() -> None:
+    sc = scenario(
+        nodes=2,
+        expect={"outcome": ["ok", "timeout"], "nodes": [{"nodes": [1], "outcome": ["killed"]}]},
+    )
+    assert sc.expected(0).outcome == ("ok", "timeout")
+    assert sc.expected(1).outcome == ("killed",)
+
+
+def test_an_empty_outcome_list_is_rejected() -> None:
+    assert problems(expect={"outcome": []}) == [
+        "expect.outcome: Value error, an outcome list needs at least one outcome"
+    ]
+
+
+def test_a_backend_section_replaces_the_expectations_on_that_backend_only() -> None:
+    sc = scenario(
+        nodes=2,
+        expect={"outcome": "timeout"},
+        backends={"torch-static": {"note": "why", "expect": {"outcome": "ok"}}},
+    )
+    assert sc.expected(1).outcome == "timeout"
+    on_torch = sc.on_backend("torch-static")
+    assert on_torch.backend == "torch-static"
+    assert on_torch.expected(1).outcome == "ok"
+    assert on_torch.variant.note == "why"
+    assert sc.on_backend("tests.x:make").expected(1).outcome == "timeout"
+
+
+def test_backend_sections_are_validated_like_the_rest() -> None:
+    (found,) = problems(backends={"nope": {}})
+    assert found.startswith("backends: Value error, unknown backend 'nope'; allowed: 'static'")
+    (found,) = problems(backends={"torch-static": {"violates": ["speed"]}})
+    assert found.startswith("backends.torch-static.violates[0]: got 'speed'; allowed:")
+    (found,) = problems(
+        nodes=2, backends={"torch-static": {"expect": {"nodes": [{"nodes": [5], "outcome": "ok"}]}}}
+    )
+    assert "backends.torch-static.expect.nodes[0].nodes names node 5" in found
+
+
+def test_switching_to_an_unknown_backend_names_the_scenario() -> None:
+    with pytest.raises(ScenarioError, match="backend: unknown backend 'bogus'"):
+        scenario().on_backend("bogus")

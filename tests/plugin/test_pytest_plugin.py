@@ -243,3 +243,23 @@ def test_the_toxiproxy_option_points_items_and_fixtures_at_a_running_server(tmp_
     assert "6 passed" in result.stdout
     assert f"toxiproxy {server.host}:{server.port}" in result.stdout
     assert used, "the scenario never went through the --toxiproxy server"
+
+
+def test_harness_backend_runs_every_item_on_that_backend_and_skips_what_it_cannot_run(
+    tmp_path: Path,
+) -> None:
+    make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path, "-rs", "--harness-backend", "no_such_module_xyz:make")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "backend no_such_module_xyz:make" in result.stdout  # the report header
+    assert "1 skipped" in result.stdout
+    assert "not run on no_such_module_xyz:make: no module named 'no_such_module_xyz'" in (
+        result.stdout
+    )
+
+
+def test_an_unknown_harness_backend_is_a_usage_error(tmp_path: Path) -> None:
+    make_project(tmp_path, "harness_backend = bogus", **{"scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "ini harness_backend: unknown backend 'bogus'" in result.stderr
