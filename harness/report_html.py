@@ -18,7 +18,7 @@ from pathlib import Path
 import jinja2
 
 from harness.glyphs import FAULT_COLORS, STATUS_COLORS, Marker, legend
-from harness.model import NodeOutcome, Report
+from harness.model import NodeOutcome, Report, Violation
 from harness.report import outcome_counts, verdict
 from harness.timeline import Timeline, layout, node_ranges
 
@@ -63,6 +63,9 @@ class _Section:
     duration: str
     replay: str
     violations: list[tuple[str, str, str]]
+    known: list[tuple[str, str, str]]
+    backend: str
+    skipped: str
     error: str
     counts: list[_Count]
     timeline: Timeline | None
@@ -101,9 +104,13 @@ def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
     )
 
 
+def _violation(v: Violation) -> tuple[str, str, str]:
+    return v.check, v.message, node_ranges(v.nodes) if v.nodes else ""
+
+
 def _section(index: int, report: Report, width: float) -> _Section:
     sc = report.scenario
-    flagged = {n for v in report.violations for n in v.nodes}
+    flagged = {n for v in report.problems for n in v.nodes}
     timeline = full = None
     if report.outcomes:
         many = len(report.outcomes) > LANES_EXPANDED
@@ -122,9 +129,10 @@ def _section(index: int, report: Report, width: float) -> _Section:
         nodes=sc.nodes,
         duration=f"{report.duration:.2f} s",
         replay=report.replay_command,
-        violations=[
-            (v.check, v.message, node_ranges(v.nodes) if v.nodes else "") for v in report.violations
-        ],
+        violations=[_violation(v) for v in report.problems],
+        known=[_violation(v) for v in report.violations if v.known],
+        backend=sc.backend,
+        skipped=report.skipped or "",
         error=report.error or "",
         counts=_counts(report),
         timeline=timeline,

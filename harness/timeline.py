@@ -214,7 +214,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
     def x_of(t: float) -> float:
         return plot_x + max(0.0, min(t, t_max)) / t_max * plot_w
 
-    bad = {n for v in report.violations for n in v.nodes}
+    bad = {n for v in report.problems for n in v.nodes}
     groups = _groups(report.outcomes, report.faults, bad, collapse)
     lane_h, font = _lane_sizes(len(groups))
     lanes = [

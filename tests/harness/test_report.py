@@ -446,3 +446,12 @@ def test_junit_system_out_carries_the_tail_of_each_nodes_output(tmp_path: Path) 
     out = ET.parse(path).getroot().findtext("testsuite/testcase/system-out") or ""
     assert "output of node 1 (last 15 lines):\n  | line 25\n" in out
     assert out.count("  | line") == 15
+
+
+def test_html_shows_known_breaks_apart_from_violations_and_skips_with_their_reason() -> None:
+    page = render_html([known_break_report(), skipped_report()])
+    assert "1 known torch-static break</h3>" in page
+    assert "violations known" in page
+    assert '<div class="violations"><h3>' not in page  # nothing failed
+    assert "not run on torch-static: torch is not installed" in page
+    assert '<span class="chip skip">1 skipped</span>' in page
