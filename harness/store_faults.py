@@ -28,7 +28,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rdzv import _wire
+from rdzv import _decoder, _wire
 
 __all__ = ["StoreFaultProxy", "StoreRule", "request_keys", "request_op"]
 
@@ -210,7 +210,7 @@ class StoreFaultProxy:
         server_w: asyncio.StreamWriter,
         client_w: asyncio.StreamWriter,
     ) -> None:
-        decoder = _wire.RequestDecoder()
+        decoder = _decoder.RequestDecoder()
         while data := await client_r.read(65536):
             for req in decoder.feed(data):
                 rule = self._decide(node, req)

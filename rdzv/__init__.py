@@ -11,7 +11,8 @@ Module map:
 * ``errors``         the exception tree (store errors; torch's rendezvous error names)
 * ``events``         structured log events the harness collects
 * ``endpoint``       ``parse_rendezvous_endpoint`` / ``parse_rendezvous_config`` (pure)
-* ``_wire``          sans-IO codec of torch's TCPStore wire protocol
+* ``_wire``          sans-IO codec of torch's TCPStore wire protocol: messages, encoders, readers
+* ``_decoder``       incremental, bounded decoding of requests (the server side of ``_wire``)
 * ``_kv``            pure store semantics: requests in, replies (incl. woken waiters) out
 * ``store``          ``Store`` ABC (torch's method names), ``HashStore``, ``PrefixStore``
 * ``server``         the store server: sockets <-> ``_wire`` <-> ``_kv``

@@ -33,7 +33,7 @@ import threading
 from collections import deque
 from typing import Final, cast
 
-from rdzv import _wire
+from rdzv import _decoder, _wire
 from rdzv._kv import KV
 from rdzv.errors import StoreBindError, StoreProtocolError
 from rdzv.events import emit
@@ -342,7 +342,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, server: StoreServer) -> None:
         self.server = server
-        self.decoder = _wire.RequestDecoder(server.limits)
+        self.decoder = _decoder.RequestDecoder(server.limits)
         self.transport: asyncio.Transport
         self.pending: deque[_wire.Request] = deque()
         self.held_bytes = 0

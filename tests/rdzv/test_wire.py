@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rdzv import _wire as w
+from rdzv._decoder import RequestDecoder
 from rdzv.errors import StoreProtocolError
 
 keys = st.binary(max_size=40)
@@ -84,12 +85,12 @@ def test_every_request_encodes_to_torch_bytes_and_decodes_whole(
     req: w.Request, data: bytes
 ) -> None:
     assert w.encode_request(req) == data
-    assert w.RequestDecoder().feed(data) == [req]
+    assert RequestDecoder().feed(data) == [req]
 
 
 @pytest.mark.parametrize(("req", "data"), EXAMPLES, ids=lambda v: type(v).__name__)
 def test_every_request_decodes_the_same_when_fed_byte_by_byte(req: w.Request, data: bytes) -> None:
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     decoded: list[w.Request] = []
     for i in range(len(data)):
         decoded += decoder.feed(data[i : i + 1])
@@ -104,7 +105,7 @@ def test_trailing_bytes_of_a_next_request_stay_buffered_until_complete(
     req: w.Request, data: bytes
 ) -> None:
     following = w.encode_request(w.Get(b"next-key"))
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     assert decoder.feed(data + following[:5]) == [req]
     assert decoder.buffered == 5
     assert decoder.feed(following[5:]) == [w.Get(b"next-key")]
@@ -116,7 +117,7 @@ def test_any_chunking_of_a_request_stream_decodes_to_the_same_requests(
 ) -> None:
     stream = b"".join(w.encode_request(r) for r in reqs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     out: list[w.Request] = []
     start = 0
     for cut in [*cuts, len(stream)]:
@@ -128,11 +129,11 @@ def test_any_chunking_of_a_request_stream_decodes_to_the_same_requests(
 
 @given(requests)
 def test_decode_inverts_encode(req: w.Request) -> None:
-    assert w.RequestDecoder().feed(w.encode_request(req)) == [req]
+    assert RequestDecoder().feed(w.encode_request(req)) == [req]
 
 
 def test_a_length_prefix_claiming_4_gib_is_refused_before_buffering() -> None:
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     frame = b"\x01" + struct.pack("<Q", 1) + b"k" + struct.pack("<Q", 4 * 2**30)
     assert decoder.feed(w.encode_request(w.Validate()) + frame) == [w.Validate()]
     assert isinstance(decoder.error, StoreProtocolError)
@@ -143,7 +144,7 @@ def test_a_length_prefix_claiming_4_gib_is_refused_before_buffering() -> None:
 
 
 def test_requests_before_a_bad_frame_are_still_returned() -> None:
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     good = w.encode_request(w.Set(b"a", b"1"))
     assert decoder.feed(good + b"\xfe junk") == [w.Set(b"a", b"1")]
     assert decoder.error is not None
@@ -162,14 +163,14 @@ def test_requests_before_a_bad_frame_are_still_returned() -> None:
 def test_fields_over_the_configured_limits_are_protocol_errors(
     limits: w.Limits, req: w.Request, what: str
 ) -> None:
-    decoder = w.RequestDecoder(limits)
+    decoder = RequestDecoder(limits)
     assert decoder.feed(w.encode_request(req)) == []
     assert decoder.error is not None
     assert what in str(decoder.error)
 
 
 def test_a_frame_larger_than_the_frame_limit_is_refused_while_still_incomplete() -> None:
-    decoder = w.RequestDecoder(w.Limits(max_value=1000, max_frame=100))
+    decoder = RequestDecoder(w.Limits(max_value=1000, max_frame=100))
     frame = w.encode_request(w.Set(b"k", b"x" * 500))
     assert decoder.feed(frame[:200]) == []
     assert decoder.error is not None
@@ -177,7 +178,7 @@ def test_a_frame_larger_than_the_frame_limit_is_refused_while_still_incomplete()
 
 
 def test_an_http_request_is_an_unknown_opcode() -> None:
-    decoder = w.RequestDecoder()
+    decoder = RequestDecoder()
     assert decoder.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == []
     assert decoder.error is not None
     assert "does not speak the TCPStore protocol" in str(decoder.error)
