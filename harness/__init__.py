@@ -14,10 +14,12 @@ Module map. The fault proxy (Toxiproxy's API and toxics):
 
 Running scenarios (data flows down this list):
 
+* ``faults``           the fault kinds of the format, as validated models
 * ``scenario``         TOML -> validated, frozen models; errors name file and key
 * ``squatters``        bind faults: listeners holding node 0's port in five ways
 * ``store_faults``     store-level faults: an interposer that decodes TCPStore requests
 * ``topology``         one run's network: node 0's port, proxy links, DNS shim, interposer
+* ``backends``         the rendezvous a node runs: rdzv static, torch-static, module:factory
 * ``node``             the node process: one rendezvous, events, one outcome
 * ``cluster``          start / signal / watch / end node processes (forkserver)
 * ``runner``           one scenario, one seed: schedule faults, gather outcomes

@@ -27,17 +27,17 @@ from harness.checks import check
 from harness.cluster import LocalCluster
 from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report
 from harness.node import Message, NodeSpec
-from harness.scenario import (
+from harness.faults import (
     AbsentFault,
     DnsFault,
     LateStartFault,
     LinkFault,
     ProcessFault,
-    Scenario,
     SquatterFault,
     StoreOpFault,
     ToxicFault,
 )
+from harness.scenario import Scenario
 from harness.store_faults import StoreRule
 from harness.topology import Topology
 from harness.toxiproxy_client import ToxiproxyClient

@@ -11,11 +11,9 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -23,6 +21,20 @@ from pydantic import (
 )
 
 from harness.errors import ScenarioError
+from harness.faults import (
+    FAULT_KINDS,
+    AbsentFault,
+    DnsFault,
+    Fault,
+    FormatModel,
+    LateStartFault,
+    LinkFault,
+    Nodes,
+    ProcessFault,
+    SquatterFault,
+    StoreOpFault,
+    ToxicFault,
+)
 
 __all__ = [
     "INVARIANTS",
@@ -64,8 +76,6 @@ Outcome = Literal[
     "absent",
 ]
 #: Events a fault may wait for (emitted by the node processes).
-TRIGGER_EVENTS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
-Nodes = list[int] | Literal["all", "others"]
 #: Invariant checks (see :mod:`harness.checks`) a backend may be recorded as breaking.
 INVARIANTS = ("ranks", "world_size", "complete_round", "shared_store", "hung")
 Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
@@ -73,113 +83,7 @@ Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hu
 NAMED_BACKENDS = ("static", "torch-static")
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-
-class _Timed(_Model):
-    """When a fault fires: ``at`` seconds after start, or ``after`` seconds past an event."""
-
-    at: float | None = Field(default=None, ge=0)
-    on: (
-        Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"] | None
-    ) = None
-    on_node: int | None = Field(default=None, ge=0)
-    after: float = Field(default=0.0, ge=0)
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> _Timed:
-        if self.on is not None and self.at is not None:
-            raise ValueError("give either 'at' (seconds) or 'on' (an event), not both")
-        if self.on is not None and self.on_node is None:
-            raise ValueError("'on' needs 'on_node': the node whose event triggers the fault")
-        if self.on is None and self.on_node is not None:
-            raise ValueError("'on_node' needs 'on': the event to wait for")
-        return self
-
-
-class ToxicFault(_Timed):
-    kind: Literal["toxic"]
-    nodes: Nodes = "others"
-    type: Literal[
-        "latency",
-        "bandwidth",
-        "slow_close",
-        "timeout",
-        "reset_peer",
-        "slicer",
-        "limit_data",
-        "noop",
-    ]
-    stream: Literal["upstream", "downstream"] = "downstream"
-    toxicity: float = Field(default=1.0, ge=0, le=1)
-    attributes: dict[str, int] = Field(default_factory=dict)
-    duration: float | None = Field(default=None, gt=0)
-
-
-class LinkFault(_Timed):
-    kind: Literal["link_down"]
-    nodes: Nodes = "others"
-    duration: float | None = Field(default=None, gt=0)
-
-
-class AbsentFault(_Model):
-    kind: Literal["absent"]
-    nodes: list[int]
-
-
-class LateStartFault(_Model):
-    kind: Literal["late_start"]
-    nodes: list[int]
-    delay: float = Field(gt=0)
-
-
-class ProcessFault(_Timed):
-    kind: Literal["kill", "pause", "restart"]
-    nodes: list[int]
-    duration: float | None = Field(default=None, gt=0)
-
-
-class SquatterFault(_Model):
-    kind: Literal["squatter"]
-    mode: Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
-    duration: float | None = Field(default=None, gt=0)
-
-
-class DnsFault(_Timed):
-    kind: Literal["dns"]
-    nodes: Nodes = "all"
-    duration: float | None = Field(default=None, gt=0)
-
-
-class StoreOpFault(_Timed):
-    kind: Literal["store_op"]
-    nodes: Nodes = "others"
-    op: Literal[
-        "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS", "DELETE_KEY",
-        "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "QUEUE_PUSH", "QUEUE_POP",
-        "QUEUE_LEN", "LIST_KEYS", "BARRIER",
-    ]  # fmt: skip
-    keys: str = "*"
-    action: Literal["delay", "drop", "fail"]
-    delay: float = Field(default=0.0, ge=0)
-    count: int = Field(default=1, ge=1)
-
-
-Fault = Annotated[
-    ToxicFault
-    | LinkFault
-    | AbsentFault
-    | LateStartFault
-    | ProcessFault
-    | SquatterFault
-    | DnsFault
-    | StoreOpFault,
-    Field(discriminator="kind"),
-]
-
-
-class NodeOverride(_Model):
+class NodeOverride(FormatModel):
     """Per-node deviations from the common configuration (a misconfigured node)."""
 
     nodes: list[int]
@@ -202,7 +106,7 @@ def _one_or_more(value: Any) -> Any:
     return value
 
 
-class NodeExpect(_Model):
+class NodeExpect(FormatModel):
     """What some nodes must report (``outcome`` may list several allowed outcomes)."""
 
     nodes: Nodes
@@ -234,7 +138,7 @@ class NodeExpect(_Model):
         return value
 
 
-class Expect(_Model):
+class Expect(FormatModel):
     outcome: Outcome | tuple[Outcome, ...] = "ok"
     nodes: list[NodeExpect] = Field(default_factory=list)
 
@@ -257,7 +161,7 @@ def backend_name(value: str) -> str:
     )
 
 
-class BackendVariant(_Model):
+class BackendVariant(FormatModel):
     """How the scenario goes on one backend, where that differs from ``[expect]``.
 
     ``expect`` replaces the scenario's expectations; ``violates`` lists invariants the
@@ -271,7 +175,7 @@ class BackendVariant(_Model):
     unsupported: str | None = None
 
 
-class Timeouts(_Model):
+class Timeouts(FormatModel):
     join: float = Field(default=10.0, gt=0)
     hard: float | None = Field(default=None, gt=0)
 
@@ -281,12 +185,12 @@ class Timeouts(_Model):
         return self.hard if self.hard is not None else 2 * self.join + 15
 
 
-class Endpoint(_Model):
+class Endpoint(FormatModel):
     host: str = "127.0.0.1"
     via_proxy: bool = True
 
 
-class Scenario(_Model):
+class Scenario(FormatModel):
     """One scenario file, validated."""
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
@@ -439,10 +343,7 @@ def _key_path(loc: Sequence[int | str]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in (
-            "toxic", "link_down", "absent", "late_start", "kill", "pause", "restart",
-            "squatter", "dns", "store_op",
-        ):  # fmt: skip
+        elif part in FAULT_KINDS:
             continue  # the discriminator value pydantic inserts in union paths
         else:
             out += f".{part}" if out else str(part)

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.node import DnsShim
-from harness.scenario import Scenario, SquatterFault, StoreOpFault
+from harness.faults import SquatterFault, StoreOpFault
+from harness.scenario import Scenario
 from harness.squatters import Squatter
 from harness.store_faults import StoreFaultProxy
 from harness.toxiproxy_client import ToxiproxyClient
