@@ -20,7 +20,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 from conftest import InThread
 
-from rdzv import _wire
+from rdzv import _decoder, _wire
 from rdzv._kv import PROBE_KEY
 from rdzv.client import TCPStore
 from rdzv.errors import StoreBindError, StoreConnectionError, StoreProtocolError, StoreTimeoutError
@@ -333,7 +333,7 @@ class _ScriptedPeer:
     def _serve(self) -> None:
         with contextlib.suppress(OSError):
             self.conn, _ = self.listener.accept()
-            decoder = _wire.RequestDecoder()
+            decoder = _decoder.RequestDecoder()
             while chunk := self.conn.recv(65536):
                 for req in decoder.feed(chunk):
                     self._handle(req)
