@@ -27,7 +27,13 @@ Running scenarios (data flows down this list):
 * ``model``            events, outcomes, fault records, violations, reports
 * ``suite``            many scenarios on a thread pool, one embedded proxy per run
 * ``report``, ``report_html``, ``timeline``, ``glyphs``  console, JUnit and HTML reports
-* ``cli``, ``cli_run`` ``harness proxy | run | list``
+* ``cli``, ``cli_run``, ``cli_fuzz``  ``harness proxy | run | list | fuzz | replay``
+
+Fuzzing (hypothesis; imported only by ``harness fuzz | replay`` and property tests):
+
+* ``strategies``       hypothesis strategies: endpoints, fault schedules, whole scenarios
+* ``oracle``           a scenario's faults -> the outcomes rdzv must report (its ``expect``)
+* ``fuzz``             the fuzz loop: run, shrink, write the minimal failing scenario; replay
 * ``pytest_plugin``    pytest11 entry point: scenario files as items, options, fixtures
 
 ``ToxiproxyServer`` and ``ToxiproxyClient`` are importable from here; they are loaded on

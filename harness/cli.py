@@ -1,8 +1,8 @@
-"""The ``harness`` command line: ``harness run | list | proxy`` (``fuzz | replay`` later).
+"""The ``harness`` command line: ``harness run | list | fuzz | replay | proxy``.
 
 Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
 returns the exit status, so new commands plug in with one ``add_parser`` call. ``run`` and
-``list`` live in :mod:`harness.cli_run`.
+``list`` live in :mod:`harness.cli_run`, ``fuzz`` and ``replay`` in :mod:`harness.cli_fuzz`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.cli_fuzz import add_commands as add_fuzz_commands
 from harness.cli_run import add_commands
 from harness.errors import HarnessError, ProxyApiError
 from harness.loop import new_event_loop
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="harness", description="rdzv fault-injection harness")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_commands(commands)
+    add_fuzz_commands(commands)
     proxy = commands.add_parser(
         "proxy",
         help="run the embedded Toxiproxy-compatible fault proxy",

@@ -37,7 +37,15 @@ from harness.scenario import Scenario, backend_name, load_many
 from harness.suite import ProxyProvider, embedded_proxy, run_suite, shared_proxy
 from harness.toxiproxy_client import ToxiproxyClient
 
-__all__ = ["add_commands", "parse_address"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_PASSED",
+    "EXIT_USAGE",
+    "add_commands",
+    "backend_arg",
+    "parse_address",
+]
 
 DEFAULT_PATH = "scenarios"
 #: Exit statuses: every scenario passed / some failed / the command itself could not run.
@@ -66,7 +74,8 @@ def _jobs(text: str) -> int:
     return value
 
 
-def _backend(text: str) -> str:
+def backend_arg(text: str) -> str:
+    """argparse type of ``--backend``: a backend name, else a usage error."""
     try:
         return backend_name(text)
     except ValueError as exc:
@@ -88,7 +97,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     run.add_argument(
         "--backend",
-        type=_backend,
+        type=backend_arg,
         metavar="NAME",
         help="run every scenario on this backend: static (rdzv), torch-static or "
         "module:factory (default: each file's own); [backends.NAME] in a file records "

@@ -25,8 +25,6 @@ from typing import Any
 
 from harness.checks import check
 from harness.cluster import LocalCluster
-from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report
-from harness.node import Message, NodeSpec
 from harness.faults import (
     AbsentFault,
     DnsFault,
@@ -37,6 +35,8 @@ from harness.faults import (
     StoreOpFault,
     ToxicFault,
 )
+from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report
+from harness.node import Message, NodeSpec
 from harness.scenario import Scenario
 from harness.store_faults import StoreRule
 from harness.topology import Topology

@@ -20,8 +20,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.node import DnsShim
 from harness.faults import SquatterFault, StoreOpFault
+from harness.node import DnsShim
 from harness.scenario import Scenario
 from harness.squatters import Squatter
 from harness.store_faults import StoreFaultProxy

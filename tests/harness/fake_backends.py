@@ -1,0 +1,48 @@
+"""Deliberately broken rendezvous backends for ``harness fuzz`` tests (``module:factory``).
+
+``eager`` skips the join barrier: each node connects to the shared store (node 0 hosts it)
+and returns its configured rank at once, without waiting for anybody. With every node
+present and configured right that looks healthy (distinct ranks 0..N-1, one world size, a
+store everyone shares), so only faults expose it: an absent node (the others return in a
+round it never joined), a duplicate rank, a world-size mismatch. The node processes import
+this module by name, so its folder must be on their ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rdzv.client import TCPStore
+from rdzv.endpoint import parse_rendezvous_endpoint
+from rdzv.store import PrefixStore
+
+
+class _EagerHandler:
+    def __init__(self, params: Any) -> None:
+        self.params = params
+        self.rank = int(params.config["rank"])
+        self.store: TCPStore | None = None
+
+    def next_rendezvous(self) -> tuple[PrefixStore, int, int]:
+        host, port = parse_rendezvous_endpoint(self.params.endpoint, -1)
+        self.store = TCPStore(
+            host,
+            port,
+            None,
+            self.rank == 0,
+            float(self.params.config["timeout"]),
+            wait_for_workers=False,
+            multi_tenant=True,
+            master_listen_fd=self.params.config.get("listen_fd"),
+        )
+        return (PrefixStore(self.params.run_id, self.store), self.rank, self.params.max_nodes)
+
+    def shutdown(self) -> bool:
+        if self.store is not None:
+            self.store.close()
+        return True
+
+
+def eager(params: Any) -> _EagerHandler:
+    """A handler that returns without waiting for the other nodes."""
+    return _EagerHandler(params)

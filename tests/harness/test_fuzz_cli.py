@@ -1,0 +1,119 @@
+"""``harness fuzz`` and ``harness replay`` as real processes.
+
+A deliberately broken backend (``fake_backends:eager``, which succeeds without waiting for
+anybody) must be caught: fuzz finds a failing scenario, shrinks it, writes it, and both
+``harness run`` and ``harness replay`` of that file fail the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.scenario import load
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BROKEN = "fake_backends:eager"
+
+
+def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the harness CLI; the node processes find ``fake_backends`` on PYTHONPATH."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)]), "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def failed_checks(description: str) -> set[str]:
+    """The check names the fuzzer recorded: '... Failed checks: ranks, outcome. ...'."""
+    listed = re.search(r"Failed checks: ([\w, ]+)\.", description)
+    assert listed is not None, description
+    return set(listed.group(1).split(", "))
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """One fuzz session against the broken backend: (the file it wrote, its stdout)."""
+    work = tmp_path_factory.mktemp("fuzz")
+    done = harness(
+        "fuzz", "--budget", "12", "--seed", "3", "--out", "found", "--backend", BROKEN, cwd=work
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    files = sorted((work / "found").glob("*.toml"))
+    assert len(files) == 1, done.stdout
+    yield files[0], done.stdout
+
+
+def test_fuzz_finds_shrinks_and_writes_the_broken_backend_s_failure(
+    found: tuple[Path, str],
+) -> None:
+    path, stdout = found
+    scenario = load(path)
+    assert scenario.backend == BROKEN
+    assert scenario.seed is not None
+    assert "harness fuzz --seed 3" in scenario.description
+    assert failed_checks(scenario.description) & {"complete_round", "ranks", "outcome"}
+    assert re.search(r"^\[1/12\] fuzz-\w+ .* (PASS|FAIL)", stdout, re.MULTILINE)
+    assert f"1 failing scenario written to found/{path.name}" in stdout
+
+
+def test_harness_run_of_the_written_file_fails_the_same_way(found: tuple[Path, str]) -> None:
+    path, _ = found
+    done = harness("run", str(path), cwd=path.parent)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for check in failed_checks(load(path).description):
+        assert check in done.stdout, f"{check} not in:\n{done.stdout}"
+
+
+def test_harness_replay_reruns_the_file_with_its_recorded_seed(found: tuple[Path, str]) -> None:
+    path, _ = found
+    done = harness("replay", str(path), "--html", "replay.html", cwd=path.parent)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"seed {load(path).seed}" in done.stdout
+    for check in failed_checks(load(path).description):
+        assert check in done.stdout
+    assert (path.parent / "replay.html").read_text(encoding="utf-8").startswith("<!")
+
+
+def test_fuzz_of_the_real_backend_with_a_small_budget_finds_nothing(tmp_path: Path) -> None:
+    done = harness("fuzz", "--budget", "2", "--seed", "11", "--out", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no failure found" in done.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_replay_of_a_file_without_a_seed_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "bare.toml").write_text(
+        'name = "bare"\ndescription = "No seed recorded."\nnodes = 2\n', encoding="utf-8"
+    )
+    done = harness("replay", "bare.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert re.search(r"bare\.toml:\n  - seed: the file records no seed", done.stderr)
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (("--budget", "0"), "--budget takes a whole number of scenarios, at least 1; got '0'"),
+        (("--backend", "nope"), "unknown backend 'nope'"),
+    ],
+)
+def test_fuzz_rejects_bad_options_with_status_2(
+    tmp_path: Path, args: tuple[str, ...], complaint: str
+) -> None:
+    done = harness("fuzz", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert complaint in done.stderr

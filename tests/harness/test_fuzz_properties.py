@@ -1,0 +1,139 @@
+"""Random scenarios on real node processes keep every invariant and the oracle; the fuzz
+loop shrinks a failure and writes it as a scenario file."""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, note, settings
+
+from harness.errors import ScenarioError
+from harness.fuzz import fuzz, on_backend, replay
+from harness.model import Report, Violation
+from harness.scenario import Scenario, load, parse
+from harness.strategies import scenarios
+from harness.suite import embedded_proxy, run_one
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(scenarios(max_nodes=4, max_join=2.5, max_faults=2))
+def test_random_fault_schedules_break_no_invariant_and_meet_the_oracle(
+    data: dict[str, Any],
+) -> None:
+    note(tomli_w.dumps(data))
+    report = run_one(parse(data, "<generated>"), embedded_proxy, data["seed"])
+    assert report.error is None, report.error
+    assert report.problems == [], [f"{v.check}: {v.message}" for v in report.problems]
+
+
+# --- the fuzz loop, with a stand-in runner (no processes) -------------------------------
+
+
+def fails_when_a_node_is_absent(scenario: Scenario, seed: int) -> Report:
+    """A pretend rendezvous that lets nodes succeed without a missing rank."""
+    report = Report(scenario, seed, outcomes=[])
+    if any(f.kind == "absent" for f in scenario.fault):
+        report.violations = [Violation("complete_round", "succeeded with a rank missing")]
+    return report
+
+
+def test_fuzz_shrinks_a_failure_to_a_minimal_scenario_file(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = fuzz(
+        50, 5, tmp_path, lines.append, runner=fails_when_a_node_is_absent, max_shrinks=500
+    )
+    assert result.failures == 1 and len(result.written) == 1
+    written = result.written[0]
+    scenario = load(written)
+    assert [f.kind for f in scenario.fault] == ["absent"]
+    assert scenario.nodes == 2 and scenario.override == []
+    assert "harness fuzz --seed 5" in scenario.description
+    assert "Failed checks: complete_round. First problem: succeeded" in scenario.description
+    with open(written, "rb") as handle:
+        assert tomllib.load(handle)["seed"] == scenario.seed
+    assert any(line.startswith("[1/50] ") for line in lines)
+    assert any("FAIL (complete_round" in line for line in lines)
+    assert lines[-1].endswith(f"replay: harness replay {written})")
+
+
+def test_fuzz_still_writes_a_failure_that_passes_when_run_again_and_says_so(
+    tmp_path: Path,
+) -> None:
+    runs: Counter[str] = Counter()
+
+    def fails_once(scenario: Scenario, seed: int) -> Report:
+        runs[scenario.name] += 1
+        if runs[scenario.name] == 1:
+            return fails_when_a_node_is_absent(scenario, seed)
+        return Report(scenario, seed, outcomes=[])
+
+    lines: list[str] = []
+    result = fuzz(30, 5, tmp_path, lines.append, runner=fails_once)
+    assert result.flaky and len(result.written) == 1
+    assert load(result.written[0]).fault[0].kind == "absent"
+    assert lines[-1].endswith("it passed once when run again: the failure depends on timing")
+
+
+def test_fuzz_reports_no_failure_and_writes_nothing_when_every_run_passes(
+    tmp_path: Path,
+) -> None:
+    def passes(scenario: Scenario, seed: int) -> Report:
+        return Report(scenario, seed, outcomes=[])
+
+    lines: list[str] = []
+    result = fuzz(12, 1, tmp_path / "out", lines.append, backend="pkg.mod:make", runner=passes)
+    assert (result.failures, result.written) == (0, [])
+    assert not (tmp_path / "out").exists()
+    assert 1 <= result.examples <= 12
+    assert lines[-1] == f"fuzz: seed 1: {result.examples} scenario(s) run; no failure found"
+
+
+def test_fuzz_gives_every_scenario_the_requested_backend(tmp_path: Path) -> None:
+    seen: set[str] = set()
+
+    def record(scenario: Scenario, seed: int) -> Report:
+        seen.add(scenario.backend)
+        return Report(scenario, seed, outcomes=[])
+
+    fuzz(5, 2, tmp_path, lambda line: None, backend="fake_backends:eager", runner=record)
+    assert seen == {"fake_backends:eager"}
+
+
+def test_on_another_backend_the_oracle_keeps_outcomes_and_bounds_but_not_rdzvs_wording() -> None:
+    data: dict[str, Any] = {
+        "name": "moved",
+        "description": "d",
+        "nodes": 2,
+        "fault": [{"kind": "absent", "nodes": [1]}],
+        "expect": {
+            "outcome": "timeout",
+            "nodes": [{"nodes": [0], "outcome": "timeout", "message": "gone", "elapsed": [0, 9]}],
+        },
+    }
+    moved = on_backend(data, "torch-static")
+    assert moved["backend"] == "torch-static"
+    assert moved["expect"]["nodes"] == [{"nodes": [0], "outcome": "timeout", "elapsed": [0, 9]}]
+    assert on_backend(data, "static")["expect"] == data["expect"]
+    parse(moved, "<moved>")
+
+
+def test_fuzz_rejects_a_budget_below_one(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="budget must be at least 1 scenario, got 0"):
+        fuzz(0, 1, tmp_path, lambda line: None)
+
+
+def test_replay_refuses_a_file_without_a_seed(tmp_path: Path) -> None:
+    path = tmp_path / "unseeded.toml"
+    path.write_text('name = "unseeded"\ndescription = "No seed."\nnodes = 2\n', encoding="utf-8")
+    with pytest.raises(ScenarioError, match="records no seed; give one with --seed N"):
+        replay(path)

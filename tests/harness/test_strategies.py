@@ -1,0 +1,237 @@
+"""The hypothesis strategies and the oracle, without running any node."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.oracle import allowed_for, expect_for, format_ranks, hard_deadline_for, harmless
+from harness.scenario import allowed_outcomes, parse
+from harness.strategies import endpoints, fault_schedules, scenarios, valid_endpoints
+from rdzv.endpoint import parse_rendezvous_endpoint
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# The sentences every ValueError of the parser starts with (torch's wording).
+PORT_RULE = "The port number of the rendezvous endpoint "
+HOST_RULE = "The hostname of the rendezvous endpoint "
+
+
+# --- endpoints ----------------------------------------------------------------------------
+
+
+@FAST
+@given(endpoints(), st.integers(-1, 70000))
+def test_endpoint_parsing_returns_a_pair_or_raises_the_documented_value_error(
+    text: str, default_port: int
+) -> None:
+    try:
+        host, port = parse_rendezvous_endpoint(text, default_port)
+    except ValueError as exc:
+        assert str(exc).startswith((PORT_RULE, HOST_RULE)), str(exc)
+        assert f"'{text.strip()}'" in str(exc)  # the message quotes the endpoint
+    else:
+        assert isinstance(host, str) and host
+        assert port == default_port or 0 <= port <= 65535
+
+
+@FAST
+@given(valid_endpoints(), st.integers(0, 65535))
+def test_valid_endpoints_round_trip_through_the_parser(
+    endpoint: tuple[str, int | None, str], default_port: int
+) -> None:
+    host, port, text = endpoint
+    expected = (host, default_port if port is None else port)
+    assert parse_rendezvous_endpoint(text, default_port) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("h:65536", PORT_RULE),
+        ("h:-1", PORT_RULE),
+        ("::1", HOST_RULE),
+        ("[h:1]", HOST_RULE),
+        ("a..b:1", HOST_RULE),
+    ],
+)
+def test_out_of_range_ports_and_bad_hosts_name_the_rule_that_failed(text: str, rule: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"{rule}'{text}'")):
+        parse_rendezvous_endpoint(text, 29400)
+
+
+# --- scenarios ----------------------------------------------------------------------------
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios())
+def test_every_generated_scenario_parses_and_survives_a_toml_round_trip(
+    data: dict[str, Any],
+) -> None:
+    scenario = parse(data, "<generated>")
+    assert tomllib.loads(tomli_w.dumps(data)) == data
+    assert scenario.name.startswith("fuzz-") and scenario.seed == data["seed"]
+    hard = scenario.timeouts.hard_deadline
+    for node in range(scenario.nodes):
+        want = scenario.expected(node)
+        allowed = allowed_outcomes(want.outcome)
+        assert "hung" not in allowed and "error" not in allowed
+        if set(allowed) - {"ok", "absent"}:
+            assert want.elapsed is not None and want.elapsed[1] < hard
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(2, 5).flatmap(lambda n: st.tuples(st.just(n), fault_schedules(n, 3.0))))
+def test_fault_schedules_never_touch_node_0_s_link_or_an_absent_node(
+    drawn: tuple[int, list[dict[str, Any]]],
+) -> None:
+    nodes, faults = drawn
+    parse({"name": "x", "description": "x", "nodes": nodes, "fault": faults}, "<schedule>")
+    absent = {n for f in faults if f["kind"] == "absent" for n in f["nodes"]}
+    assert len(absent) < nodes
+    for fault in faults:
+        if fault["kind"] in ("kill", "pause", "restart", "late_start"):
+            assert not absent & set(fault["nodes"])
+        assert fault.get("on_node") not in absent
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios())
+def test_the_oracle_never_allows_success_while_a_node_is_absent(data: dict[str, Any]) -> None:
+    absent = {n for f in data["fault"] if f["kind"] == "absent" for n in f["nodes"]}
+    for node, allowed in allowed_for(data).items():
+        if absent:
+            assert "ok" not in allowed
+        if node in absent:
+            assert allowed == ("absent",)
+
+
+# --- the oracle on hand-written scenarios ---------------------------------------------------
+
+
+def scenario(
+    nodes: int, *faults: dict[str, Any], join: float = 3.0, **extra: Any
+) -> dict[str, Any]:
+    return {"nodes": nodes, "timeouts": {"join": join}, "fault": list(faults), **extra}
+
+
+def entry_for(expect: dict[str, Any], node: int) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [e for e in expect["nodes"] if node in e["nodes"]]
+    assert len(found) == 1, f"node {node} is in {len(found)} expect entries: {expect}"
+    return found[0]
+
+
+def test_format_ranks_joins_runs_like_rdzv() -> None:
+    assert format_ranks([3]) == "3"
+    assert format_ranks([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+
+
+def test_oracle_expects_timeouts_naming_the_missing_ranks_when_workers_never_arrive() -> None:
+    expect = expect_for(scenario(5, {"kind": "absent", "nodes": [2, 3]}))
+    for node in (0, 1, 4):
+        entry = entry_for(expect, node)
+        assert entry["outcome"] == "timeout"
+        assert entry["message"] == r"missing ranks: 2-3\."
+        assert entry["elapsed"] == [0.0, 21.0]
+    assert entry_for(expect, 2)["outcome"] == "absent"
+
+
+def test_oracle_expects_connection_errors_when_the_store_host_never_starts() -> None:
+    expect = expect_for(scenario(3, {"kind": "absent", "nodes": [0]}, join=2.0))
+    assert entry_for(expect, 0)["outcome"] == "absent"
+    for node in (1, 2):
+        assert entry_for(expect, node)["outcome"] == "connection_error"
+        assert entry_for(expect, node)["message"] == "no rendezvous store answered"
+
+
+def test_oracle_expects_state_errors_naming_the_rank_on_a_duplicate_claim() -> None:
+    expect = expect_for(scenario(4, override=[{"nodes": [3], "rank": 1}]))
+    assert {e["outcome"] for e in expect["nodes"]} == {"state_error"}
+    assert entry_for(expect, 1)["message"] == "rank 1"
+    assert entry_for(expect, 3)["message"] == "rank 1"
+    assert "message" not in entry_for(expect, 0)
+
+
+def test_oracle_expects_state_errors_naming_both_sizes_on_a_world_size_mismatch() -> None:
+    expect = expect_for(scenario(4, override=[{"nodes": [2], "world_size": 6}]))
+    for node in range(4):
+        assert entry_for(expect, node)["outcome"] == "state_error"
+        assert entry_for(expect, node)["message"] == "4.*6|6.*4"
+
+
+def test_oracle_expects_success_under_latency_well_below_the_timeout() -> None:
+    latency = {"kind": "toxic", "type": "latency", "attributes": {"latency": 40, "jitter": 10}}
+    late = {"kind": "late_start", "nodes": [2], "delay": 0.5}
+    expect = expect_for(scenario(3, latency, late))
+    assert expect == {"outcome": "ok", "nodes": [{"nodes": [0, 1, 2], "outcome": "ok"}]}
+
+
+def test_oracle_leaves_the_outcome_open_when_a_worker_is_killed_mid_join() -> None:
+    kill = {"kind": "kill", "nodes": [2], "on": "connected", "on_node": 2}
+    allowed = allowed_for(scenario(3, kill))
+    assert allowed[2] == ("ok", "timeout", "connection_error", "killed")
+    assert allowed[0] == ("ok", "timeout", "connection_error")
+
+
+def test_oracle_counts_a_node_s_pauses_in_its_elapsed_bound() -> None:
+    pause = {"kind": "pause", "nodes": [1], "on": "started", "on_node": 1, "duration": 4.0}
+    data = scenario(2, pause, join=2.0)
+    expect = expect_for(data)
+    assert entry_for(expect, 1)["elapsed"] == [0.0, 23.0]
+    assert entry_for(expect, 0)["elapsed"] == [0.0, 19.0]
+    assert hard_deadline_for(data) > 23.0
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ({"kind": "late_start", "nodes": [1], "delay": 0.75}, True),
+        ({"kind": "late_start", "nodes": [1], "delay": 0.8}, False),
+        ({"kind": "toxic", "type": "latency", "attributes": {"latency": 3000}}, False),
+        ({"kind": "toxic", "type": "reset_peer", "attributes": {"timeout": 0}}, False),
+        ({"kind": "store_op", "op": "WAIT", "action": "delay", "delay": 0.3, "count": 2}, True),
+        ({"kind": "store_op", "op": "ADD", "action": "fail"}, False),
+    ],
+)
+def test_harmless_faults_are_those_well_inside_the_timeout(
+    fault: dict[str, Any], expected: bool
+) -> None:
+    assert harmless(fault, join=3.0) is expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "F03-node-never-arrives",
+        "F02-server-never-binds",
+        "F25-duplicate-rank",
+        "world-size-mismatch",
+        "network-latency-under-timeout",
+        "paused-node",
+        "F16-store-host-crash",
+        "fragmented-replies",
+    ],
+)
+def test_the_oracle_allows_what_the_hand_written_scenarios_expect(name: str) -> None:
+    with open(ROOT / "scenarios" / f"{name}.toml", "rb") as handle:
+        data = tomllib.load(handle)
+    written = parse(data, name)
+    for node, allowed in allowed_for(data).items():
+        assert set(allowed_outcomes(written.expected(node).outcome)) <= set(allowed), node
+
+
+def test_scenarios_refuses_a_world_of_fewer_than_two_nodes() -> None:
+    @given(scenarios(min_nodes=1))
+    def draw(data: dict[str, Any]) -> None:
+        raise AssertionError(f"drew {data}")
+
+    with pytest.raises(ValueError, match=r"needs 2 <= min_nodes <= max_nodes.*got nodes 1\.\.5"):
+        draw()
