@@ -82,40 +82,35 @@ def create_handler(
         ImportError, AttributeError: a ``module:factory`` backend cannot be found.
         Exception: whatever the backend's own constructor raises (the node reports it).
     """
-    if backend == TORCH_STATIC:
-        return _torch_handler(endpoint, run_id, rank, world_size, timeout, config, listen_fd)
-    from rdzv.api import RendezvousParameters
-
     settings: dict[str, Any] = {"rank": rank, "timeout": timeout, **config}
-    if listen_fd is not None:
-        settings["listen_fd"] = listen_fd
-    params = RendezvousParameters("static", endpoint, run_id, world_size, world_size, **settings)
+    params_class: Any
+    if backend == TORCH_STATIC:
+        from torch.distributed.elastic.rendezvous import RendezvousParameters as params_class
+        from torch.distributed.elastic.rendezvous import registry
+
+        if listen_fd is not None:
+            _serve_on(listen_fd)
+        # torch reads whole seconds; never round a short timeout down to "no time at all".
+        settings["timeout"] = max(1, round(timeout))
+        create: Callable[[Any], Any] = registry.get_rendezvous_handler
+    else:
+        from rdzv.api import RendezvousParameters as params_class
+
+        if listen_fd is not None:
+            settings["listen_fd"] = listen_fd
+        create = _rdzv_creator(backend)
+    return create(params_class("static", endpoint, run_id, world_size, world_size, **settings))
+
+
+def _rdzv_creator(backend: str) -> Callable[[Any], Any]:
+    """rdzv's registry for ``static``; the user's factory for ``module:factory``."""
     if backend == "static":
         from rdzv.registry import create_handler as rdzv_create
 
-        return rdzv_create(params)
+        return rdzv_create
     module, attr = _split(backend)
     factory: Callable[[Any], Any] = getattr(importlib.import_module(module), attr)
-    return factory(params)
-
-
-def _torch_handler(
-    endpoint: str,
-    run_id: str,
-    rank: int,
-    world_size: int,
-    timeout: float,
-    config: dict[str, Any],
-    listen_fd: int | None,
-) -> Any:
-    from torch.distributed.elastic.rendezvous import RendezvousParameters, registry
-
-    if listen_fd is not None:
-        _serve_on(listen_fd)
-    # torch reads whole seconds; never round a short timeout down to "no time at all".
-    settings: dict[str, Any] = {"rank": rank, "timeout": max(1, round(timeout)), **config}
-    params = RendezvousParameters("static", endpoint, run_id, world_size, world_size, **settings)
-    return registry.get_rendezvous_handler(params)
+    return factory
 
 
 def _serve_on(listen_fd: int) -> None:

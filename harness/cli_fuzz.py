@@ -16,25 +16,20 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.cli_run import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_PASSED, EXIT_USAGE, backend_arg
+from harness.cli_run import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PASSED,
+    EXIT_USAGE,
+    at_least_one,
+    backend_arg,
+)
 from harness.errors import ScenarioError
 
 __all__ = ["add_commands"]
 
 DEFAULT_BUDGET = 20
 DEFAULT_OUT = "fuzz-failures"
-
-
-def _budget(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"--budget takes a whole number of scenarios, at least 1; got {text!r}"
-        )
-    return value
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,7 +43,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     fuzzing.add_argument(
         "--budget",
-        type=_budget,
+        type=at_least_one("--budget"),
         default=DEFAULT_BUDGET,
         metavar="N",
         help=f"scenarios to generate (default {DEFAULT_BUDGET}; shrinking runs more)",

@@ -43,6 +43,7 @@ __all__ = [
     "EXIT_PASSED",
     "EXIT_USAGE",
     "add_commands",
+    "at_least_one",
     "backend_arg",
     "parse_address",
 ]
@@ -64,14 +65,21 @@ def parse_address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"-j takes a whole number of at least 1, got {text!r}")
-    return value
+def at_least_one(option: str) -> Callable[[str], int]:
+    """argparse type of ``option``: a whole number of at least 1, else a usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise argparse.ArgumentTypeError(
+                f"{option} takes a whole number of at least 1, got {text!r}"
+            )
+        return value
+
+    return parse
 
 
 def backend_arg(text: str) -> str:
@@ -93,7 +101,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or directories")
     run.add_argument("--seed", type=int, help="seed every scenario with N (default: its own)")
     run.add_argument(
-        "-j", "--jobs", type=_jobs, default=1, metavar="N", help="scenarios at once (default 1)"
+        "-j",
+        "--jobs",
+        type=at_least_one("-j"),
+        default=1,
+        metavar="N",
+        help="scenarios at once (default 1)",
     )
     run.add_argument(
         "--backend",

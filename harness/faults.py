@@ -8,7 +8,7 @@ node 0 as a target, one squatter) live in :class:`harness.scenario.Scenario`.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,10 +26,12 @@ __all__ = [
     "SquatterFault",
     "StoreOpFault",
     "ToxicFault",
+    "TriggerEvent",
 ]
 
 #: Events a fault may wait for (emitted by the node processes).
-TRIGGER_EVENTS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
+TriggerEvent = Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"]
+TRIGGER_EVENTS: tuple[str, ...] = get_args(TriggerEvent)
 Nodes = list[int] | Literal["all", "others"]
 
 
@@ -43,9 +45,7 @@ class _Timed(FormatModel):
     """When a fault fires: ``at`` seconds after start, or ``after`` seconds past an event."""
 
     at: float | None = Field(default=None, ge=0)
-    on: (
-        Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"] | None
-    ) = None
+    on: TriggerEvent | None = None
     on_node: int | None = Field(default=None, ge=0)
     after: float = Field(default=0.0, ge=0)
 

@@ -11,7 +11,7 @@ import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     Field,
@@ -52,18 +52,6 @@ __all__ = [
     "parse",
 ]
 
-#: Every outcome a node can report.
-OUTCOMES = (
-    "ok",
-    "timeout",
-    "connection_error",
-    "state_error",
-    "closed",
-    "error",
-    "killed",
-    "hung",
-    "absent",
-)
 Outcome = Literal[
     "ok",
     "timeout",
@@ -75,10 +63,11 @@ Outcome = Literal[
     "hung",
     "absent",
 ]
-#: Events a fault may wait for (emitted by the node processes).
-#: Invariant checks (see :mod:`harness.checks`) a backend may be recorded as breaking.
-INVARIANTS = ("ranks", "world_size", "complete_round", "shared_store", "hung")
+#: Every outcome a node can report.
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
 Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
+#: Invariant checks (see :mod:`harness.checks`) a backend may be recorded as breaking.
+INVARIANTS: tuple[str, ...] = get_args(Invariant)
 #: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
 NAMED_BACKENDS = ("static", "torch-static")
 

@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import harness
 
 from harness.backends import unavailable
 from harness.pytest_plugin import HarnessCluster
@@ -69,25 +68,16 @@ def test_what_a_node_prints_is_kept_in_its_outcome_not_on_the_terminal(
         assert f"noisy rank {outcome.node} gives up" in output
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
 def test_run_rejects_an_unknown_backend_as_a_usage_error() -> None:
-    result = run_cli("run", "scenarios/happy-path.toml", "--backend", "bogus")
+    result = harness("run", "scenarios/happy-path.toml", "--backend", "bogus", cwd=REPO)
     assert result.returncode == 2
     assert "--backend: unknown backend 'bogus'" in result.stderr
 
 
 def test_run_skips_scenarios_a_backend_cannot_run_and_says_why() -> None:
-    result = run_cli("run", "scenarios/happy-path.toml", "--backend", "no_such_module_xyz:make")
+    result = harness(
+        "run", "scenarios/happy-path.toml", "--backend", "no_such_module_xyz:make", cwd=REPO
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SKIP happy-path" in result.stdout
     assert "no module named 'no_such_module_xyz'" in result.stdout

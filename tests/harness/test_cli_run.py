@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import harness
 
 from harness.cli import build_parser
 from harness.cli_run import parse_address
 from harness.toxiproxy_api import ToxiproxyServer
-
-ROOT = Path(__file__).resolve().parents[2]
 
 HAPPY = """\
 name = "tiny-happy"
@@ -71,19 +67,6 @@ nodes = 2
 kind = "toxic"
 type = "latencyy"
 """
-
-
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
 
 
 def write(directory: Path, **files: str) -> Path:
