@@ -83,10 +83,11 @@ def create_handler(
         Exception: whatever the backend's own constructor raises (the node reports it).
     """
     settings: dict[str, Any] = {"rank": rank, "timeout": timeout, **config}
-    params_class: Any
     if backend == TORCH_STATIC:
-        from torch.distributed.elastic.rendezvous import RendezvousParameters as params_class
+        from torch.distributed.elastic.rendezvous import RendezvousParameters as TorchParams
         from torch.distributed.elastic.rendezvous import registry
+
+        params_class: Any = TorchParams
 
         if listen_fd is not None:
             _serve_on(listen_fd)
@@ -94,7 +95,9 @@ def create_handler(
         settings["timeout"] = max(1, round(timeout))
         create: Callable[[Any], Any] = registry.get_rendezvous_handler
     else:
-        from rdzv.api import RendezvousParameters as params_class
+        from rdzv.api import RendezvousParameters
+
+        params_class = RendezvousParameters
 
         if listen_fd is not None:
             settings["listen_fd"] = listen_fd
