@@ -17,7 +17,6 @@ What the harness needs besides the handler: whether the backend can run here at 
 
 from __future__ import annotations
 
-import functools
 import importlib
 import importlib.util
 from collections.abc import Callable
@@ -27,6 +26,7 @@ __all__ = ["TORCH_STATIC", "create_handler", "preload", "unavailable"]
 
 TORCH_STATIC = "torch-static"
 _TORCH_HANDLER = "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"
+_WRAPPED = "_harness_serves_on_listen_fd"
 _RDZV_PRELOAD = ["rdzv.static", "rdzv.client", "rdzv.registry"]
 
 
@@ -120,7 +120,7 @@ def _serve_on(listen_fd: int) -> None:
     """Make torch's static handler serve its store on ``listen_fd`` (this process only)."""
     handler_module: Any = importlib.import_module(_TORCH_HANDLER)
     real = handler_module.TCPStore
-    if isinstance(real, functools.partial):
+    if getattr(real, _WRAPPED, False):
         return  # already wrapped in this process
 
     def tcp_store(*args: Any, **kwargs: Any) -> Any:
@@ -129,4 +129,5 @@ def _serve_on(listen_fd: int) -> None:
             kwargs["master_listen_fd"] = listen_fd
         return real(*args, **kwargs)
 
-    handler_module.TCPStore = functools.partial(tcp_store)
+    setattr(tcp_store, _WRAPPED, True)
+    handler_module.TCPStore = tcp_store

@@ -236,6 +236,15 @@ class Backend:
         return f"/{self.full(key)}" if self.wire_slash else self.full(key)
 
 
+#: The errors an rdzv TCPStore client raises, whichever server it talks to.
+RDZV_CLIENT_ERRORS: dict[str, Any] = {
+    "timeout_error": StoreTimeoutError,
+    "queue_empty_error": QueueEmptyError,
+    "dropped_error": StoreClosedError,
+    "misuse_error": ValueError,
+}
+
+
 def _rdzv_tcp(name: str, cleanups: list[Callable[[], None]]) -> Backend:
     master = TCPStore("127.0.0.1", 0, 1, True, DEFAULT_TIMEOUT)
     cleanups.append(master.close)
@@ -255,10 +264,7 @@ def _rdzv_tcp(name: str, cleanups: list[Callable[[], None]]) -> Backend:
         wire_slash=True,
         torch_client=False,
         internal_keys=1,
-        timeout_error=StoreTimeoutError,
-        queue_empty_error=QueueEmptyError,
-        dropped_error=StoreClosedError,
-        misuse_error=ValueError,
+        **RDZV_CLIENT_ERRORS,
         connect_raw=connect,
     )
 
@@ -283,10 +289,7 @@ def _rdzv_client_torch_server(name: str, cleanups: list[Callable[[], None]]) -> 
         wire_slash=True,
         torch_client=False,
         internal_keys=1,
-        timeout_error=StoreTimeoutError,
-        queue_empty_error=QueueEmptyError,
-        dropped_error=StoreClosedError,
-        misuse_error=ValueError,
+        **RDZV_CLIENT_ERRORS,
         connect_raw=connect,
     )
 
