@@ -16,6 +16,8 @@ Running scenarios (data flows down this list):
 
 * ``faults``           the fault kinds of the format, as validated models
 * ``scenario``         TOML -> validated, frozen models; errors name file and key
+* ``consistency``      checks that need the whole file (node indexes, faults that cannot act)
+* ``explain``          pydantic's errors in the format's words: key path, bad value, allowed
 * ``squatters``        bind faults: listeners holding node 0's port in five ways
 * ``store_faults``     store-level faults: an interposer that decodes TCPStore requests
 * ``topology``         one run's network: node 0's port, proxy links, DNS shim, interposer
@@ -28,6 +30,8 @@ Running scenarios (data flows down this list):
 * ``suite``            many scenarios on a thread pool, one embedded proxy per run
 * ``report``, ``report_html``, ``timeline``, ``glyphs``  console, JUnit and HTML reports
 * ``cli``, ``cli_run``, ``cli_fuzz``  ``harness proxy | run | list | fuzz | replay``
+* ``_launch``          the ``harness`` script: one line, exit 1, if the ``harness`` extra is
+                       missing (rdzv itself installs with no dependencies); else ``cli``
 
 Fuzzing (hypothesis; imported only by ``harness fuzz | replay`` and property tests):
 

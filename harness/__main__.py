@@ -2,7 +2,7 @@
 
 import sys
 
-from harness.cli import main
+from harness._launch import main
 
 if __name__ == "__main__":
     sys.exit(main())

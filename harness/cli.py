@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
 import secrets
 import signal
@@ -23,15 +24,50 @@ from harness.loop import new_event_loop
 from harness.proxy import ProxyCollection
 from harness.toxiproxy_api import serve
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "port_number", "version"]
 
 _PROXY_DESCRIPTION = """A TCP fault proxy speaking the Toxiproxy 2.x HTTP API (like
 toxiproxy-server), with reproducible randomness (--seed) and an event log (GET /events)."""
 
 
+def version() -> str:
+    """``VERSION (DISTRIBUTION)`` of the installed distribution that ships the ``harness``
+    package, or says that none is installed (running from a source tree)."""
+    for name in importlib.metadata.packages_distributions().get("harness", []):
+        try:
+            return f"{importlib.metadata.version(name)} ({name})"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown: no installed distribution ships this harness (running from a source tree)"
+
+
+class _Version(argparse.Action):
+    """``--version``: look the version up only when asked, print it, exit 0."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
+def port_number(text: str) -> int:
+    """argparse type of ``--port``: 0..65535 (0 picks a free port), else a usage error."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"a port is a whole number from 0 to 65535 (0 picks a free one), got {text!r}"
+        )
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one subparser per command."""
     parser = argparse.ArgumentParser(prog="harness", description="rdzv fault-injection harness")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="show the installed version and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_commands(commands)
     add_fuzz_commands(commands)
@@ -41,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=_PROXY_DESCRIPTION,
     )
     proxy.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    proxy.add_argument("--port", type=int, default=8474, help="API port; 0 picks a free one")
+    proxy.add_argument(
+        "--port", type=port_number, default=8474, help="API port (default 8474); 0 picks a free one"
+    )
     proxy.add_argument("--seed", type=int, help="seed for every random choice (default: random)")
     proxy.add_argument(
         "--config", type=Path, help="JSON array of proxies to create at start (as /populate)"

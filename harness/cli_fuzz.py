@@ -3,7 +3,8 @@
 ``fuzz`` runs random scenarios (see :mod:`harness.fuzz`), one plain progress line per run,
 and exits 1 when it wrote a shrunk failing scenario, 0 when nothing failed, 2 on a usage
 error. ``replay`` re-runs one scenario file with its recorded seed and exits like
-``harness run``: 0 passed, 1 failed, 2 invalid file (or no seed), 130 interrupted.
+``harness run``: 0 passed, 1 failed, 2 invalid file (or no seed) or nothing ran (its
+backend cannot run here), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import secrets
 import sys
 from pathlib import Path
 
-from rich.console import Console
-
 from harness.cli_run import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -23,6 +22,10 @@ from harness.cli_run import (
     EXIT_USAGE,
     at_least_one,
     backend_arg,
+    data_console,
+    nothing_ran,
+    print_invalid,
+    report_file,
 )
 from harness.errors import ScenarioError
 
@@ -74,7 +77,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     replaying.add_argument("file", type=Path, metavar="FILE", help="the scenario file")
     replaying.add_argument("--seed", type=int, help="use this seed instead of the recorded one")
     replaying.add_argument(
-        "--html", type=Path, metavar="FILE", help="write an HTML timeline report"
+        "--html", type=report_file, metavar="FILE", help="write an HTML timeline report"
     )
     replaying.set_defaults(func=_replay_command)
 
@@ -102,12 +105,11 @@ def _replay_command(args: argparse.Namespace) -> int:
     from harness.report import print_summary
     from harness.report_html import write_html
 
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out = data_console()
     try:
         report = replay(args.file, args.seed)
     except ScenarioError as exc:
-        problems = "\n".join(f"  - {p}" for p in exc.problems)
-        print(f"harness replay: invalid scenario {exc.source}:\n{problems}", file=sys.stderr)
+        print_invalid("replay", exc)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("harness replay: interrupted", file=sys.stderr)
@@ -123,4 +125,8 @@ def _replay_command(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+    why_not = nothing_ran([report])
+    if why_not is not None:
+        print(f"harness replay: {args.file}: {why_not}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_PASSED if report.passed else EXIT_FAILED

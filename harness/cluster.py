@@ -294,6 +294,9 @@ def _node_process_class(ctx: Any) -> Any:
 
 
 def _entry(spec: NodeSpec, channel: Any, listen_socket: Any, output_path: str) -> None:
+    # Ctrl-C at a terminal reaches the whole process group: the harness, not the node,
+    # decides what it means (it stops the run and kills its nodes by PID).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The node's stdout and stderr (torch's C++ logs included) go to its own file, shown
     # in the report, instead of interleaving on the harness's terminal.
     out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

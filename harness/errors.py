@@ -14,7 +14,8 @@ Every error the harness raises derives from :class:`HarnessError`::
     ├── ToxiproxyTimeoutError          also TimeoutError: the API server did not answer in time
     ├── ToxiproxyProtocolError         the server answered something that is not Toxiproxy's API
     └── ScenarioError                  also ValueError: a scenario file is invalid (names the
-                                       file and every bad key)
+        │                              file and every bad key)
+        └── InvalidScenariosError      loading many files: one ScenarioError per bad file
 
 Server-side code (``proxy``, ``toxics``, ``toxiproxy_api``) raises the ``ProxyApiError``
 family with Toxiproxy's own error text as the message, so the HTTP layer can put it in the
@@ -30,6 +31,7 @@ __all__ = [
     "AlreadyExistsError",
     "HarnessError",
     "InvalidRequestError",
+    "InvalidScenariosError",
     "NotFoundError",
     "ProxyApiError",
     "ProxyStartError",
@@ -113,3 +115,22 @@ class ScenarioError(HarnessError, ValueError):
         self.problems = tuple(problems)
         listed = "; ".join(self.problems) or "invalid"
         super().__init__(f"{source}: {listed}")
+
+
+class InvalidScenariosError(ScenarioError):
+    """Some of the scenario files loaded together cannot be used; every one is named.
+
+    Attributes:
+        errors: one :class:`ScenarioError` per bad file (or path that names nothing).
+        files: how many files were read.
+        source, problems: as for :class:`ScenarioError`: ``source`` names the bad files,
+            ``problems`` holds every problem prefixed with its file.
+    """
+
+    def __init__(self, errors: Sequence[ScenarioError], files: int) -> None:
+        self.errors = tuple(errors)
+        self.files = files
+        sources = ", ".join(e.source for e in self.errors)
+        problems = [f"{e.source}: {p}" for e in self.errors for p in e.problems]
+        super().__init__(sources, problems)
+        self.args = ("\n".join(str(e) for e in self.errors),)

@@ -14,6 +14,7 @@ from harness.model import NodeEvent
 __all__ = [
     "FAULT_COLORS",
     "GLYPHS",
+    "IDLE_COLOR",
     "OTHER_GLYPH",
     "STATUS_COLORS",
     "Marker",
@@ -25,7 +26,7 @@ __all__ = [
 STATUS_COLORS = {
     "ok": "#16a34a",
     "timeout": "#d97706",
-    "connection_error": "#ea580c",
+    "connection_error": "#2563eb",
     "state_error": "#9333ea",
     "closed": "#0891b2",
     "error": "#dc2626",
@@ -42,7 +43,11 @@ FAULT_COLORS = {
     "kill": "#7f1d1d",
     "restart": "#db2777",
     "squatter": "#a16207",
+    "late_start": "#6366f1",
+    "absent": "#64748b",
 }
+#: the outline of a fault that did not act (its bar is drawn hollow in this colour).
+IDLE_COLOR = "#b45309"
 #: event name -> (glyph, colour); events not listed are drawn as small grey dots.
 GLYPHS = {
     "started": ("bar", "#475569"),

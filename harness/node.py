@@ -42,13 +42,24 @@ class _Flag(Protocol):
     def is_set(self) -> bool: ...
 
 
+class _Counters(Protocol):
+    def __getitem__(self, index: int) -> int: ...
+    def __setitem__(self, index: int, value: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class DnsShim:
-    """``name`` resolves to ``address`` while ``up`` is set, else fails like NXDOMAIN."""
+    """``name`` resolves to ``address`` while ``up`` is set, else fails like NXDOMAIN.
+
+    Each failed lookup is counted in ``failures[slot]`` (shared memory, one slot per node,
+    so no lock a killed process could leave held), for the report.
+    """
 
     name: str
     address: str
     up: _Flag
+    failures: _Counters | None = None
+    slot: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,8 @@ def _install_dns_shim(shim: DnsShim) -> None:
     def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(host, str) and host.lower() == shim.name.lower():
             if not shim.up.is_set():
+                if shim.failures is not None:
+                    shim.failures[shim.slot] += 1
                 raise socket.gaierror(socket.EAI_NONAME, "Name or service not known (harness)")
             host = shim.address
         return real(host, *args, **kwargs)

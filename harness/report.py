@@ -4,12 +4,17 @@ The HTML timeline lives in :mod:`harness.report_html`. Every renderer here is a 
 function of the reports (no clock reads): the caller passes a timestamp where one is shown.
 
 * :func:`summary_table` / :func:`print_summary` — a rich table (scenario, seed, nodes,
-  outcome counts, duration, PASS/FAIL), then, for each failure, its violations, seed and
-  replay command.
+  outcome counts, duration, PASS/FAIL), a warning per fault that did not act, then, for
+  each failure, its violations, what each fault did, seed and replay command.
 * :func:`result_line` — one plain line per finished scenario (progress in CI logs).
 * :func:`junit_xml` / :func:`write_junit` — one ``<testsuite>``, one ``<testcase>`` per
   scenario; a ``<failure>`` (violated checks) or ``<error>`` (the harness itself failed)
-  carrying the seed and the replay command; per-node outcomes in ``<system-out>``.
+  carrying the seed and the replay command; per-node outcomes, what each fault did and a
+  warning per fault that did not act in ``<system-out>``.
+
+Everything taken from files or from nodes (names, paths, messages, backend names such as
+``mod:factory:``) reaches rich as :class:`~rich.text.Text`, never as markup: it is printed
+literally, brackets and ``:emoji:`` codes included.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ __all__ = [
     "STATUS_STYLES",
     "failure_panel",
     "fault_line",
+    "idle_fault_lines",
     "junit_xml",
     "node_ranges",
     "outcome_counts",
@@ -49,7 +55,7 @@ __all__ = [
 STATUS_STYLES = {
     "ok": "green",
     "timeout": "yellow",
-    "connection_error": "dark_orange",
+    "connection_error": "bright_blue",
     "state_error": "magenta",
     "closed": "cyan",
     "error": "red",
@@ -81,8 +87,15 @@ def _counts_text(report: Report) -> Text:
     return text
 
 
+#: What an interrupted scenario shows in place of a verdict's reasons.
+INTERRUPTED = "interrupted (Ctrl-C) before it ended: its nodes were killed, nothing was judged"
+
+
 def verdict(report: Report) -> str:
-    """``PASS``, ``FAIL``, ``ERROR`` (the harness itself failed) or ``SKIP``."""
+    """``PASS``, ``FAIL``, ``ERROR`` (the harness itself failed), ``SKIP`` or
+    ``INTERRUPTED`` (stopped by Ctrl-C)."""
+    if report.interrupted:
+        return "INTERRUPTED"
     if report.error is not None:
         return "ERROR"
     if report.skipped is not None:
@@ -109,26 +122,34 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
         f"{prefix}{verdict(report)} {report.scenario.name}  {report.scenario.nodes} nodes  "
         f"seed {report.seed}  {_duration(report.duration)}  [{counts}]"
     )
-    if report.skipped is not None:
+    if report.interrupted:
+        line += f"  ({INTERRUPTED}; replay: {report.replay_command})"
+    elif report.skipped is not None:
         line += f"  (not run on {report.scenario.backend}: {report.skipped})"
     elif not report.passed:
         why = f"{len(report.problems)} violation(s)" if report.problems else "harness error"
         line += f"  ({why}; replay: {report.replay_command})"
     elif report.violations:
         line += f"  ({len(report.violations)} known {report.scenario.backend} break(s))"
+    idle = [str(f.index) for f in report.idle_faults]
+    if idle:
+        line += f"  (fault{'s' if len(idle) > 1 else ''} {', '.join(idle)} did not act)"
     return line
 
 
 def totals_line(reports: Sequence[Report], wall: float | None = None) -> str:
     """``12 passed, 1 failed, 0 errors in 41.2 s`` (``wall``: elapsed time of the suite;
     ``, 2 skipped`` follows the errors when scenarios could not run on their backend)."""
+    interrupted = sum(r.interrupted for r in reports)
     errors = sum(r.error is not None for r in reports)
-    failed = sum(not r.passed for r in reports) - errors
+    failed = sum(not r.passed for r in reports) - errors - interrupted
     skipped = sum(r.skipped is not None for r in reports)
-    passed = len(reports) - failed - errors - skipped
+    passed = len(reports) - failed - errors - skipped - interrupted
     line = f"{passed} passed, {failed} failed, {errors} errors"
     if skipped:
         line += f", {skipped} skipped"
+    if interrupted:
+        line += f", {interrupted} interrupted"
     return f"{line} in {_duration(wall)}" if wall is not None else line
 
 
@@ -145,7 +166,7 @@ def summary_table(reports: Sequence[Report]) -> Table:
         shown = verdict(report)
         style = {"PASS": "bold green", "SKIP": "bold yellow"}.get(shown, "bold red")
         table.add_row(
-            report.scenario.name,
+            Text(report.scenario.name),
             str(report.seed),
             str(report.scenario.nodes),
             _counts_text(report),
@@ -156,7 +177,8 @@ def summary_table(reports: Sequence[Report]) -> Table:
 
 
 def failure_panel(report: Report) -> Panel:
-    """What went wrong in one failed report: violations or error, seed, replay command."""
+    """What went wrong in one failed report: violations or error, what each fault did,
+    seed, replay command."""
     lines: list[Text] = []
     for violation in report.problems:
         line = Text("• ", style="red")
@@ -167,15 +189,39 @@ def failure_panel(report: Report) -> Panel:
         lines.append(line)
     if report.error is not None:
         lines.append(Text(report.error, style="red"))
+    if report.interrupted:
+        lines.append(Text(INTERRUPTED, style="red"))
+    for fault in report.faults:
+        lines.append(Text(fault_line(fault), style="yellow" if fault.idle else "dim"))
     lines.append(Text.assemble(("seed   ", "bold"), str(report.seed)))
     lines.append(Text.assemble(("replay ", "bold"), (report.replay_command, "cyan")))
-    title = f"{verdict(report)} {report.scenario.name}"
+    title = Text(f"{verdict(report)} {report.scenario.name}")
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
+def idle_fault_lines(report: Report) -> list[str]:
+    """One warning per fault of ``report`` that did not act (informational: not a failure).
+
+    ``fault 1 (toxic on nodes 1-2: reset_peer upstream {'timeout': 0}) did not act (in
+    place on 2 connections, but no data reached it there)``
+    """
+    lines = []
+    for fault in report.idle_faults:
+        what = f"{fault.kind} on nodes {node_ranges(fault.nodes)}"
+        what = f"{what}: {fault.detail}" if fault.detail else what
+        lines.append(f"fault {fault.index} ({what}) {fault.effects}")
+    return lines
+
+
 def print_summary(reports: Sequence[Report], console: Console, wall: float | None = None) -> None:
-    """Print the summary table, a panel per failed report, and the totals line."""
+    """Print the summary table, a warning per fault that did not act, a panel per failed
+    report, and the totals line."""
     console.print(summary_table(reports))
+    for report in reports:
+        for warning in idle_fault_lines(report):
+            line = Text("warning: ", style="bold yellow")
+            line.append(f"{report.scenario.name}: {warning}")
+            console.print(line)
     for report in reports:
         if not report.passed:
             console.print(failure_panel(report))
@@ -214,11 +260,15 @@ def output_lines(outcome: NodeOutcome, limit: int = 15) -> list[str]:
 
 
 def fault_line(fault: FaultRecord) -> str:
-    """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream``."""
+    """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream; acted: 1
+    connection black-holed`` (or ``; did not act ...``)."""
     end = "the end" if fault.end is None else f"{fault.end:.2f} s"
     line = f"fault {fault.index} {fault.kind} on nodes {node_ranges(fault.nodes)}"
     line += f" from {fault.start:.2f} s to {end}"
-    return f"{line}: {fault.detail}" if fault.detail else line
+    line = f"{line}: {fault.detail}" if fault.detail else line
+    if fault.acted and not fault.idle:
+        return f"{line}; acted: {fault.effects}"
+    return f"{line}; {fault.effects}"
 
 
 def _failure_text(report: Report) -> str:
@@ -241,6 +291,9 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         first = report.error.splitlines()[0] if report.error else "harness error"
         error = ET.SubElement(case, "error", message=_clean(first), type="HarnessError")
         error.text = _clean(_failure_text(report))
+    elif report.interrupted:
+        error = ET.SubElement(case, "error", message=INTERRUPTED, type="Interrupted")
+        error.text = _clean(_failure_text(report))
     elif report.skipped is not None:
         ET.SubElement(case, "skipped", message=_clean(report.skipped))
     elif report.problems:
@@ -261,6 +314,7 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         f"seed: {report.seed}",
         *(f"known break: [{v.check}] {v.message}" for v in report.violations if v.known),
         f"replay: {report.replay_command}",
+        *(f"warning: {line}" for line in idle_fault_lines(report)),
         *(fault_line(f) for f in report.faults),
         *(_outcome_line(o) for o in report.outcomes),
         *(line for o in report.outcomes for line in output_lines(o)),
@@ -286,7 +340,7 @@ def junit_xml(
         timestamp: start time of the run, ``YYYY-MM-DDTHH:MM:SS`` (UTC, no zone suffix, as
             the JUnit schema wants it), set when given.
     """
-    errors = sum(r.error is not None for r in reports)
+    errors = sum(r.error is not None or r.interrupted for r in reports)
     failures = sum(not r.passed for r in reports) - errors
     skipped = sum(r.skipped is not None for r in reports)
     total_time = f"{sum(r.duration for r in reports):.3f}"
@@ -307,6 +361,10 @@ def junit_xml(
         for report in reports:
             name = f"seed.{report.scenario.name}"
             ET.SubElement(properties, "property", name=name, value=str(report.seed))
+            idle = ",".join(str(f.index) for f in report.idle_faults)
+            if idle:
+                name = f"faults_not_acting.{report.scenario.name}"
+                ET.SubElement(properties, "property", name=name, value=idle)
     for report in reports:
         _testcase(suite, report, _classname(report))
     ET.indent(root)

@@ -6,6 +6,10 @@ CI artifact and opened anywhere. The page is rendered with jinja2 from the packa
 
 Runs of more than :data:`LANES_EXPANDED` nodes show collapsed lanes (look-alike neighbours
 merged) with every node's own lane one click away in a ``<details>`` element.
+
+Each scenario also lists its faults with what each did; a fault that did not act is
+flagged (a warning box, a hollow dashed bar on the timeline, a tag in the summary), which
+is informational: it does not fail the run.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from pathlib import Path
 
 import jinja2
 
-from harness.glyphs import FAULT_COLORS, STATUS_COLORS, Marker, legend
-from harness.model import NodeOutcome, Report, Violation
+from harness.glyphs import FAULT_COLORS, IDLE_COLOR, STATUS_COLORS, Marker, legend
+from harness.model import FaultRecord, NodeOutcome, Report, Violation
 from harness.report import outcome_counts, verdict
 from harness.timeline import Timeline, layout, node_ranges
 
@@ -50,6 +54,18 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class _Fault:
+    index: int
+    kind: str
+    color: str
+    nodes: str
+    window: str
+    detail: str
+    effects: str
+    idle: bool
+
+
+@dataclass(frozen=True)
 class _Section:
     anchor: str
     name: str
@@ -72,6 +88,8 @@ class _Section:
     full_timeline: Timeline | None
     rows: list[_Row]
     open_rows: bool
+    faults: list[_Fault]
+    idle: list[_Fault]
 
 
 def _anchor(index: int, name: str) -> str:
@@ -101,6 +119,20 @@ def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
         error_class=(outcome.error_class or "").rsplit(".", 1)[-1],
         message=outcome.message or "",
         flagged=outcome.node in flagged,
+    )
+
+
+def _fault(fault: FaultRecord) -> _Fault:
+    end = "the end" if fault.end is None else f"{fault.end:.2f} s"
+    return _Fault(
+        index=fault.index,
+        kind=fault.kind,
+        color=FAULT_COLORS.get(fault.kind, "#64748b"),
+        nodes=node_ranges(fault.nodes),
+        window=f"{fault.start:.2f} s to {end}",
+        detail=fault.detail,
+        effects=fault.effects,
+        idle=fault.idle,
     )
 
 
@@ -139,6 +171,8 @@ def _section(index: int, report: Report, width: float) -> _Section:
         full_timeline=full,
         rows=[_row(o, flagged) for o in sorted(report.outcomes, key=lambda o: o.node)],
         open_rows=not report.passed and len(report.outcomes) <= 32,
+        faults=[_fault(f) for f in report.faults],
+        idle=[_fault(f) for f in report.idle_faults],
     )
 
 
@@ -198,6 +232,7 @@ def render_html(
             glyphs=glyphs,
             status_colors=STATUS_COLORS,
             fault_colors=FAULT_COLORS,
+            idle_color=IDLE_COLOR,
             width=width,
         )
     )

@@ -5,6 +5,11 @@ toxicity rolls and jitter); the seed is in the report. Faults fire at a time off
 chosen delay after a node's event; paired verbs undo themselves after ``duration``
 (toxic/remove, link down/up, pause/resume, DNS down/up, squatter/release). Every node gets
 a hard deadline: past it, the process is killed and reported ``hung``.
+
+Each fault's :class:`~harness.model.FaultRecord` also says what the fault did
+(``acted``), counted by whatever carried it out: the proxy's event log for toxics and
+links, the store-fault rules, the DNS shims, the squatter, and this module for signals
+and starts. Counts that come from elsewhere are added by "tallies" once the run is over.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
+import math
 import random
 import signal
 import threading
@@ -21,10 +27,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from harness.checks import check
 from harness.cluster import LocalCluster
+from harness.errors import HarnessError
+from harness.events import link_cuts, toxic_effects
 from harness.faults import (
     AbsentFault,
     DnsFault,
@@ -66,8 +74,15 @@ class _NodeState:
 
 
 class _Run:
-    def __init__(self, scenario: Scenario, seed: int, client: ToxiproxyClient) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        client: ToxiproxyClient,
+        stop: threading.Event | None = None,
+    ) -> None:
         self.sc = scenario
+        self.stop = stop if stop is not None else threading.Event()  # set: Ctrl-C
         self.seed = seed
         self.rng = random.Random(seed)
         self.client = client
@@ -84,6 +99,9 @@ class _Run:
         self.records: list[FaultRecord] = []
         self.triggers: dict[tuple[int, str], list[Callable[[], None]]] = {}
         self.undos: dict[int, Callable[[], None]] = {}
+        self.tallies: list[Callable[[list[dict[str, Any]] | None], None]] = []
+        self.squatting: FaultRecord | None = None
+        self._link_downs: dict[int, int] = {}  # node -> how many times its link went down
         self.t0 = 0.0
 
     # --- plumbing ------------------------------------------------------------------
@@ -121,7 +139,7 @@ class _Run:
             world_size=world_size,
             join_timeout=sc.timeouts.join,
             config=config,
-            dns=self.topo.dns_shim(),
+            dns=self.topo.dns_shim(node),
             start_paused=self._paused_at_start(node),
         )
 
@@ -173,6 +191,9 @@ class _Run:
     def _launch(self, node: int) -> None:
         sock = self.topo.take_listen_socket() if node == 0 else None
         self.nodes[node].started = self.now()
+        held = self.squatting
+        if node == 0 and held is not None and held.end is None:
+            held.count("starts of node 0 while the port was held")
         try:
             self.cluster.start(self.spec(node), sock)
         finally:
@@ -229,7 +250,7 @@ class _Run:
                 self._at(fault.at or 0.0, fire)
 
     def _record(self, index: int, kind: str, nodes: list[int], detail: str) -> FaultRecord:
-        record = FaultRecord(index, kind, nodes, self.now(), None, detail)
+        record = FaultRecord(index, kind, nodes, self.now(), None, detail, acted={})
         self.records.append(record)
         return record
 
@@ -250,41 +271,30 @@ class _Run:
         self._at(self.now() + duration, end)
 
     def _firing(self, index: int, fault: Any) -> Callable[[], None]:
-        sc = self.sc
-
         def fire() -> None:
             if isinstance(fault, ToxicFault):
                 self._toxic(index, fault)
             elif isinstance(fault, LinkFault):
                 self._link_down(index, fault)
             elif isinstance(fault, DnsFault):
-                self.topo.dns_up.clear()
-                record = self._record(
-                    index, "dns", sc.targets(fault.nodes), f"{sc.endpoint.host} does not resolve"
-                )
-                self._undo_after(record, fault.duration, self.topo.dns_up.set)
+                self._dns(index, fault)
             elif isinstance(fault, StoreOpFault):
-                assert self.topo.store_faults is not None
-                self.topo.store_faults.add_rule(
-                    StoreRule(
-                        fault.op,
-                        fault.keys,
-                        fault.action,
-                        fault.delay,
-                        fault.count,
-                        frozenset(sc.targets(fault.nodes)),
-                    )
-                )
-                self._record(
-                    index,
-                    "store_op",
-                    sc.targets(fault.nodes),
-                    f"{fault.action} {fault.op} on {fault.keys}",
-                )
+                self._store_op(index, fault)
             elif isinstance(fault, ProcessFault):
                 self._process_fault(index, fault)
 
         return fire
+
+    def _once(self, what: Callable[[], None]) -> Callable[[], None]:
+        done = False
+
+        def call() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                what()
+
+        return call
 
     def _toxic(self, index: int, fault: ToxicFault) -> None:
         targets = self.sc.targets(fault.nodes)
@@ -301,6 +311,18 @@ class _Run:
         detail = f"{fault.type} {fault.stream} {fault.attributes}"
         record = self._record(index, "toxic", targets, detail)
 
+        def tally(events: list[dict[str, Any]] | None) -> None:
+            if events is None:
+                record.not_counted(_NO_EVENT_LOG)
+                return
+            found = toxic_effects(events, name, fault.type)
+            for effect, n in found.effects.items():
+                record.count(effect, n)
+            if record.idle:
+                record.note = _reach(found.applied, found.skipped, fault.type)
+
+        self.tallies.append(tally)
+
         def remove() -> None:
             for node in targets:
                 self.client.remove_toxic(self.topo.proxies[node], name)
@@ -309,9 +331,31 @@ class _Run:
 
     def _link_down(self, index: int, fault: LinkFault) -> None:
         targets = self.sc.targets(fault.nodes)
+        downs = {node: self._link_downs.get(node, 0) for node in targets}
         for node in targets:
+            self._link_downs[node] = downs[node] + 1
             self.client.disable(self.topo.proxies[node])
         record = self._record(index, "link_down", targets, "connections refused")
+
+        def tally(events: list[dict[str, Any]] | None) -> None:
+            end = record.end if record.end is not None else math.inf
+            refused = sum(
+                1
+                for node in targets
+                for event in self.nodes[node].events
+                if event.event == "connect_attempt"
+                and record.start <= event.t <= end
+                and "refused" in str(event.fields.get("error") or "").lower()
+            )
+            if events is None:
+                record.not_counted(_NO_EVENT_LOG)
+            else:
+                for node, nth in downs.items():
+                    cuts = link_cuts(events, self.topo.proxies[node])
+                    record.count("connections cut", cuts[nth] if nth < len(cuts) else 0)
+            record.count("connection attempts refused (as the nodes saw them)", refused)
+
+        self.tallies.append(tally)
 
         def restore() -> None:
             for node in targets:
@@ -319,25 +363,99 @@ class _Run:
 
         self._undo_after(record, fault.duration, restore)
 
+    def _dns(self, index: int, fault: DnsFault) -> None:
+        self.topo.dns_up.clear()
+        host = self.sc.endpoint.host
+        record = self._record(
+            index, "dns", self.sc.targets(fault.nodes), f"{host} does not resolve"
+        )
+        base = self.topo.lookups_failed()
+        settle = self._once(
+            lambda: record.count("lookups failed", self.topo.lookups_failed() - base)
+        )
+        self.tallies.append(lambda _: settle())
+
+        def heal() -> None:
+            self.topo.dns_up.set()
+            settle()
+
+        self._undo_after(record, fault.duration, heal)
+
+    def _store_op(self, index: int, fault: StoreOpFault) -> None:
+        assert self.topo.store_faults is not None
+        targets = self.sc.targets(fault.nodes)
+        rule = StoreRule(
+            fault.op, fault.keys, fault.action, fault.delay, fault.count, frozenset(targets)
+        )
+        self.topo.store_faults.add_rule(rule)
+        record = self._record(
+            index, "store_op", targets, f"{fault.action} {fault.op} on {fault.keys}"
+        )
+
+        self.tallies.append(partial(_tally, record, rule))
+
     def _process_fault(self, index: int, fault: ProcessFault) -> None:
         targets = self.sc.targets(fault.nodes)
         record = self._record(index, fault.kind, targets, "")
         for node in targets:
             if fault.kind == "kill":
                 if self.cluster.kill(node):
+                    record.count("SIGKILLs delivered")
                     self._finish(node, "killed", message="killed by the harness (SIGKILL)")
                 record.end = record.start
             elif fault.kind == "pause":
-                if not (fault.on == "started" and self._paused_at_start(node)):
+                if fault.on == "started" and self._paused_at_start(node):
                     # (a node paused at start stops itself; a SIGSTOP from here could land
                     # before its own and be undone first, leaving it stopped for good)
-                    self.cluster.signal(node, signal.SIGSTOP)
+                    record.count("nodes paused (SIGSTOP)")
+                elif self.cluster.signal(node, signal.SIGSTOP):
+                    record.count("nodes paused (SIGSTOP)")
                 self._undo_after(record, fault.duration, partial(self._resume, node))
             else:  # restart: kill now, start a new incarnation after `duration` (or at once)
-                self.cluster.kill(node)
+                if self.cluster.kill(node):
+                    record.count("SIGKILLs delivered")
                 self.nodes[node].pending_start = True
-                self._at(self.now() + (fault.duration or 0.0), partial(self.start_node, node))
+                later = partial(self._restart, record, node)
+                self._at(self.now() + (fault.duration or 0.0), later)
                 record.end = self.now() + (fault.duration or 0.0)
+
+    def _restart(self, record: FaultRecord, node: int) -> None:
+        self.start_node(node)
+        record.count("nodes restarted")
+
+    def _static_faults(self) -> tuple[set[int], dict[int, tuple[float, FaultRecord]]]:
+        """Record the faults that hold from the start: absent nodes, late starts, squatters.
+
+        Returns:
+            The absent nodes, and each late node's delay and record.
+        """
+        sc = self.sc
+        absent: set[int] = set()
+        late: dict[int, tuple[float, FaultRecord]] = {}
+        for index, fault in enumerate(sc.fault):
+            if isinstance(fault, AbsentFault):
+                record = self._record(index, "absent", fault.nodes, "never started")
+                record.start = 0.0
+                record.count("nodes never started", len(set(fault.nodes) - absent))
+                absent |= set(fault.nodes)
+            elif isinstance(fault, LateStartFault):
+                detail = f"start delayed by {fault.delay:g} s"
+                record = self._record(index, "late_start", fault.nodes, detail)
+                record.start, record.end = 0.0, fault.delay
+                late.update((n, (fault.delay, record)) for n in fault.nodes)
+            elif isinstance(fault, SquatterFault):
+                record = self._record(index, "squatter", [0], fault.mode)
+                self.squatting = record
+                squatter = self.topo.squatter
+                assert squatter is not None
+                self.tallies.append(partial(_tally, record, squatter))
+                if fault.duration is not None:
+                    self._undo_after(record, fault.duration, squatter.release)
+        return absent, late
+
+    def _late_start(self, record: FaultRecord, node: int) -> None:
+        self.start_node(node)
+        record.count("nodes started late")
 
     # --- the run ---------------------------------------------------------------------
 
@@ -346,23 +464,16 @@ class _Run:
         self.client_seed()
         self.topo.build()
         self.t0 = time.monotonic()
-        absent = {n for f in sc.fault if isinstance(f, AbsentFault) for n in f.nodes}
-        late = {n: f.delay for f in sc.fault if isinstance(f, LateStartFault) for n in f.nodes}
-        for fault in sc.fault:
-            if isinstance(fault, SquatterFault):
-                record = self._record(sc.fault.index(fault), "squatter", [0], fault.mode)
-                if fault.duration is not None:
-                    squatter = self.topo.squatter
-                    assert squatter is not None
-                    self._undo_after(record, fault.duration, squatter.release)
+        absent, late = self._static_faults()
         self.schedule_faults()
         now = []
         for node in range(sc.nodes):
             if node in absent:
                 self.nodes[node].status = "absent"
             elif node in late:
+                delay, record = late[node]
                 self.nodes[node].pending_start = True
-                self._at(late[node], partial(self.start_node, node))
+                self._at(delay, partial(self._late_start, record, node))
             else:
                 now.append(node)
         while self.queue and self.queue[0].t <= 0:  # faults "at = 0" are there from the start
@@ -380,7 +491,7 @@ class _Run:
 
     def _loop(self) -> None:
         limit = self.sc.timeouts.hard_deadline * 3 + 30
-        while not self._done() and self.now() < limit:
+        while not self._done() and self.now() < limit and not self.stop.is_set():
             with self.cond:
                 wait = 0.05 if not self.queue else max(0.0, min(0.05, self.queue[0].t - self.now()))
                 if not self.inbox:
@@ -392,12 +503,21 @@ class _Run:
                 heapq.heappop(self.queue).what()
 
     def _finish_run(self) -> Report:
-        leftovers = self.cluster.close()
+        interrupted = self.stop.is_set()  # then kill every node now, by PID
+        leftovers = self.cluster.close(grace=0.0 if interrupted else 5.0)
         for end in list(self.undos.values()):  # pending "undo" halves: release, enable...
             end()
         problems = self.topo.teardown()
+        events = self._proxy_events()
+        for tally in self.tallies:
+            tally(events)
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
-        report = Report(self.sc, self.seed, outcomes, self.records, duration=self.now())
+        faults = sorted(self.records, key=lambda r: r.index)
+        report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
+        report.proxy_events = events or []
+        if interrupted:  # stopped mid-run: there is nothing to judge
+            report.interrupted = True
+            return report
         report.violations = check(
             self.sc,
             outcomes,
@@ -407,11 +527,25 @@ class _Run:
         )
         return report
 
+    def _proxy_events(self) -> list[dict[str, Any]] | None:
+        """The event log of every link a toxic or link fault targeted (None: the proxy
+        keeps no log, as a real Toxiproxy does not)."""
+        names = sorted(
+            {self.topo.proxies[n] for r in self.records if r.kind in _LINK_KINDS for n in r.nodes}
+        )
+        events: list[dict[str, Any]] = []
+        try:
+            for name in names:
+                events += self.client.events(proxy=name)
+        except HarnessError:
+            return None
+        return sorted(events, key=lambda e: int(e["seq"]))
+
     def _outcome(self, node: int, state: _NodeState) -> NodeOutcome:
         fields = state.outcome or {}
         return NodeOutcome(
             node=node,
-            status=state.status or "hung",
+            status=state.status or ("interrupted" if self.stop.is_set() else "hung"),
             rank=fields.get("rank"),
             world_size=fields.get("world_size"),
             run_id=fields.get("run_id"),
@@ -428,15 +562,53 @@ class _Run:
         )
 
 
-def run_scenario(scenario: Scenario, client: ToxiproxyClient, seed: int | None = None) -> Report:
-    """Run ``scenario`` once with ``seed`` (default: the scenario's, else a fresh one)."""
+_LINK_KINDS = frozenset({"toxic", "link_down"})
+_NO_EVENT_LOG = "not counted: the proxy keeps no event log (a real Toxiproxy has none)"
+
+
+class _Carrier(Protocol):
+    """Whatever carries a fault out and counts what it did (a store rule, a squatter)."""
+
+    @property
+    def acted(self) -> dict[str, int]: ...
+
+
+def _tally(record: FaultRecord, carrier: _Carrier, _events: object) -> None:
+    for effect, n in carrier.acted.items():
+        record.count(effect, n)
+
+
+def _reach(applied: int, skipped: int, toxic_type: str) -> str:
+    """Why a toxic that never acted did nothing, as far as the proxy's log tells."""
+    if toxic_type == "noop":
+        return "a noop toxic never acts"
+    if applied == 0 and skipped == 0:
+        return "no connection was open on the link while it was in place"
+    if applied == 0:
+        return f"its toxicity roll left out all {skipped} connection(s) it met"
+    what = "data reached it" if toxic_type != "slow_close" else "a connection closed"
+    s = "" if applied == 1 else "s"
+    return f"in place on {applied} connection{s}, but no {what} there"
+
+
+def run_scenario(
+    scenario: Scenario,
+    client: ToxiproxyClient,
+    seed: int | None = None,
+    stop: threading.Event | None = None,
+) -> Report:
+    """Run ``scenario`` once with ``seed`` (default: the scenario's, else a fresh one).
+
+    Setting ``stop`` (from any thread) ends the run at once: every node is killed by PID,
+    the proxies are removed, and the report is marked ``interrupted`` (not judged).
+    """
     chosen = seed if seed is not None else scenario.seed
     if chosen is None:
         chosen = random.SystemRandom().getrandbits(32)
-    run = _Run(scenario, chosen, client)
+    run = _Run(scenario, chosen, client, stop)
     try:
         return run.execute()
-    except BaseException:
-        run.cluster.close()
+    except BaseException:  # e.g. Ctrl-C in pytest: kill the nodes at once, by PID
+        run.cluster.close(grace=0.0)
         run.topo.teardown()
         raise

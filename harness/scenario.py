@@ -1,39 +1,38 @@
 """Scenario files: TOML -> validated, frozen models. The format reference is docs/scenarios.md.
 
 Validation rejects unknown keys and bad values; a :class:`~harness.errors.ScenarioError`
-names the file, the key path (``fault[2].type``) and what is allowed.
+names the file and, one line per problem, the key path (``fault[2].type``), the bad value and
+what is allowed (see :mod:`harness.explain`). Every problem of a file is reported at once:
+the checks that need the whole scenario (node indexes, faults that cannot apply) also run on
+the parts of a file that are valid on their own when other parts are not.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     Field,
+    TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from harness.errors import ScenarioError
+from harness.consistency import consistency
+from harness.consistency import targets as _targets
+from harness.errors import InvalidScenariosError, ScenarioError
+from harness.explain import explain
 from harness.faults import (
-    FAULT_KINDS,
-    AbsentFault,
-    DnsFault,
     Fault,
     FormatModel,
-    LateStartFault,
-    LinkFault,
     Nodes,
-    ProcessFault,
-    SquatterFault,
-    StoreOpFault,
-    ToxicFault,
 )
 
 __all__ = [
@@ -109,6 +108,13 @@ class NodeExpect(FormatModel):
 
     elapsed: tuple[float, float] | None = None
 
+    @field_validator("elapsed", mode="before")
+    @classmethod
+    def _pair(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) != 2:
+            raise ValueError("must be [low, high] in seconds")
+        return value
+
     @field_validator("message")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
@@ -123,7 +129,7 @@ class NodeExpect(FormatModel):
     @classmethod
     def _bounds(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
         if value is not None and not 0 <= value[0] <= value[1]:
-            raise ValueError(f"elapsed must be [low, high] with 0 <= low <= high, got {value}")
+            raise ValueError("must be [low, high] with 0 <= low <= high")
         return value
 
 
@@ -148,6 +154,16 @@ def backend_name(value: str) -> str:
     raise ValueError(
         f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
     )
+
+
+def _url(value: str) -> str:
+    if not value.startswith(("https://", "http://")):
+        raise ValueError("must be a URL (https://...)")
+    return value
+
+
+BackendName = Annotated[str, AfterValidator(backend_name)]
+NodeCount = Annotated[int, Field(ge=1, le=256)]
 
 
 class BackendVariant(FormatModel):
@@ -184,109 +200,41 @@ class Scenario(FormatModel):
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = Field(min_length=1)
-    sources: list[str] = Field(default_factory=list)
+    sources: list[Annotated[str, AfterValidator(_url)]] = Field(default_factory=list)
     field_failure: str | None = Field(default=None, pattern=r"^F\d\d$")
     seed: int | None = None
-    backend: str = "static"
-    nodes: int = Field(ge=1, le=256)
+    backend: BackendName = "static"
+    nodes: NodeCount
     run_id: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
     override: list[NodeOverride] = Field(default_factory=list)
     fault: list[Fault] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
-    backends: dict[str, BackendVariant] = Field(default_factory=dict)
+    backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
     path: str | None = Field(default=None, exclude=True)
 
-    @field_validator("sources")
-    @classmethod
-    def _urls(cls, value: list[str]) -> list[str]:
-        for url in value:
-            if not url.startswith(("https://", "http://")):
-                raise ValueError(f"a source must be a URL, got {url!r}")
-        return value
-
-    @field_validator("backend")
-    @classmethod
-    def _backend(cls, value: str) -> str:
-        return backend_name(value)
-
-    @field_validator("backends")
-    @classmethod
-    def _backend_keys(cls, value: dict[str, BackendVariant]) -> dict[str, BackendVariant]:
-        for name in value:
-            backend_name(name)
-        return value
-
     @model_validator(mode="after")
-    def _node_indexes(self) -> Scenario:
-        def check(where: str, nodes: Nodes) -> None:
-            if isinstance(nodes, list):
-                for index in nodes:
-                    if not 0 <= index < self.nodes:
-                        raise ValueError(
-                            f"{where} names node {index}, but the scenario has nodes "
-                            f"0..{self.nodes - 1}"
-                        )
-
-        for i, fault in enumerate(self.fault):
-            if hasattr(fault, "nodes"):
-                check(f"fault[{i}].nodes", fault.nodes)
-            on_node = getattr(fault, "on_node", None)
-            if on_node is not None:
-                check(f"fault[{i}].on_node", [on_node])
-        for i, override in enumerate(self.override):
-            check(f"override[{i}].nodes", override.nodes)
-        for i, node_expect in enumerate(self.expect.nodes):
-            check(f"expect.nodes[{i}].nodes", node_expect.nodes)
-        for name, variant in self.backends.items():
-            for i, node_expect in enumerate(variant.expect.nodes if variant.expect else []):
-                check(f"backends.{name}.expect.nodes[{i}].nodes", node_expect.nodes)
-        self._faults_are_applicable()
+    def _consistent(self, info: ValidationInfo) -> Scenario:
+        """The checks that need the whole scenario; :func:`parse` collects their problems
+        (through the validation context) instead of stopping at the first."""
+        found = consistency(
+            self.nodes,
+            self.endpoint,
+            list(enumerate(self.fault)),
+            list(enumerate(self.override)),
+            _expectations(self.expect, self.backends),
+        )
+        collector = (info.context or {}).get(_COLLECT)
+        if isinstance(collector, list):
+            collector.extend(found)
+        elif found:
+            raise ValueError("; ".join(found))
         return self
-
-    def _faults_are_applicable(self) -> None:
-        absent = {n for f in self.fault if isinstance(f, AbsentFault) for n in f.nodes}
-        squatters = 0
-        for i, fault in enumerate(self.fault):
-            where = f"fault[{i}]"
-            if isinstance(fault, ToxicFault | LinkFault | StoreOpFault) and 0 in self.targets(
-                fault.nodes
-            ):
-                raise ValueError(
-                    f"{where}.nodes includes node 0, which hosts the store and reaches it "
-                    "without a link; target other nodes (the default 'others' does)"
-                )
-            if isinstance(fault, ToxicFault | LinkFault) and not self.endpoint.via_proxy:
-                raise ValueError(
-                    f"{where} is a network fault but endpoint.via_proxy is false; "
-                    "network faults need each node's proxy link"
-                )
-            if isinstance(fault, DnsFault) and _is_ip_literal(self.endpoint.host):
-                raise ValueError(
-                    f"{where} is a DNS fault but endpoint.host {self.endpoint.host!r} is an "
-                    "IP address; give the endpoint a host name (e.g. 'store.rdzv.test')"
-                )
-            if isinstance(fault, SquatterFault):
-                squatters += 1
-                if squatters > 1:
-                    raise ValueError(f"{where}: only one squatter can hold node 0's port")
-            if isinstance(fault, LateStartFault | ProcessFault) and absent & set(fault.nodes):
-                raise ValueError(
-                    f"{where} targets node(s) {sorted(absent & set(fault.nodes))}, which an "
-                    "'absent' fault never starts"
-                )
-            on_node = getattr(fault, "on_node", None)
-            if on_node is not None and on_node in absent:
-                raise ValueError(f"{where}.on_node {on_node} is absent: the trigger never fires")
 
     def targets(self, nodes: Nodes) -> list[int]:
         """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
-        if nodes == "all":
-            return list(range(self.nodes))
-        if nodes == "others":
-            return list(range(1, self.nodes))
-        return sorted(set(nodes))
+        return _targets(self.nodes, nodes)
 
     @property
     def variant(self) -> BackendVariant:
@@ -319,54 +267,84 @@ class Scenario(FormatModel):
         return self.model_copy(update={"seed": seed})
 
 
-def _is_ip_literal(host: str) -> bool:
+def _expectations(
+    expect: Expect, backends: Mapping[str, BackendVariant]
+) -> list[tuple[str, NodeExpect]]:
+    """Every ``[[expect.nodes]]`` entry, the backends' included, with its key path."""
+    found = [(f"expect.nodes[{i}]", e) for i, e in enumerate(expect.nodes)]
+    for name, variant in backends.items():
+        entries = variant.expect.nodes if variant.expect else []
+        found += [(f"backends.{name}.expect.nodes[{i}]", e) for i, e in enumerate(entries)]
+    return found
+
+
+_FAULT: TypeAdapter[Fault] = TypeAdapter(Fault)
+_NODE_COUNT: TypeAdapter[int] = TypeAdapter(NodeCount)
+
+
+def _valid(validate: Any, value: Any) -> Any:
+    """``validate(value)``, or None when the value is invalid (its errors are known)."""
     try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+        return validate(value)
+    except ValidationError:
+        return None
 
 
-def _key_path(loc: Sequence[int | str]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in FAULT_KINDS:
-            continue  # the discriminator value pydantic inserts in union paths
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
+def _items(validate: Any, value: Any) -> list[tuple[int, Any]]:
+    """The valid entries of a list, each with its index in the file."""
+    if not isinstance(value, list):
+        return []
+    checked = [(i, _valid(validate, v)) for i, v in enumerate(value)]
+    return [(i, v) for i, v in checked if v is not None]
 
 
-def _explain(error: Mapping[str, Any]) -> str:
-    kind = error.get("type", "")
-    ctx = error.get("ctx") or {}
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "missing":
-        return "required key is missing"
-    if kind == "string_pattern_mismatch":
-        return f"got {error.get('input')!r}; must match the pattern {ctx.get('pattern')}"
-    if kind == "union_tag_invalid":
-        return f"kind: got {ctx.get('tag')!r}; allowed: {ctx.get('expected_tags')}"
-    if kind == "literal_error":
-        expected = ctx.get("expected") or ctx.get("expected_tags")
-        return f"got {error.get('input')!r}; allowed: {expected}"
-    return str(error.get("msg", "invalid value"))
+def _salvaged(data: Mapping[str, Any]) -> list[str]:
+    """:func:`consistency` on the parts of an invalid file that are valid on their own."""
+    count = _valid(_NODE_COUNT.validate_python, data.get("nodes"))
+    if count is None:
+        return []
+    endpoint = _valid(Endpoint.model_validate, data.get("endpoint", {}))
+    expects: list[tuple[str, NodeExpect]] = []
+    sections = [("expect", data.get("expect"))]
+    backends = data.get("backends")
+    if isinstance(backends, Mapping):
+        sections += [
+            (f"backends.{name}.expect", v.get("expect"))
+            for name, v in backends.items()
+            if isinstance(v, Mapping)
+        ]
+    for where, section in sections:
+        if isinstance(section, Mapping):
+            entries = _items(NodeExpect.model_validate, section.get("nodes"))
+            expects += [(f"{where}.nodes[{i}]", e) for i, e in entries]
+    return consistency(
+        count,
+        endpoint,
+        _items(_FAULT.validate_python, data.get("fault")),
+        _items(NodeOverride.model_validate, data.get("override")),
+        expects,
+    )
+
+
+_COLLECT = "harness.scenario.problems"
 
 
 def parse(data: Mapping[str, Any], source: str) -> Scenario:
     """Validate an already-parsed TOML mapping.
 
     Raises:
-        ScenarioError: naming ``source``, each bad key path and what is allowed.
+        ScenarioError: naming ``source`` and every problem: its key path, the bad value and
+            what is allowed.
     """
+    found: list[str] = []
     try:
-        return Scenario.model_validate({**data, "path": source})
+        scenario = Scenario.model_validate({**data, "path": source}, context={_COLLECT: found})
     except ValidationError as exc:
-        problems = [f"{_key_path(e['loc'])}: {_explain(e)}" for e in exc.errors()]
-        raise ScenarioError(source, problems) from None
+        problems = explain(exc.errors(), data) + _salvaged(data)
+        raise ScenarioError(source, list(dict.fromkeys(problems))) from None
+    if found:
+        raise ScenarioError(source, found)
+    return scenario
 
 
 def load(path: str | Path) -> Scenario:
@@ -389,10 +367,14 @@ def load(path: str | Path) -> Scenario:
 def load_many(paths: Sequence[str | Path]) -> list[Scenario]:
     """Load files and directories (every ``*.toml`` below them, sorted).
 
+    Every file is read and validated, so one error names every bad file.
+
     Raises:
-        ScenarioError: any file is invalid, or a path names nothing.
+        InvalidScenariosError: a file is invalid or a path names nothing (a
+            :class:`ScenarioError`; its ``errors`` hold one per bad file or path).
     """
     files: list[Path] = []
+    errors: list[ScenarioError] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -400,5 +382,13 @@ def load_many(paths: Sequence[str | Path]) -> list[Scenario]:
         elif path.is_file():
             files.append(path)
         else:
-            raise ScenarioError(str(path), ["no such file or directory"])
-    return [load(f) for f in files]
+            errors.append(ScenarioError(str(path), ["no such file or directory"]))
+    scenarios: list[Scenario] = []
+    for file in files:
+        try:
+            scenarios.append(load(file))
+        except ScenarioError as exc:
+            errors.append(exc)
+    if errors:
+        raise InvalidScenariosError(errors, len(files))
+    return scenarios

@@ -10,6 +10,8 @@ Modes (each binds port 0 and reads it back, so the port exists only while squatt
   web server or metrics endpoint sitting on the port would.
 
 Accepting squatters serve on a daemon thread; :meth:`Squatter.release` closes everything.
+Each squatter counts what it did to connections (:attr:`Squatter.acted`): accepted and
+held, answered with the HTTP error, or left unaccepted in the listen backlog.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class Squatter:
         self.port: int = self._sock.getsockname()[1]
         self._stop_r, self._stop_w = socket.socketpair()
         self._accepted: list[socket.socket] = []
+        self._held = 0
+        self._answered = 0
+        self._unaccepted = 0
+        self._released = False
         self._thread: threading.Thread | None = None
         if mode in ("silent", "http"):
             self._thread = threading.Thread(
@@ -69,8 +75,23 @@ class Squatter:
                         with contextlib.suppress(OSError):
                             conn.sendall(HTTP_REPLY)
                         conn.close()
+                        self._answered += 1
                     else:
                         self._accepted.append(conn)  # held open, never answered
+                        self._held += 1
+
+    @property
+    def acted(self) -> dict[str, int]:
+        """What the squatter did to connections so far (effect -> count, non-zero only).
+
+        Connections still waiting in the listen backlog are counted on release.
+        """
+        counts = {
+            "connections accepted and never answered": self._held,
+            "connections answered with HTTP 400": self._answered,
+            "connections left unaccepted in the backlog": self._unaccepted,
+        }
+        return {effect: n for effect, n in counts.items() if n}
 
     def release(self) -> None:
         """Stop squatting: close the listener and every held connection. Idempotent."""
@@ -78,6 +99,9 @@ class Squatter:
             self._stop_w.send(b"x")
         if self._thread is not None:
             self._thread.join(5)
+        if not self._released:
+            self._unaccepted = self._drain_backlog()
+        self._released = True
         for sock in (self._sock, self._stop_r, self._stop_w, *self._accepted):
             sock.close()
         self._accepted.clear()
@@ -87,3 +111,15 @@ class Squatter:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+    def _drain_backlog(self) -> int:
+        """Accept (and close) what waits in the backlog of a listener that never accepts."""
+        count = 0
+        self._sock.setblocking(False)
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:  # BlockingIOError: empty; anything else: nothing more to take
+                return count
+            conn.close()
+            count += 1

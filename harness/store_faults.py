@@ -14,7 +14,8 @@ Actions (each rule fires ``count`` times, on connections of the nodes it names):
 * ``fail``: close the client's connection instead of forwarding the request.
 
 The interposer listens once per node (so it knows whose request it sees) and relays to one
-upstream store address; it runs on its own event loop thread.
+upstream store address; it runs on its own event loop thread. Each rule counts its firings
+(:attr:`StoreRule.acted`), which the report shows as what the fault did.
 """
 
 from __future__ import annotations
@@ -73,6 +74,17 @@ class StoreRule:
         if self.nodes is not None and node not in self.nodes:
             return False
         return any(fnmatch.fnmatchcase(k, self.keys) for k in request_keys(req))
+
+    @property
+    def acted(self) -> dict[str, int]:
+        """What the rule did so far, for the report: ``{"WAIT requests held": 1}`` (empty
+        when it never fired)."""
+        effect = {
+            "delay": f"{self.op} requests held",
+            "drop": f"{self.op} requests dropped",
+            "fail": f"{self.op} requests failed (connection closed)",
+        }[self.action]
+        return {effect: self.fired} if self.fired else {}
 
 
 @dataclass

@@ -4,6 +4,11 @@ This is the orchestration behind ``harness run`` (and anything else that wants a
 suite): it never raises because one scenario went wrong. A scenario whose run raised comes
 back as a :class:`~harness.model.Report` whose ``error`` holds the traceback, so it counts
 as failed and still shows its seed and replay command.
+
+Ctrl-C (``KeyboardInterrupt`` in the main thread) stops the suite promptly: scenarios not
+yet started are cancelled, running ones are told to stop (their nodes are killed by PID
+and their proxies torn down at once, without waiting for the run to end) and come back
+marked ``interrupted``; :class:`SuiteInterrupted` then carries every report there is.
 """
 
 from __future__ import annotations
@@ -24,7 +29,15 @@ from harness.scenario import Scenario
 from harness.toxiproxy_api import ToxiproxyServer
 from harness.toxiproxy_client import ToxiproxyClient
 
-__all__ = ["ProxyProvider", "choose_seed", "embedded_proxy", "run_one", "run_suite", "shared_proxy"]
+__all__ = [
+    "ProxyProvider",
+    "SuiteInterrupted",
+    "choose_seed",
+    "embedded_proxy",
+    "run_one",
+    "run_suite",
+    "shared_proxy",
+]
 
 #: Gives each scenario run the Toxiproxy API it drives, for the duration of the run.
 ProxyProvider = Callable[[], AbstractContextManager[ToxiproxyClient]]
@@ -43,6 +56,19 @@ def shared_proxy(client: ToxiproxyClient) -> ProxyProvider:
     return lambda: contextlib.nullcontext(client)
 
 
+class SuiteInterrupted(KeyboardInterrupt):
+    """The suite was interrupted (Ctrl-C) and has stopped, its processes and proxies gone.
+
+    Attributes:
+        reports: in input order, the scenarios that ended before the interruption and
+            those it stopped (``interrupted`` set); scenarios never started are not in it.
+    """
+
+    def __init__(self, reports: Sequence[Report]) -> None:
+        super().__init__("interrupted")
+        self.reports = list(reports)
+
+
 #: Called with a scenario when a worker starts it, and with its report when it ends.
 OnStart = Callable[[Scenario], None]
 OnResult = Callable[[Report], None]
@@ -57,10 +83,16 @@ def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], in
     return fresh()
 
 
-def run_one(scenario: Scenario, proxies: ProxyProvider, seed: int) -> Report:
+def run_one(
+    scenario: Scenario,
+    proxies: ProxyProvider,
+    seed: int,
+    stop: threading.Event | None = None,
+) -> Report:
     """Run one scenario with ``seed``; a run that raises becomes a failed report, and a
     scenario its backend cannot run (``[backends.<name>] unsupported``, or torch missing)
-    a skipped one.
+    a skipped one. Setting ``stop`` ends the run at once: its nodes are killed, its proxies
+    removed, and the report comes back ``interrupted``.
 
     ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
     still propagate (after the runner has cleaned up its processes).
@@ -71,7 +103,7 @@ def run_one(scenario: Scenario, proxies: ProxyProvider, seed: int) -> Report:
     began = time.monotonic()
     try:
         with proxies() as client:
-            return run_scenario(scenario, client, seed)
+            return run_scenario(scenario, client, seed, stop)
     except Exception as exc:
         detail = "".join(traceback.format_exception(exc)).rstrip()
         return Report(
@@ -105,32 +137,53 @@ def run_suite(
 
     Raises:
         ValueError: ``jobs`` is less than 1.
-        KeyboardInterrupt: the run was interrupted; scenarios not yet started are cancelled
-            and running ones finish their own clean-up first.
+        SuiteInterrupted: (a ``KeyboardInterrupt``) Ctrl-C: scenarios not yet started were
+            cancelled, running ones stopped at once (nodes killed, proxies removed); it
+            carries their reports.
     """
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     seeds = [choose_seed(sc, seed, lambda: secrets.randbits(32)) for sc in scenarios]
     callbacks = threading.Lock()
+    stop = threading.Event()
 
-    def work(index: int) -> Report:
+    def work(index: int) -> Report | None:
+        if stop.is_set():
+            return None  # interrupted before it started
         scenario = scenarios[index]
         if on_start is not None:
             with callbacks:
                 on_start(scenario)
-        report = run_one(scenario, proxies, seeds[index])
+        report = run_one(scenario, proxies, seeds[index], stop)
         if on_result is not None:
             with callbacks:
                 on_result(report)
         return report
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="harness-scenario")
-    futures: list[Future[Report]] = []
+    futures: list[Future[Report | None]] = []
     try:
         futures = [pool.submit(work, i) for i in range(len(scenarios))]
         reports = [f.result() for f in futures]
+    except KeyboardInterrupt:
+        stop.set()
+        _wait_for(pool)
+        ended = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
+        raise SuiteInterrupted([r for r in ended if r is not None]) from None
     except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop.set()
+        _wait_for(pool)
         raise
     pool.shutdown(wait=True)
-    return reports
+    return [r for r in reports if r is not None]
+
+
+def _wait_for(pool: ThreadPoolExecutor) -> None:
+    """Cancel what has not started and wait for the running scenarios to stop (they were
+    told to); a further Ctrl-C does not abandon processes they are killing."""
+    while True:
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        except KeyboardInterrupt:
+            continue
+        return

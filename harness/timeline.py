@@ -96,6 +96,7 @@ class FaultRow:
     instant: bool
     text_x: float
     text_inside: bool
+    idle: bool = False
 
 
 @dataclass
@@ -234,11 +235,13 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
         said = f"nodes {node_ranges(fault.nodes)}"
         said = f"{said} · {fault.detail}" if fault.detail else said
-        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w)
+        said = f"{said} · {'did not act' if fault.idle else fault.effects}"
+        # A hollow (idle) bar has no fill to carry white text: keep the text outside it.
+        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w, not fault.idle)
         rows.append(
             FaultRow(
                 y=y,
-                label=f"fault {fault.index} · {fault.kind}",
+                label=f"{'⚠ ' if fault.idle else ''}fault {fault.index} · {fault.kind}",
                 text=text,
                 color=color,
                 bar=bar,
@@ -246,6 +249,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
                 instant=fault.end is not None and x1 - x0 < 2.0,
                 text_x=text_x,
                 text_inside=inside,
+                idle=fault.idle,
             )
         )
     bands = _bands(report.faults, lanes, x_of, t_max)
@@ -269,10 +273,18 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
     )
 
 
-def _fault_text(text: str, bar: Span, right: float) -> tuple[str, float, bool]:
-    """Where a fault's detail fits: inside its bar, after it, or inside and shortened."""
+def _fault_text(
+    text: str, bar: Span, right: float, inside_ok: bool = True
+) -> tuple[str, float, bool]:
+    """Where a fault's detail fits: inside its bar, after it, or inside and shortened
+    (after it, or shortened there, only when ``inside_ok`` is false)."""
     char = 6.0
     need = len(text) * char + 10
+    if not inside_ok:
+        room = int((right - (bar.x + bar.w) - 10) / char)
+        if room < 4:
+            return "", bar.x, False
+        return f"{text[: room - 1]}…" if len(text) > room else text, bar.x + bar.w + 5, False
     if bar.w >= need:
         return text, bar.x + 5, True
     if right - (bar.x + bar.w) >= need:
@@ -287,7 +299,8 @@ def _fault_title(fault: FaultRecord) -> str:
     end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
     head = f"fault {fault.index}: {fault.kind} on node(s) {node_ranges(fault.nodes)}"
     detail = f"\n{fault.detail}" if fault.detail else ""
-    return f"{head}\nfrom {fault.start:.3f} s {end}{detail}"
+    did = f"\n{'⚠ ' if fault.idle else 'acted: ' if fault.acted else ''}{fault.effects}"
+    return f"{head}\nfrom {fault.start:.3f} s {end}{detail}{did}"
 
 
 def _bands(

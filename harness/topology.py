@@ -53,6 +53,7 @@ class Topology:
     proxies: dict[int, str] = field(default_factory=dict)
     proxy_ports: dict[int, int] = field(default_factory=dict)
     dns_up: Any = None
+    dns_failures: Any = None
     _torn_down: bool = False
 
     def build(self) -> Topology:
@@ -100,6 +101,7 @@ class Topology:
         if not _is_ip(sc.endpoint.host):
             self.dns_up = self.ctx.Event()
             self.dns_up.set()
+            self.dns_failures = self.ctx.Array("q", sc.nodes, lock=False)
 
     @property
     def _bind_address(self) -> str:
@@ -112,11 +114,16 @@ class Topology:
         port = self.proxy_ports.get(node, self.store_port) if node else self.store_port
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    def dns_shim(self) -> DnsShim | None:
-        """The resolver shim nodes install, when the endpoint host is a name."""
+    def dns_shim(self, node: int) -> DnsShim | None:
+        """The resolver shim node ``node`` installs, when the endpoint host is a name."""
         if self.dns_up is None:
             return None
-        return DnsShim(self.scenario.endpoint.host, self._bind_address, self.dns_up)
+        host = self.scenario.endpoint.host
+        return DnsShim(host, self._bind_address, self.dns_up, self.dns_failures, node)
+
+    def lookups_failed(self) -> int:
+        """How many lookups of the endpoint name the shims have failed so far (all nodes)."""
+        return 0 if self.dns_failures is None else sum(self.dns_failures)
 
     def take_listen_socket(self) -> socket.socket | None:
         """The socket node 0 serves on, handed over once (None afterwards, and when node 0

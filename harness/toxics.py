@@ -225,6 +225,14 @@ class Stage:
         self.attrs = attributes
         self.done = False
         self.last = -math.inf  # due time of the last item emitted (FIFO floor)
+        self.noted = False  # the first action of a data-shaping toxic is logged once
+
+    def _first_time(self, note: str) -> str | None:
+        """``note`` the first time this stage shapes data, None after (keeps the log small)."""
+        if self.noted:
+            return None
+        self.noted = True
+        return note
 
     def start(self, now: float) -> Step:
         """Called when the stage starts on a link (connect, add or update)."""
@@ -264,7 +272,10 @@ class Latency(Stage):
         delay, jitter = self.attrs["latency"], self.attrs["jitter"]
         if jitter > 0:
             delay += rng.randrange(2 * jitter) - jitter
-        return Step((self._emit(arrive + max(delay, 0) / 1000, data),))
+        note = (
+            self._first_time(f"delaying data by {self.attrs['latency']} ms") if delay > 0 else None
+        )
+        return Step((self._emit(arrive + max(delay, 0) / 1000, data),), note=note)
 
 
 class Bandwidth(Stage):
@@ -281,7 +292,7 @@ class Bandwidth(Stage):
             self._emit(start + min(i + step, len(data)) / per_second, data[i : i + step])
             for i in range(0, len(data), step)
         ]
-        return Step(tuple(out))
+        return Step(tuple(out), note=self._first_time(f"throttling data to {rate} KB/s"))
 
 
 def slice_bounds(length: int, average: int, variation: int, rng: Random) -> list[int]:
@@ -316,7 +327,7 @@ class Slicer(Stage):
         pieces = itertools.pairwise(bounds)
         out = tuple(self._emit(start + k * gap, data[a:b]) for k, (a, b) in enumerate(pieces))
         self.last = start + len(out) * gap
-        return Step(out)
+        return Step(out, note=self._first_time("slicing data"))
 
 
 class SlowClose(Stage):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report, Violation
@@ -85,10 +86,13 @@ def failing_report() -> Report:
     outcomes.insert(1, killed)
     outcomes.append(lost)
     faults = [
-        FaultRecord(0, "toxic", [3], 0.06, None, "timeout upstream {'timeout': 0}"),
-        FaultRecord(1, "pause", [2], 0.5, 2.5, ""),
-        FaultRecord(2, "kill", [1], 1.0, 1.0, ""),
-    ]
+        FaultRecord(
+            0, "toxic", [3], 0.06, None, "timeout upstream {'timeout': 0}",
+            acted={"connections black-holed": 1},
+        ),
+        FaultRecord(1, "pause", [2], 0.5, 2.5, "", acted={"nodes paused (SIGSTOP)": 1}),
+        FaultRecord(2, "kill", [1], 1.0, 1.0, "", acted={"SIGKILLs delivered": 1}),
+    ]  # fmt: skip
     violations = [
         Violation("outcome", "node 1 ended 'killed', expected 'timeout'", (1,)),
         Violation("message", "node 3's message does not match /never answers the handshake/", (3,)),
@@ -121,8 +125,11 @@ def big_report(nodes: int = 256) -> Report:
         out.events = [e for e in out.events if e.event not in ("complete", "returned")]
         out.events.append(NodeEvent(out.node, 1.5, "failed", {"error": "RendezvousTimeoutError"}))
         out.message = "timed out; missing ranks"
+    refused = {"connection attempts refused (as the nodes saw them)": 3 * (nodes - cut)}
     faults = [
-        FaultRecord(0, "link_down", list(range(cut, nodes)), 0.01, 1.2, "connections refused")
+        FaultRecord(
+            0, "link_down", list(range(cut, nodes)), 0.01, 1.2, "connections refused", refused
+        )
     ]
     sc = scenario("link-down-many", nodes, expect={"outcome": "timeout"})
     return Report(sc, 99, outcomes, faults, duration=1.6)
@@ -137,3 +144,37 @@ def error_report() -> Report:
         duration=0.01,
         error="the harness failed while running the scenario:\nToxiproxyUnreachableError: nothing",
     )
+
+
+def idle_fault_report() -> Report:
+    """Four nodes: node 2 starts late, node 3 is absent, and a ``reset_peer`` window on
+    nodes 1-2 only saw data still held by a latency toxic ahead of it: it did not act."""
+    sc = scenario(
+        "reset-behind-latency", 4, expect={"nodes": [{"nodes": [3], "outcome": "absent"}]}
+    )
+    outcomes = [_joined_ok(n, 0.02 + 0.002 * n, 3) for n in range(2)]
+    outcomes.append(_joined_ok(2, 1.0, 3))
+    for out in outcomes:  # the round completes once the late node has joined
+        out.events = [
+            replace(e, t=1.1 + 0.01 * (e.event == "returned"))
+            if e.event in ("complete", "returned")
+            else e
+            for e in out.events
+        ]
+        out.finished = 1.15
+    outcomes.append(NodeOutcome(3, "absent"))
+    faults = [
+        FaultRecord(
+            0, "toxic", [1, 2], 0.01, 2.0, "latency upstream {'latency': 1500}",
+            acted={"connections delayed": 2},
+        ),
+        FaultRecord(
+            1, "toxic", [1, 2], 0.01, 1.0, "reset_peer upstream {'timeout': 0}", acted={},
+            note="in place on 2 connections, but no data reached it there",
+        ),
+        FaultRecord(2, "late_start", [2], 0.0, 1.0, "start delayed by 1 s",
+                    acted={"nodes started late": 1}),
+        FaultRecord(3, "absent", [3], 0.0, None, "never started",
+                    acted={"nodes never started": 1}),
+    ]  # fmt: skip
+    return Report(sc, 11, outcomes, faults, duration=2.1)

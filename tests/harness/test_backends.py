@@ -74,14 +74,15 @@ def test_run_rejects_an_unknown_backend_as_a_usage_error() -> None:
     assert "--backend: unknown backend 'bogus'" in result.stderr
 
 
-def test_run_skips_scenarios_a_backend_cannot_run_and_says_why() -> None:
+def test_run_skips_scenarios_a_backend_cannot_run_says_why_and_is_not_a_success() -> None:
     result = harness(
         "run", "scenarios/happy-path.toml", "--backend", "no_such_module_xyz:make", cwd=REPO
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert "SKIP happy-path" in result.stdout
     assert "no module named 'no_such_module_xyz'" in result.stdout
     assert "0 passed, 0 failed, 0 errors, 1 skipped" in result.stdout
+    assert "nothing ran: every scenario was skipped" in result.stderr
 
 
 # --- torch's own static rendezvous ---------------------------------------------------

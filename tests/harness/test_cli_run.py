@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import re
+import signal
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
-from cli_helpers import harness
+from cli_helpers import harness, harness_process
+from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
-from harness.cli_run import parse_address
+from harness.cli_run import parse_address, report_file
 from harness.toxiproxy_api import ToxiproxyServer
+from harness.toxiproxy_client import ToxiproxyClient
 
 HAPPY = """\
 name = "tiny-happy"
@@ -66,6 +72,27 @@ nodes = 2
 [[fault]]
 kind = "toxic"
 type = "latencyy"
+"""
+
+
+# Nodes that report in over a socket, then wait until they are killed: a run to interrupt.
+FOREVER = """\
+name = "waits-forever"
+description = "Every node says it runs, then waits until it is killed."
+seed = 13
+nodes = 3
+backend = "waiting_backend:waiting"
+
+[timeouts]
+join = 300
+"""
+
+ELSEWHERE = """\
+name = "backend-elsewhere"
+description = "Its backend's module is not importable here, so it never runs."
+seed = 14
+nodes = 2
+backend = "nomod:factory"
 """
 
 
@@ -127,6 +154,27 @@ def test_run_exits_2_naming_the_file_and_key_of_an_invalid_scenario(tmp_path: Pa
     assert f"harness run: invalid scenario {suite / 'invalid.toml'}:" in done.stderr
     assert "fault[0].type: got 'latencyy'; allowed:" in done.stderr
     assert "PASS" not in done.stdout  # nothing ran
+
+
+def test_run_names_every_invalid_file_of_a_directory_and_runs_nothing(tmp_path: Path) -> None:
+    bad_nodes = HAPPY.replace("nodes = 3", 'nodes = "three"').replace("tiny-happy", "tiny-2")
+    suite = write(tmp_path / "suite", a=INVALID, b=HAPPY, c=bad_nodes)
+    done = harness("run", str(suite), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"harness run: invalid scenario {suite / 'a.toml'}:" in done.stderr
+    assert "  - fault[0].type: got 'latencyy'; allowed: 'latency', " in done.stderr
+    assert f"harness run: invalid scenario {suite / 'c.toml'}:" in done.stderr
+    assert "  - nodes: got 'three'; must be a whole number" in done.stderr
+    assert "harness run: 2 scenario paths are invalid; nothing ran" in done.stderr
+    assert "START" not in done.stdout
+
+
+def test_list_names_every_invalid_file(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite", a=INVALID, b=INVALID.replace('type = "latencyy"', ""))
+    done = harness("list", str(suite), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"invalid scenario {suite / 'a.toml'}:\n  - fault[0].type: got 'latencyy'" in done.stderr
+    assert f"invalid scenario {suite / 'b.toml'}:\n  - fault[0].type: required key" in done.stderr
 
 
 def test_run_exits_2_when_a_path_holds_no_scenario(tmp_path: Path) -> None:
@@ -200,3 +248,123 @@ def test_the_command_line_rejects_a_bad_toxiproxy_address_or_job_count(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "x", "-j", "0"])
     assert "-j takes a whole number of at least 1, got '0'" in capsys.readouterr().err
+
+
+def test_a_run_in_which_every_scenario_was_skipped_is_not_a_success(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite", elsewhere=ELSEWHERE)
+    done = harness("run", str(suite), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert re.search(
+        r"harness run: nothing ran: every scenario was skipped \(on nomod:factory: no module "
+        r"named 'nomod'",
+        done.stderr,
+    )
+    assert "0 passed, 0 failed, 0 errors, 1 skipped" in done.stdout
+
+
+def test_replay_of_a_file_whose_backend_cannot_run_here_is_not_a_success(tmp_path: Path) -> None:
+    write(tmp_path, elsewhere=ELSEWHERE)
+    done = harness("replay", "elsewhere.toml", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "harness replay: elsewhere.toml: nothing ran: every scenario was skipped" in done.stderr
+
+
+def test_text_from_files_is_printed_literally_never_as_markup_or_emoji(tmp_path: Path) -> None:
+    # rich used to turn ":factory:" (a backend module:factory followed by a colon) into 🏭
+    # and "[bold]" in a path into a style
+    suite = write(tmp_path / "[bold]odd[/bold] :smile: dir", elsewhere=ELSEWHERE)
+    ran = harness("run", str(suite), cwd=tmp_path)
+    assert "not run on nomod:factory: no module named 'nomod'" in ran.stdout, ran.stdout
+    listed = harness("list", str(suite), cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "[bold]odd[/bold] :smile: dir/elsewhere.toml" in listed.stdout
+    assert "nomod:factory" in listed.stdout
+    for text in (ran.stdout, ran.stderr, listed.stdout):
+        assert "\N{FACTORY}" not in text and "\N{SMILING FACE WITH OPEN MOUTH}" not in text
+
+
+def test_list_never_truncates_names_or_paths_on_a_narrow_terminal(tmp_path: Path) -> None:
+    name = "a-scenario-name-much-longer-than-a-forty-column-terminal"
+    deep = tmp_path / "a-directory-with-a-long-name" / "and-another-one-below-it"
+    write(deep, long_named_scenario_file=FAULTY.replace("tiny-faults", name))
+    done = harness("list", str(deep), cwd=tmp_path, columns=40)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert name in lines
+    path = deep / "long_named_scenario_file.toml"
+    assert f"  file: {path}" in lines
+    assert "  faults: toxic latency, pause" in lines
+    assert "\N{HORIZONTAL ELLIPSIS}" not in done.stdout
+
+
+def test_list_points_to_the_field_failure_catalogue_inside_the_repo(tmp_path: Path) -> None:
+    done = harness("list", str(write(tmp_path / "suite", faulty=FAULTY)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "field failures (F..) are described in docs/field-failures.md" in done.stdout
+    assert "../" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("out", r"'out' is a directory; give a file name in it"),
+        ("missing/report.xml", r"cannot write 'missing/report\.xml': directory 'missing' does not"),
+    ],
+)
+def test_a_report_destination_is_checked_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, message: str
+) -> None:
+    (tmp_path / "out").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        report_file(where)
+    assert report_file("out/junit.xml") == Path("out/junit.xml")
+    assert not (tmp_path / "out" / "junit.xml").exists()  # checked, not left behind
+
+
+@pytest.mark.parametrize("option", ["--junit", "--html"])
+def test_run_with_an_unwritable_report_exits_2_before_any_scenario_starts(
+    tmp_path: Path, option: str
+) -> None:
+    suite = write(tmp_path / "suite", happy=HAPPY)
+    done = harness("run", str(suite), option, str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"argument {option}: '{tmp_path}' is a directory" in done.stderr
+    assert "START" not in done.stdout and "PASS" not in done.stdout
+
+
+def test_ctrl_c_stops_the_run_at_once_kills_every_node_and_says_interrupted(
+    tmp_path: Path, embedded: ToxiproxyServer
+) -> None:
+    suite = write(tmp_path / "suite", a_forever=FOREVER, b_happy=HAPPY)
+    junit = tmp_path / "junit.xml"
+    address = f"{embedded.host}:{embedded.port}"
+    with contextlib.ExitStack() as stack:
+        ready = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
+        ready.settimeout(120)
+        env = {READY_PORT: str(ready.getsockname()[1])}
+        command = ("run", str(suite), "--junit", str(junit), "--toxiproxy", address)
+        with harness_process(*command, cwd=tmp_path, env=env) as run:
+            assert run.line("START ").startswith("START waits-forever  3 nodes")
+            nodes = []
+            for _ in range(3):  # every node is running once it has reported in (and it
+                conn = stack.enter_context(ready.accept()[0])  # waits while this is open)
+                nodes.append(int(conn.makefile().readline().split()[1]))
+            family = psutil.Process(run.proc.pid).children(recursive=True)
+            assert set(nodes) <= {p.pid for p in family}
+            run.proc.send_signal(signal.SIGINT)
+            status, out, err = run.finish()
+    assert status == 130, out + err
+    assert "harness run: interrupted (Ctrl-C): 1 running scenario(s) stopped" in err
+    assert "1 never started" in err
+    assert re.search(r"^\[1/2\] INTERRUPTED waits-forever .*\[3 interrupted\]", out, re.M)
+    assert "0 passed, 0 failed, 0 errors, 1 interrupted" in out
+    assert not re.search(r"\bPASS\b", out)
+    _, alive = psutil.wait_procs(family, timeout=30)
+    assert not alive, f"left running: {alive}"
+    assert ToxiproxyClient(embedded.host, embedded.port).proxies() == {}
+    cases = {c.get("name"): c for c in ET.parse(junit).getroot().iter("testcase")}
+    assert list(cases) == ["waits-forever"]
+    error = cases["waits-forever"].find("error")
+    assert error is not None and error.get("type") == "Interrupted"
+    assert "interrupted (Ctrl-C)" in (error.get("message") or "")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -14,9 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cli_helpers import harness
 from proxy_helpers import UpstreamServer
 
-from harness.cli import build_parser
+from harness.cli import build_parser, port_number, version
 from harness.toxiproxy_client import ToxiproxyClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,3 +103,31 @@ def test_the_command_line_requires_a_command_and_offers_proxy() -> None:
         parser.parse_args([])
     args = parser.parse_args(["proxy", "--port", "0", "--seed", "3"])
     assert (args.command, args.host, args.port, args.seed) == ("proxy", "127.0.0.1", 0, 3)
+
+
+@pytest.mark.parametrize("port", ["70000", "abc", "-1"])
+def test_a_bad_port_is_a_usage_error_naming_the_value(port: str) -> None:
+    with pytest.raises(
+        argparse.ArgumentTypeError,
+        match=rf"a port is a whole number from 0 to 65535 \(0 picks a free one\), got '{port}'",
+    ):
+        port_number(port)
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(["proxy", "--port", port])
+    assert exit_info.value.code == 2
+
+
+def test_harness_proxy_with_a_port_out_of_range_exits_2_without_a_traceback() -> None:
+    with harness_proxy("--port", "70000") as proc:
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2
+    assert "argument --port: a port is a whole number from 0 to 65535" in err
+    assert "Traceback" not in err
+
+
+def test_harness_version_names_the_installed_version(tmp_path: Path) -> None:
+    done = harness("--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"harness {version()}\n"
+    shown = r"harness (\d+\.\d+\S* \(\S+\)|unknown: no installed distribution ships)"
+    assert re.match(shown, done.stdout), done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 import io
 import re
 import shutil
@@ -13,11 +14,19 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from report_samples import big_report, error_report, failing_report, happy_report
+from report_samples import (
+    big_report,
+    error_report,
+    failing_report,
+    happy_report,
+    idle_fault_report,
+)
+from rich.color import Color
 from rich.console import Console
 
+from harness.glyphs import STATUS_COLORS
 from harness.model import NodeEvent, Report, Violation
-from harness.report import junit_xml, print_summary, result_line, write_junit
+from harness.report import STATUS_STYLES, junit_xml, print_summary, result_line, write_junit
 from harness.report_html import render_html, write_html
 from harness.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
 
@@ -160,9 +169,10 @@ def test_junit_system_out_lists_every_node_outcome_and_fault(tmp_path: Path) -> 
         "node 3",
     ]
     assert "node 1: killed, rank 1, world size 4, after 0.975 s" in out.text
-    assert "fault 1 pause on nodes 2 from 0.50 s to 2.50 s" in lines
+    assert "fault 1 pause on nodes 2 from 0.50 s to 2.50 s; acted: 1 node paused (SIGSTOP)" in lines
     assert (
-        "fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream {'timeout': 0}" in lines
+        "fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream {'timeout': 0}; "
+        "acted: 1 connection black-holed" in lines
     )
 
 
@@ -455,3 +465,136 @@ def test_html_shows_known_breaks_apart_from_violations_and_skips_with_their_reas
     assert '<div class="violations"><h3>' not in page  # nothing failed
     assert "not run on torch-static: torch is not installed" in page
     assert '<span class="chip skip">1 skipped</span>' in page
+
+
+# --- whether each fault acted ---------------------------------------------------------------
+
+IDLE = (
+    "fault 1 (toxic on nodes 1-2: reset_peer upstream {'timeout': 0}) did not act "
+    "(in place on 2 connections, but no data reached it there)"
+)
+
+
+def test_console_warns_of_a_fault_that_did_not_act_without_failing_the_run() -> None:
+    report = idle_fault_report()
+    assert report.passed
+    text = console_text([report])
+    assert f"warning: reset-behind-latency: {IDLE}" in " ".join(text.split())  # unwrapped
+    assert "1 passed, 0 failed, 0 errors" in text
+    assert "warning:" not in console_text([failing_report()])  # every fault there acted
+
+
+def test_result_line_names_the_faults_that_did_not_act() -> None:
+    assert result_line(idle_fault_report()).endswith("[3 ok, 1 absent]  (fault 1 did not act)")
+    assert "did not act" not in result_line(failing_report())
+
+
+def test_a_failure_panel_says_what_each_fault_did() -> None:
+    text = console_text([failing_report()])
+    assert "fault 2 kill on nodes 1 from 1.00 s to 1.00 s; acted: 1 SIGKILL delivered" in text
+
+
+def test_junit_flags_a_fault_that_did_not_act_in_a_property_and_in_system_out(
+    tmp_path: Path,
+) -> None:
+    root = parse_junit([idle_fault_report(), failing_report()], tmp_path)
+    assert_schema_shape(root)
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["faults_not_acting.reset-behind-latency"] == "1"
+    assert "faults_not_acting.black-hole-and-kill" not in props
+    case = root.find("testsuite/testcase")
+    assert case is not None and case.find("failure") is None
+    lines = (case.findtext("system-out") or "").splitlines()
+    assert f"warning: {IDLE}" in lines
+    assert (
+        "fault 1 toxic on nodes 1-2 from 0.01 s to 1.00 s: reset_peer upstream {'timeout': 0}; "
+        "did not act (in place on 2 connections, but no data reached it there)"
+    ) in lines
+
+
+def test_html_flags_a_fault_that_did_not_act_in_the_summary_its_section_and_timeline() -> None:
+    html = render_html([idle_fault_report(), failing_report()])
+    assert_well_formed(html)
+    assert html.count('<span class="tag idle"') == 1
+    assert "⚠ 1 fault did not act</span>" in html
+    assert '<div class="violations idle"><h3>⚠ 1 fault did not act</h3>' in html
+    assert "did not act (in place on 2 connections, but no data reached it there)" in html
+    assert html.count('<rect class="idle"') == 1
+    assert ">⚠ fault 1 · toxic</text>" in html
+    tl = layout(idle_fault_report())
+    assert [row.idle for row in tl.fault_rows] == [False, True, False, False]
+    assert tl.fault_rows[1].text.endswith("did not act")
+    assert not tl.fault_rows[1].text_inside  # a hollow bar cannot carry white text
+
+
+def test_html_lists_what_each_fault_did() -> None:
+    html = render_html([failing_report()])
+    assert "faults (3) and what each did</summary>" in html
+    assert '<td class="did">1 connection black-holed</td>' in html
+    assert '<td class="did">1 node paused (SIGSTOP)</td>' in html
+    assert "acted: 1 SIGKILL delivered</title>" in html
+
+
+def test_late_start_and_absent_faults_appear_on_the_html_timeline_and_in_junit(
+    tmp_path: Path,
+) -> None:
+    report = idle_fault_report()
+    tl = layout(report)
+    labels = [row.label for row in tl.fault_rows]
+    assert labels[2:] == ["fault 2 · late_start", "fault 3 · absent"]
+    late, absent = tl.bands[2:]
+    assert (late.color, absent.color) == (FAULT_COLORS["late_start"], FAULT_COLORS["absent"])
+    assert (late.y, absent.y) == (tl.lanes[2].y, tl.lanes[3].y)
+    assert absent.open_end and not late.open_end
+    html = render_html([report])
+    assert "fault 2: late_start on node(s) 2\nfrom 0.000 s until 1.000 s" in html
+    assert "fault 3: absent on node(s) 3\nfrom 0.000 s until the end of the run" in html
+    out = parse_junit([report], tmp_path).findtext("testsuite/testcase/system-out") or ""
+    assert (
+        "fault 2 late_start on nodes 2 from 0.00 s to 1.00 s: start delayed by 1 s; "
+        "acted: 1 node started late"
+    ) in out
+    assert (
+        "fault 3 absent on nodes 3 from 0.00 s to the end: never started; "
+        "acted: 1 node never started"
+    ) in out
+
+
+def hue(rgb: tuple[int, int, int]) -> float:
+    return colorsys.rgb_to_hsv(*(c / 255 for c in rgb))[0] * 360
+
+
+def hue_gap(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    gap = abs(hue(a) - hue(b)) % 360
+    return min(gap, 360 - gap)
+
+
+def test_timeout_and_connection_error_have_clearly_different_colours() -> None:
+    def html_rgb(status: str) -> tuple[int, int, int]:
+        code = STATUS_COLORS[status].lstrip("#")
+        return int(code[0:2], 16), int(code[2:4], 16), int(code[4:6], 16)
+
+    def console_rgb(status: str) -> tuple[int, int, int]:
+        style = STATUS_STYLES[status].split()[-1]
+        return tuple(Color.parse(style).get_truecolor())  # type: ignore[return-value]
+
+    assert hue_gap(html_rgb("timeout"), html_rgb("connection_error")) >= 90
+    assert hue_gap(console_rgb("timeout"), console_rgb("connection_error")) >= 90
+
+
+def test_console_prints_file_and_node_text_literally() -> None:
+    report = failing_report()
+    report.scenario = report.scenario.model_copy(
+        update={"name": "mod:factory:[bold]x[/bold]", "backend": "mod:factory"}
+    )
+    report.violations = [Violation("outcome", "node 1 said [red]:factory: :smile:[/red]", (1,))]
+    report.error = "harness error in mod:factory: [link=x]y[/link]"
+    report.faults[0].detail = "[i]latency[/i] :fire:"
+    text = console_text([report])
+    assert "mod:factory:[bold]x[/bold]" in text
+    assert "ERROR mod:factory:[bold]x[/bold]" in text  # the panel's title
+    assert "node 1 said [red]:factory: :smile:[/red]" in text
+    assert "harness error in mod:factory: [link=x]y[/link]" in text
+    assert "[i]latency[/i] :fire:" in text
+    assert "--backend mod:factory" in text
+    assert not re.search("[\U0001f300-\U0001faff]", text)  # no emoji crept in

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.errors import ScenarioError
+from harness.errors import InvalidScenariosError, ScenarioError
 from harness.scenario import Scenario, load, load_many, parse
 
 BASE: dict[str, Any] = {"name": "s", "description": "d", "nodes": 4}
@@ -44,9 +44,10 @@ def test_a_bad_toxic_type_names_the_fault_and_the_allowed_values() -> None:
 
 
 def test_an_unknown_fault_kind_lists_the_kinds() -> None:
-    (problem,) = problems(fault=[{"kind": "meteor"}])
-    assert problem.startswith("fault[0]: kind: got 'meteor'; allowed:")
-    assert "'squatter'" in problem
+    with pytest.raises(ScenarioError, match=r"fault\[0\]\.kind: got 'meteor'; allowed: 'toxic', "):
+        scenario(fault=[{"kind": "meteor"}])
+    with pytest.raises(ScenarioError, match=r"fault\[0\]\.kind: required key is missing; allowed"):
+        scenario(fault=[{"type": "latency"}])
 
 
 def test_missing_required_keys_are_named() -> None:
@@ -55,18 +56,23 @@ def test_missing_required_keys_are_named() -> None:
 
 
 def test_node_indexes_must_exist() -> None:
-    (problem,) = problems(fault=[{"kind": "kill", "nodes": [4], "at": 1}])
-    assert "fault[0].nodes names node 4, but the scenario has nodes 0..3" in problem
+    with pytest.raises(
+        ScenarioError,
+        match=r"fault\[0\]\.nodes: node 4 does not exist; the scenario has nodes 0\.\.3",
+    ):
+        scenario(fault=[{"kind": "kill", "nodes": [4], "at": 1}])
 
 
 def test_network_faults_cannot_target_node_0() -> None:
-    (problem,) = problems(fault=[{"kind": "link_down", "nodes": "all"}])
-    assert "node 0, which hosts the store" in problem
+    with pytest.raises(
+        ScenarioError, match=r"fault\[0\]\.nodes: got 'all', which includes node 0; node 0 hosts"
+    ):
+        scenario(fault=[{"kind": "link_down", "nodes": "all"}])
 
 
 def test_a_dns_fault_needs_a_host_name() -> None:
-    (problem,) = problems(fault=[{"kind": "dns"}])
-    assert "endpoint.host '127.0.0.1' is an IP address" in problem
+    with pytest.raises(ScenarioError, match=r"endpoint\.host '127\.0\.0\.1' is an IP address"):
+        scenario(fault=[{"kind": "dns"}])
     assert scenario(fault=[{"kind": "dns"}], endpoint={"host": "store.rdzv.test"})
 
 
@@ -78,10 +84,14 @@ def test_a_trigger_is_a_time_or_an_event_of_a_node_not_both() -> None:
 
 
 def test_faults_on_an_absent_node_are_rejected() -> None:
-    (problem,) = problems(
-        fault=[{"kind": "absent", "nodes": [2]}, {"kind": "pause", "nodes": [2], "at": 0}]
-    )
-    assert "never starts" in problem
+    with pytest.raises(
+        ScenarioError,
+        match=r"fault\[1\]\.nodes: got \[2, 3\]; node\(s\) \[2\] never start: an 'absent' "
+        "fault names them, so a pause cannot reach them",
+    ):
+        scenario(
+            fault=[{"kind": "absent", "nodes": [2]}, {"kind": "pause", "nodes": [2, 3], "at": 0}]
+        )
 
 
 def test_an_expectation_message_must_be_a_valid_regular_expression() -> None:
@@ -93,7 +103,11 @@ def test_elapsed_bounds_must_be_ordered() -> None:
     (problem,) = problems(
         expect={"nodes": [{"nodes": [1], "outcome": "ok", "elapsed": [3.0, 1.0]}]}
     )
-    assert "low <= high" in problem
+    assert problem == (
+        "expect.nodes[0].elapsed: got [3.0, 1.0]; must be [low, high] with 0 <= low <= high"
+    )
+    with pytest.raises(ScenarioError, match=r"elapsed: got \[3\.0\]; must be \[low, high\]"):
+        scenario(expect={"nodes": [{"nodes": [1], "outcome": "ok", "elapsed": [3.0]}]})
 
 
 def test_the_last_matching_expectation_wins() -> None:
@@ -116,8 +130,12 @@ def test_the_last_matching_expectation_wins() -> None:
 
 def test_a_backend_is_static_torch_static_or_a_factory_path() -> None:
     assert scenario(backend="my_pkg.mod:factory").backend == "my_pkg.mod:factory"
-    (problem,) = problems(backend="etcd")
-    assert "allowed: 'static', 'torch-static' or 'module:factory'" in problem
+    with pytest.raises(
+        ScenarioError,
+        match="backend: unknown backend 'etcd'; allowed: 'static', 'torch-static' or "
+        "'module:factory'",
+    ):
+        scenario(backend="etcd")
 
 
 def test_load_names_the_file_for_bad_toml(tmp_path: Path) -> None:
@@ -131,8 +149,27 @@ def test_load_many_reads_directories_sorted_and_rejects_missing_paths(tmp_path: 
     for name in ("b", "a"):
         (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\ndescription = "x"\nnodes = 2\n')
     assert [s.name for s in load_many([tmp_path])] == ["a", "b"]
-    with pytest.raises(ScenarioError, match="no such file or directory"):
+    with pytest.raises(ScenarioError, match="nope: no such file or directory"):
         load_many([tmp_path / "nope"])
+
+
+def test_load_many_names_every_bad_file_not_just_the_first(tmp_path: Path) -> None:
+    (tmp_path / "a.toml").write_text('name = "a"\ndescription = "x"\nnodes = 2\ncolour = 1\n')
+    (tmp_path / "b.toml").write_text('name = "b"\ndescription = "x"\nnodes = 2\n')
+    (tmp_path / "c.toml").write_text('name = "c"\ndescription = "x"\nnodes = "two"\n')
+    (tmp_path / "d.toml").write_text("name = \n")
+    with pytest.raises(InvalidScenariosError, match=r"a\.toml: colour: unknown key") as info:
+        load_many([tmp_path, tmp_path / "gone.toml"])
+    bad = {Path(e.source).name: e.problems for e in info.value.errors}
+    assert bad == {
+        "gone.toml": ("no such file or directory",),
+        "a.toml": ("colour: unknown key",),
+        "c.toml": ("nodes: got 'two'; must be a whole number",),
+        "d.toml": (bad["d.toml"][0],),
+    }
+    assert bad["d.toml"][0].startswith("not valid TOML")
+    assert info.value.files == 4
+    assert isinstance(info.value, ScenarioError)
 
 
 def test_every_shipped_scenario_is_valid_and_cites_its_sources() -> None:
@@ -158,9 +195,100 @@ def test_an_outcome_may_be_a_list_meaning_any_of_them() -> None:
 
 
 def test_an_empty_outcome_list_is_rejected() -> None:
-    assert problems(expect={"outcome": []}) == [
-        "expect.outcome: Value error, an outcome list needs at least one outcome"
+    with pytest.raises(
+        ScenarioError,
+        match=r"expect\.outcome: got \[\]; an outcome list needs at least one outcome",
+    ):
+        scenario(expect={"outcome": []})
+
+
+def test_a_bad_outcome_shows_the_value_and_the_allowed_outcomes() -> None:
+    with pytest.raises(
+        ScenarioError,
+        match=r"test\.toml: expect\.outcome: got 'okk'; allowed: 'ok', 'timeout', "
+        r"'connection_error', .* or 'absent', or a list$",
+    ):
+        scenario(expect={"outcome": "okk"})
+
+
+def test_a_bad_entry_of_an_outcome_list_is_named_by_its_index() -> None:
+    with pytest.raises(
+        ScenarioError, match=r"expect\.nodes\[0\]\.outcome\[1\]: got 'okk'; allowed"
+    ):
+        scenario(expect={"nodes": [{"nodes": [1], "outcome": ["ok", "okk"]}]})
+
+
+def test_a_value_no_member_of_a_union_accepts_lists_what_each_would_take() -> None:
+    with pytest.raises(
+        ScenarioError,
+        match=r"fault\[0\]\.nodes: got 'some'; allowed: 'all' or 'others', or a list$",
+    ):
+        scenario(fault=[{"kind": "toxic", "type": "latency", "nodes": "some"}])
+    with pytest.raises(
+        ScenarioError,
+        match=r"override\[0\]\.config\.a: got \[1\]; allowed: a string, a number or a boolean$",
+    ):
+        scenario(override=[{"nodes": [1], "config": {"a": [1]}}])
+
+
+def test_validation_reports_every_problem_of_a_file_in_one_pass() -> None:
+    found = problems(
+        colour="red",
+        timeouts={"join": -1},
+        fault=[
+            {"kind": "kill", "nodes": [9], "at": 1},
+            {"kind": "toxic", "type": "latencyy"},
+            {"kind": "link_down", "nodes": "all"},
+        ],
+        expect={"outcome": "okk", "nodes": [{"nodes": [7], "outcome": "ok"}]},
+    )
+    assert found[0] == "timeouts.join: got -1; must be greater than 0"
+    assert found[1].startswith("fault[1].type: got 'latencyy'; allowed: 'latency', ")
+    assert found[2].startswith("expect.outcome: got 'okk'; allowed: 'ok', ")
+    assert found[3:] == [
+        "colour: unknown key",
+        # the whole-scenario checks run on the parts that are valid on their own
+        "fault[0].nodes: node 9 does not exist; the scenario has nodes 0..3",
+        (
+            "fault[2].nodes: got 'all', which includes node 0; node 0 hosts the store and "
+            "reaches it without a link: target other nodes (the default 'others' does)"
+        ),
+        "expect.nodes[0].nodes: node 7 does not exist; the scenario has nodes 0..3",
     ]
+
+
+BAD_VALUES: list[dict[str, Any]] = [
+    {"expect": {"outcome": "okk"}},
+    {"expect": {"outcome": ["ok", 3]}},
+    {"expect": {"outcome": []}},
+    {"nodes": "four"},
+    {"nodes": 0},
+    {"name": "Bad Name"},
+    {"field_failure": "X1"},
+    {"description": ""},
+    {"seed": 1.5},
+    {"timeouts": {"join": "x"}},
+    {"endpoint": "x"},
+    {"sources": ["ftp://x"]},
+    {"backends": {"nope": {}}},
+    {"backends": {"torch-static": {"violates": ["speed"]}}},
+    {"fault": "x"},
+    {"fault": [{"kind": "toxic", "type": "latency", "nodes": "some"}]},
+    {"fault": [{"kind": "toxic", "type": "latency", "attributes": {"latency": "a"}}]},
+    {"fault": [{"kind": "kill", "nodes": [1], "at": 1, "on": "joined"}]},
+    {"fault": [{"kind": "squatter", "mode": "x"}, {"kind": "squatter", "mode": "http"}] * 2},
+    {"override": [{"nodes": [1], "config": {"a": [1]}, "rank": -1}]},
+]
+
+
+@pytest.mark.parametrize("bad", BAD_VALUES, ids=lambda bad: repr(bad)[:40])
+def test_no_message_leaks_pydantic_vocabulary_and_each_names_its_key(bad: dict[str, Any]) -> None:
+    found = problems(**bad)
+    leaks = ("literal[", "tuple[", "list[", "Input should", "Value error", "top level", "[key]")
+    for problem in found:
+        assert not any(leak in problem for leak in leaks), problem
+        key = problem.split(":", 1)[0]
+        assert key and key.split(".")[0].split("[")[0] in {*bad, "fault"}, problem
 
 
 def test_a_backend_section_replaces_the_expectations_on_that_backend_only() -> None:
@@ -179,13 +307,14 @@ def test_a_backend_section_replaces_the_expectations_on_that_backend_only() -> N
 
 def test_backend_sections_are_validated_like_the_rest() -> None:
     (found,) = problems(backends={"nope": {}})
-    assert found.startswith("backends: Value error, unknown backend 'nope'; allowed: 'static'")
+    assert found.startswith("backends.nope: unknown backend 'nope'; allowed: 'static'")
     (found,) = problems(backends={"torch-static": {"violates": ["speed"]}})
     assert found.startswith("backends.torch-static.violates[0]: got 'speed'; allowed:")
     (found,) = problems(
         nodes=2, backends={"torch-static": {"expect": {"nodes": [{"nodes": [5], "outcome": "ok"}]}}}
     )
-    assert "backends.torch-static.expect.nodes[0].nodes names node 5" in found
+    where = "backends.torch-static.expect.nodes[0].nodes"
+    assert found == f"{where}: node 5 does not exist; the scenario has nodes 0..1"
 
 
 def test_switching_to_an_unknown_backend_names_the_scenario() -> None:

@@ -1,0 +1,237 @@
+"""Whether each fault acted: what each carrier counts, and what a run records.
+
+The proxy's event log tells what a toxic or a disabled link did; the store-fault rules, the
+squatters and the DNS shim count their own effects; the runner counts signals and starts.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import threading
+from typing import Any
+
+import pytest
+from proxy_helpers import UpstreamServer, connect, recv_exactly, recv_until_closed
+
+from harness.events import link_cuts, toxic_effects
+from harness.model import FaultRecord
+from harness.node import DnsShim, _install_dns_shim
+from harness.scenario import parse
+from harness.squatters import HTTP_REPLY, Squatter
+from harness.store_faults import StoreRule
+from harness.suite import embedded_proxy, run_one
+from harness.toxiproxy_api import ToxiproxyServer
+from harness.toxiproxy_client import ToxiproxyClient
+
+# --- the record -------------------------------------------------------------------------
+
+
+def test_a_fault_says_what_it_did_in_words_singular_and_plural() -> None:
+    fault = FaultRecord(0, "toxic", [1], 0.0, acted={})
+    fault.count("connections reset", 2)
+    fault.count("WAIT requests held")
+    fault.count("nodes paused (SIGSTOP)")
+    fault.count("lookups failed", 0)
+    assert fault.effects == "2 connections reset, 1 WAIT request held, 1 node paused (SIGSTOP)"
+    assert not fault.idle
+
+
+def test_a_counted_fault_that_did_nothing_is_idle_and_an_uncounted_one_is_not() -> None:
+    idle = FaultRecord(1, "toxic", [1], 0.0, acted={}, note="in place on 2 connections")
+    assert idle.idle
+    assert idle.effects == "did not act (in place on 2 connections)"
+    unknown = FaultRecord(2, "toxic", [1], 0.0)
+    unknown.not_counted("not counted: the proxy keeps no event log")
+    assert not unknown.idle
+    assert unknown.effects == "not counted: the proxy keeps no event log"
+
+
+# --- reading the proxy's event log (pure) -----------------------------------------------
+
+
+def event(seq: int, proxy: str, connection: int, toxic: str, action: str, detail: str = "") -> Any:
+    return {
+        "seq": seq,
+        "proxy": proxy,
+        "connection": connection,
+        "toxic": toxic,
+        "action": action,
+        "detail": detail,
+    }
+
+
+def test_toxic_effects_count_each_connection_once_and_ignore_other_toxics() -> None:
+    events = [
+        event(1, "p1", 1, "f0-timeout", "applied"),
+        event(2, "p1", 1, "f0-timeout", "acted", "dropping data"),
+        event(3, "p1", 1, "f0-timeout", "acted", "closed after 100 ms without data"),
+        event(4, "p1", 1, "f0-timeout", "closed", "close by toxic f0-timeout"),
+        event(5, "p2", 1, "f0-timeout", "applied"),
+        event(6, "p2", 1, "f1-latency", "acted", "delaying data by 5 ms"),
+        event(7, "p2", 2, "f0-timeout", "skipped"),
+    ]
+    found = toxic_effects(events, "f0-timeout", "timeout")
+    assert found.effects == {"connections black-holed": 1, "connections closed": 1}
+    assert (found.applied, found.skipped) == (2, 1)
+
+
+def test_link_cuts_give_each_disabling_the_connections_it_closed() -> None:
+    events = [
+        event(1, "p1", 1, "", "closed", "proxy disabled"),
+        event(2, "p1", 2, "", "closed", "proxy disabled"),
+        event(3, "p2", 1, "", "closed", "proxy disabled"),
+        event(4, "p1", 0, "", "disabled"),
+        event(5, "p1", 0, "", "enabled"),
+        event(6, "p1", 3, "", "closed", "socket closed"),
+        event(7, "p1", 0, "", "disabled"),
+    ]
+    assert link_cuts(events, "p1") == [2, 0]
+    assert link_cuts(events, "p3") == []
+
+
+# --- the embedded proxy's log -----------------------------------------------------------
+
+
+def echoed(sock: socket.socket, data: bytes) -> None:
+    sock.sendall(data)
+    assert recv_exactly(sock, len(data)) == data
+
+
+def test_the_log_shows_a_latency_toxic_delaying_a_connection(
+    embedded: ToxiproxyServer, upstream: UpstreamServer
+) -> None:
+    client = ToxiproxyClient(embedded.host, embedded.port)
+    proxy = client.create_proxy("slow", upstream.address)
+    client.add_toxic("slow", "latency", name="f0-latency", attributes={"latency": 1})
+    with connect(proxy.listen_address) as sock:
+        echoed(sock, b"ping")
+    found = toxic_effects(client.events(proxy="slow"), "f0-latency", "latency")
+    assert found == ({"connections delayed": 1}, 1, 0)
+
+
+def test_the_log_shows_a_reset_peer_toxic_resetting_a_connection(
+    embedded: ToxiproxyServer, upstream: UpstreamServer
+) -> None:
+    client = ToxiproxyClient(embedded.host, embedded.port)
+    proxy = client.create_proxy("rst", upstream.address)
+    client.add_toxic("rst", "reset_peer", name="f0-reset_peer", stream="upstream")
+    with connect(proxy.listen_address) as sock:
+        sock.sendall(b"boom")
+        with pytest.raises(ConnectionResetError):
+            recv_until_closed(sock)
+    found = toxic_effects(client.events(proxy="rst"), "f0-reset_peer", "reset_peer")
+    assert found.effects == {"connections reset": 1}
+
+
+def test_a_reset_peer_window_behind_a_latency_toxic_acts_on_nothing(
+    embedded: ToxiproxyServer, upstream: UpstreamServer
+) -> None:
+    client = ToxiproxyClient(embedded.host, embedded.port)
+    proxy = client.create_proxy("behind", upstream.address)
+    with connect(proxy.listen_address) as sock:
+        echoed(sock, b"up")  # the connection exists before the toxics arrive
+        client.add_toxic(
+            "behind", "latency", name="f0-latency", stream="upstream",
+            attributes={"latency": 600_000},
+        )  # fmt: skip
+        client.add_toxic("behind", "reset_peer", name="f1-reset_peer", stream="upstream")
+        sock.sendall(b"held by the latency toxic")
+        client.remove_toxic("behind", "f1-reset_peer")
+        client.delete_proxy("behind")
+    found = toxic_effects(client.events(proxy="behind"), "f1-reset_peer", "reset_peer")
+    assert found == ({}, 1, 0)
+
+
+def test_disabling_a_link_is_logged_with_the_connections_it_cut(
+    embedded: ToxiproxyServer, upstream: UpstreamServer
+) -> None:
+    client = ToxiproxyClient(embedded.host, embedded.port)
+    proxy = client.create_proxy("cut", upstream.address)
+    with connect(proxy.listen_address) as one, connect(proxy.listen_address) as two:
+        echoed(one, b"1")
+        echoed(two, b"2")
+        client.disable("cut")
+    client.enable("cut")
+    client.disable("cut")
+    assert link_cuts(client.events(proxy="cut"), "cut") == [2, 0]
+
+
+# --- carriers that count their own effects ----------------------------------------------
+
+
+def test_a_store_rule_counts_each_firing_as_what_its_action_did() -> None:
+    rule = StoreRule("WAIT", "*/complete", "delay", delay=1.0, count=2)
+    assert rule.acted == {}
+    rule.fired = 2
+    assert rule.acted == {"WAIT requests held": 2}
+    dropped = StoreRule("ADD", "*", "drop", fired=1)
+    assert dropped.acted == {"ADD requests dropped": 1}
+
+
+def test_an_http_squatter_counts_the_connections_it_answered() -> None:
+    squatter = Squatter("http")
+    try:
+        with socket.create_connection(("127.0.0.1", squatter.port), timeout=10) as sock:
+            assert recv_until_closed(sock) == HTTP_REPLY
+    finally:
+        squatter.release()
+    assert squatter.acted == {"connections answered with HTTP 400": 1}
+
+
+def test_a_port_holding_squatter_counts_the_connections_left_in_its_backlog() -> None:
+    squatter = Squatter("loopback")
+    try:
+        with socket.create_connection(("127.0.0.1", squatter.port), timeout=10):
+            assert squatter.acted == {}
+            squatter.release()
+    finally:
+        squatter.release()
+    assert squatter.acted == {"connections left unaccepted in the backlog": 1}
+
+
+def test_the_dns_shim_counts_each_lookup_it_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(socket, "getaddrinfo", socket.getaddrinfo)  # restored afterwards
+    up = threading.Event()
+    failures = [0, 0]
+    _install_dns_shim(DnsShim("store.rdzv.test", "127.0.0.1", up, failures, slot=1))
+    with pytest.raises(socket.gaierror, match=r"Name or service not known \(harness\)"):
+        socket.getaddrinfo("store.rdzv.test", 80)
+    up.set()
+    assert socket.getaddrinfo("store.rdzv.test", 80, socket.AF_INET)[0][4][0] == "127.0.0.1"
+    assert failures == [0, 1]
+
+
+# --- a whole run ------------------------------------------------------------------------
+
+
+def test_a_run_records_a_reset_peer_window_behind_latency_as_not_acting() -> None:
+    scenario = parse(
+        {
+            "name": "reset-behind-latency",
+            "description": "A reset_peer window that only sees data held by latency.",
+            "nodes": 3,
+            "timeouts": {"join": 20},
+            "fault": [
+                {
+                    "kind": "toxic", "nodes": [1], "type": "latency", "stream": "upstream",
+                    "attributes": {"latency": 60_000}, "at": 0, "duration": 2,
+                },
+                {
+                    "kind": "toxic", "nodes": [1], "type": "reset_peer", "stream": "upstream",
+                    "attributes": {"timeout": 0}, "at": 0, "duration": 1,
+                },
+                {"kind": "late_start", "nodes": [2], "delay": 0.5},
+            ],
+        },
+        "<test>",
+    )  # fmt: skip
+    report = run_one(scenario, embedded_proxy, 7)
+    assert report.passed, report.problems or report.error
+    latency, reset, late = report.faults
+    assert latency.acted is not None and latency.acted.get("connections delayed", 0) >= 1
+    assert reset.idle
+    assert re.fullmatch(r"in place on \d+ connections?, but no data reached it there", reset.note)
+    assert report.idle_faults == [reset]
+    assert (late.kind, late.start, late.end) == ("late_start", 0.0, 0.5)
+    assert late.acted == {"nodes started late": 1}

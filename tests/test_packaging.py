@@ -1,0 +1,173 @@
+"""rdzv installs and works on its own; the harness's dependencies live behind its extra.
+
+``pip install .`` (no extra) installs the ``rdzv`` and ``harness`` packages and nothing
+else. The end-to-end tests reproduce that install: a fresh virtual environment without pip
+and without the system's site-packages, holding only copies of the two packages, in which
+``import rdzv`` and a two-node rendezvous must work on the standard library alone and the
+``harness`` command must say in one line that it needs its extra.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tomllib
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+
+from harness._launch import INSTALL_HINT, REQUIRED
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Run inside the bare environment: a two-node static rendezvous (two threads; node 0 adopts
+# a listening socket bound to port 0), a key exchanged through the store, and the modules
+# that got loaded.
+_RENDEZVOUS = """
+import importlib.util
+import json
+import socket
+import sys
+import threading
+
+import rdzv
+from rdzv import RendezvousParameters, get_rendezvous_handler
+
+listener = socket.create_server(("127.0.0.1", 0))
+port = listener.getsockname()[1]
+listen_fd = listener.detach()  # the hosting node takes ownership
+results, errors = {}, {}
+
+def node(rank):
+    extra = {"listen_fd": listen_fd} if rank == 0 else {}
+    params = RendezvousParameters(
+        backend="static", endpoint=f"127.0.0.1:{port}", run_id="standalone",
+        min_nodes=2, max_nodes=2, rank=rank, timeout=60, **extra,
+    )
+    handler = get_rendezvous_handler(params)
+    try:
+        info = handler.next_rendezvous()
+        info.store.set(f"hello/{info.rank}", f"from rank {info.rank}")
+        peer = info.store.get(f"hello/{1 - info.rank}").decode()
+        results[rank] = [info.rank, info.world_size, peer]
+    except BaseException as exc:
+        errors[f"rank {rank}"] = f"{type(exc).__name__}: {exc}"
+    try:
+        handler.shutdown()
+    except BaseException as exc:
+        errors[f"rank {rank} shutdown"] = f"{type(exc).__name__}: {exc}"
+
+threads = [threading.Thread(target=node, args=(rank,), daemon=True) for rank in (0, 1)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join(90)
+foreign = sorted(
+    name for name in sys.modules
+    if name.partition(".")[0] not in sys.stdlib_module_names | {"rdzv", "__main__"}
+)
+print(json.dumps({
+    "rdzv": rdzv.__file__,
+    "results": results,
+    "errors": errors,
+    "alive": [t.is_alive() for t in threads],
+    "foreign": foreign,
+    "pytest_found": importlib.util.find_spec("pytest") is not None,
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict[str, Any]:
+    with (REPO / "pyproject.toml").open("rb") as file:
+        return tomllib.load(file)
+
+
+@pytest.fixture(scope="module")
+def bare_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with no pip and no system site-packages, holding copies of ``rdzv`` and
+    ``harness`` only (what ``pip install .`` without the extra installs); its python."""
+    root = tmp_path_factory.mktemp("bare-env")
+    venv.EnvBuilder(with_pip=False, system_site_packages=False, symlinks=True).create(root)
+    python = root / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-I", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    for package in ("rdzv", "harness"):
+        shutil.copytree(
+            REPO / package,
+            Path(purelib, package),
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    return python
+
+
+def _run(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # -I: no PYTHONPATH, no user site-packages, no current directory on sys.path.
+    return subprocess.run(
+        [python, "-I", *args], check=False, capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_rdzv_has_no_dependencies(pyproject: dict[str, Any]) -> None:
+    assert pyproject["project"]["name"] == "rdzv"
+    assert pyproject["project"].get("dependencies", []) == []
+
+
+def test_harness_extra_provides_every_module_the_harness_command_checks_for(
+    pyproject: dict[str, Any],
+) -> None:
+    extra = pyproject["project"]["optional-dependencies"]["harness"]
+    assert {Requirement(r).name for r in extra} == set(REQUIRED.values())
+
+
+def test_test_extra_installs_the_harness_extra(pyproject: dict[str, Any]) -> None:
+    project = pyproject["project"]
+    names = [Requirement(r) for r in project["optional-dependencies"]["test"]]
+    assert any(r.name == project["name"] and r.extras == {"harness"} for r in names), names
+
+
+def test_harness_script_checks_for_its_extra_before_importing_the_cli(
+    pyproject: dict[str, Any],
+) -> None:
+    assert pyproject["project"]["scripts"]["harness"] == "harness._launch:main"
+    assert "from harness._launch import main" in (REPO / "harness" / "__main__.py").read_text()
+
+
+def test_rdzv_imports_and_completes_a_rendezvous_with_nothing_else_installed(
+    bare_env: Path, tmp_path: Path
+) -> None:
+    done = _run(bare_env, "-c", _RENDEZVOUS, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+
+    assert not seen["pytest_found"], "the bare environment sees the test environment's packages"
+    assert Path(seen["rdzv"]).is_relative_to(bare_env.parent.parent), seen["rdzv"]
+    assert seen["errors"] == {}, done.stderr
+    assert seen["alive"] == [False, False]
+    assert seen["results"] == {
+        "0": [0, 2, "from rank 1"],
+        "1": [1, 2, "from rank 0"],
+    }
+    assert seen["foreign"] == [], "rdzv loaded modules outside the standard library"
+
+
+def test_harness_command_says_in_one_line_that_it_needs_its_extra(
+    bare_env: Path, tmp_path: Path
+) -> None:
+    done = _run(bare_env, "-m", "harness", "run", "scenarios/", cwd=tmp_path)
+
+    missing = ", ".join(sorted(REQUIRED.values()))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    reason = f"the harness needs its extra, which is not installed here (missing: {missing})"
+    assert done.stderr == f"harness: {reason}; install it with: {INSTALL_HINT}\n"
+    assert INSTALL_HINT == "pip install 'rdzv[harness]' (from a checkout: pip install '.[harness]')"
