@@ -7,7 +7,8 @@ location with one reason, so pytest folds them into a single summary line::
 
     SKIPPED [142] conftest.py:NN: torch is not installed (pip install -e ...)
 
-Any other skip (torch installed but a submodule failing to import, a missing descriptor
+Tests that need a real Toxiproxy (``TOXIPROXY_URL``) fold the same way. Any other skip
+(torch installed but a submodule failing to import, a missing descriptor
 limit, ...) keeps its own location and reason. With torch installed nothing is changed.
 """
 
@@ -24,6 +25,14 @@ _TORCH_ABSENT = re.compile(r"could not import 'torch(?:\.[\w.]+)?': No module na
 #: The one reason shown for all of them (worded as ``harness.backends`` words it).
 TORCH_ABSENT_REASON = "torch is not installed (pip install -e '.[torch]' installs torch==2.13.0)"
 
+#: The tests that run only against a real Toxiproxy server (tests/harness/conftest.py).
+_NO_TOXIPROXY = re.compile(r"\bset TOXIPROXY_URL=")
+NO_TOXIPROXY_REASON = "set TOXIPROXY_URL=http://host:port to run against a real Toxiproxy"
+
+#: Skips that depend on this machine's environment, not on the test: each pattern is shown
+#: as one line with one reason, wherever the tests that skip for it live.
+_FOLDED = ((_TORCH_ABSENT, TORCH_ABSENT_REASON), (_NO_TOXIPROXY, NO_TOXIPROXY_REASON))
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
@@ -32,7 +41,9 @@ def pytest_runtest_makereport(
     report = yield
     if report.skipped and isinstance(report.longrepr, tuple):
         _, _, reason = report.longrepr
-        if _TORCH_ABSENT.search(reason):
-            line = pytest_runtest_makereport.__code__.co_firstlineno
-            report.longrepr = (__file__, line, TORCH_ABSENT_REASON)
+        for pattern, shown in _FOLDED:
+            if pattern.search(reason):
+                line = pytest_runtest_makereport.__code__.co_firstlineno
+                report.longrepr = (__file__, line, shown)
+                break
     return report

@@ -221,6 +221,14 @@ class ScenarioFile(pytest.File):
     """One scenario file: yields a single :class:`ScenarioItem`."""
 
     def collect(self) -> Iterator[ScenarioItem]:
+        from harness._launch import INSTALL_HINT, missing
+
+        absent = missing()
+        if absent:  # rdzv installed without the harness extra: say so, no import traceback
+            raise self.CollectError(
+                f"cannot run scenario files: the harness extra is not installed here "
+                f"(missing: {', '.join(absent)}); install it with: {INSTALL_HINT}"
+            )
         from harness.errors import ScenarioError
         from harness.scenario import load
 

@@ -170,6 +170,26 @@ def test_an_invalid_scenario_is_a_collection_error_naming_the_file_and_key(
     assert "colour: unknown key" in result.stdout
 
 
+def test_a_scenario_file_without_the_harness_extra_is_one_collection_error_saying_so(
+    tmp_path: Path,
+) -> None:
+    # The scratch project's conftest makes one module of the extra unfindable, as in an
+    # environment where rdzv was installed without ``[harness]``.
+    hide = (
+        "import harness._launch as launch\n"
+        "launch.REQUIRED = {**launch.REQUIRED, 'no_such_module_rdzv_test': 'no-such-dist'}\n"
+    )
+    make_project(tmp_path, **{"conftest.py": hide, "scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "ERROR collecting scenarios/ok.toml" in result.stdout
+    assert (
+        "cannot run scenario files: the harness extra is not installed here "
+        "(missing: no-such-dist); install it with: pip install 'rdzv[harness]'"
+    ) in result.stdout
+    assert "Traceback" not in result.stdout
+
+
 def test_the_header_states_the_seed_policy_and_the_proxy(tmp_path: Path) -> None:
     make_project(tmp_path, **{"test_nothing.py": "def test_x():\n    pass\n"})
     result = run_pytest(tmp_path)
