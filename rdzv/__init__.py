@@ -16,7 +16,9 @@ Module map:
 * ``_kv``            pure store semantics: requests in, replies (incl. woken waiters) out
 * ``store``          ``Store`` ABC (torch's method names), ``HashStore``, ``PrefixStore``
 * ``server``         the store server: sockets <-> ``_wire`` <-> ``_kv``
-* ``_transport``     client-side I/O: resolve, connect with retries, handshake, framed reads
+* ``_transport``     one client connection: deadline-bounded sends and framed reads
+* ``_connect``       resolve, connect with retries, handshake
+* ``_waits``         a blocking WAIT, its CANCEL_WAIT and the request behind it
 * ``client``         ``TCPStore``: torch's client API, deadlines, retries
 * ``api``            torch's ``RendezvousHandler`` ABC, parameters, info classes
 * ``registry``       backend name -> handler factory (``static`` + entry-point plugins)

@@ -1,18 +1,19 @@
 """Connections of a static rendezvous around the join: a fresh one, leaving, closing.
 
-``reconnect`` opens a second connection to the store (a member that lost its own reports
-that over it, see :mod:`rdzv._join`); ``linger`` is the exit barrier of a hosting node whose
-round failed; ``leave`` is the ``shutdown()`` exit barrier; ``close_store`` releases a
-connection (and a hosted server).
+``reconnect`` opens a second connection to the store and ``publish`` writes a verdict over
+one (a member that lost its own reports that over it, see :mod:`rdzv._join`); ``linger`` is
+the exit barrier of a hosting node whose round failed; ``leave`` is the ``shutdown()`` exit
+barrier; ``close_store`` releases a connection (and a hosted server).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from rdzv._round_state import Identity, RoundKeys, decode_verdict
+from rdzv._round_state import Identity, RoundKeys, decode_verdict, name_ranks
 from rdzv._static_config import StaticConfig
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -25,7 +26,7 @@ from rdzv.errors import (
 if TYPE_CHECKING:
     from rdzv.store import Store
 
-__all__ = ["ARRIVAL_GRACE", "close_store", "leave", "linger", "reconnect"]
+__all__ = ["ARRIVAL_GRACE", "close_store", "leave", "linger", "publish", "reconnect"]
 
 #: How long a failed round's host waits for ranks that have not arrived at all.
 ARRIVAL_GRACE: Final = 1.0
@@ -53,6 +54,20 @@ def reconnect(store: Store, seconds: float) -> Store:
     return fresh
 
 
+def publish(reconnect: Callable[[float], Store], seconds: float, key: str, encoded: bytes) -> bool:
+    """Write the verdict ``encoded`` with ``compare_set("", ...)`` on ``key`` over a fresh
+    connection (opened and used within ``seconds``, then closed); return whether it won.
+
+    Raises:
+        StoreError: no connection could be made, or the write failed.
+    """
+    fresh = reconnect(seconds)
+    try:
+        return fresh.compare_set(key, "", encoded) == encoded
+    finally:
+        close_store(fresh)
+
+
 def linger(
     store: Store,
     keys: RoundKeys,
@@ -66,7 +81,8 @@ def linger(
     Waits up to ``timeout`` seconds until every member that claimed a rank has read the
     verdict, so the failure reaches them before the hosting node (and its store) goes away;
     a node that claims while this waits is waited for too. A member that reported losing
-    its store connection is not waited for (it cannot ack). Ranks that have not claimed
+    its store connection, or that vanished (reason ``member_lost``), is not waited for (it
+    cannot ack), unless a new process took its claim over. Ranks that have not claimed
     yet get a short grace (:data:`ARRIVAL_GRACE`): a node that starts a moment after a fast
     failure then learns the round's verdict instead of finding no store.
 
@@ -106,16 +122,18 @@ def linger(
 
 
 def _verdict_facts(store: Store, done: str) -> tuple[Identity | None, str | None]:
-    """The verdict's reason, and its author when the reason is ``connection_lost``."""
+    """The verdict's reason, and the member that cannot read it: its author when the reason
+    is ``connection_lost``, the vanished member when it is ``member_lost``."""
     if not store.check([done]):
         return None, None
     try:
         verdict = decode_verdict(store.get(done), done)
-    except RendezvousStateError:  # foreign data: wait for every member
+        reason = verdict.get("reason")
+        lost = {"connection_lost": "by", "member_lost": "lost"}.get(str(reason))
+        gone = Identity(**verdict[lost]) if lost is not None else None
+    except (RendezvousStateError, KeyError, TypeError):  # foreign data: wait for every member
         return None, None
-    reason = verdict.get("reason")
-    by = Identity(**verdict["by"]) if reason == "connection_lost" else None
-    return by, None if reason is None else str(reason)
+    return gone, None if reason is None else str(reason)
 
 
 def close_store(store: Store) -> None:
@@ -126,11 +144,19 @@ def close_store(store: Store) -> None:
             close()
 
 
-def leave(store: Store, cfg: StaticConfig, keys: RoundKeys, round_index: int) -> int | None:
+Report = Callable[..., None]
+"""``report(event, level, **fields)``: how :func:`leave` says what it waits for."""
+
+
+def leave(
+    store: Store, cfg: StaticConfig, keys: RoundKeys, round_index: int, report: Report
+) -> int | None:
     """The ``shutdown()`` exit barrier of round ``round_index`` (the last one joined).
 
-    A node that does not host the store counts itself out; the hosting node waits (up to
-    ``read_timeout``) until every other member has.
+    A node that does not host the store records that its rank is leaving; the hosting node
+    waits (up to ``read_timeout``) until every other rank has. Before waiting it reports
+    ``exit_wait`` (INFO: ``waiting_for`` ranks, ``timeout``); when it gives up,
+    ``exit_wait_ended`` (WARNING: ``missing`` ranks), each with a ``message`` in words.
 
     Returns:
         How many other nodes left (hosting node), or None (other nodes).
@@ -138,21 +164,41 @@ def leave(store: Store, cfg: StaticConfig, keys: RoundKeys, round_index: int) ->
     Raises:
         RendezvousConnectionError: the store could not be reached.
     """
-    count = keys.of(round_index, "exit")
-    everyone = keys.of(round_index, "exit_all")
-    others = cfg.world_size - 1
+    others = [rank for rank in range(cfg.world_size) if rank != cfg.rank]
+    exits = {rank: keys.of(round_index, f"exit/{rank}") for rank in range(cfg.world_size)}
+    timeout = cfg.read_timeout.total_seconds()
     try:
         if not cfg.start_daemon:
-            if store.add(count, 1) == others:
-                store.set(everyone, b"1")
+            store.add(exits[cfg.rank], 1)  # answered: the host has it before we close
             return None
-        if others == 0:
+        if not others:
             return 0
+        report(
+            "exit_wait",
+            logging.INFO,
+            waiting_for=others,
+            timeout=timeout,
+            message=_msg(
+                f"waiting up to {timeout:g} s (read_timeout) for {name_ranks(others)} to call",
+                "shutdown() before stopping the rendezvous store",
+            ),
+        )
         try:
-            store.wait([everyone], cfg.read_timeout)
+            store.wait([exits[rank] for rank in others], cfg.read_timeout)
         except StoreTimeoutError:
-            return store.add(count, 0)
-        return others
+            missing = [rank for rank in others if not store.check([exits[rank]])]
+            report(
+                "exit_wait_ended",
+                logging.WARNING,
+                missing=missing,
+                timeout=timeout,
+                message=_msg(
+                    f"{name_ranks(missing)} did not call shutdown() within {timeout:g} s",
+                    "(read_timeout); stopping the rendezvous store anyway",
+                ),
+            )
+            return len(others) - len(missing)
+        return len(others)
     except StoreError as exc:
         raise RendezvousConnectionError(
             _msg(

@@ -28,10 +28,19 @@ Invariants:
    with compare_set(old identity -> own identity), then adds to ``count`` and confirms like
    any claimant, whether or not its predecessor had. A live claimant, another machine, or a
    round that already has a verdict: a duplicate rank, as without takeovers.
-7. A member whose store connection breaks mid-join spends at most ``_PUBLISH_SECONDS`` on a
-   fresh connection to write an ``aborted`` verdict (reason ``connection_lost``) naming
-   itself and the cause, so the others fail at once with ``RendezvousConnectionError``
-   instead of at their deadline. If that fails too, it still raises its own error.
+7. A member whose store connection breaks mid-join (before its deadline) spends at most
+   ``_PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
+   ``connection_lost``) naming itself and the cause, so the others fail at once with
+   ``RendezvousConnectionError`` instead of at their deadline. If that fails too, it still
+   raises its own error.
+8. If the connection that wrote a claim closes before the round has a verdict and no
+   restarted process takes the claim over (invariant 6) within ``MEMBER_GRACE``, the
+   hosting node writes an ``aborted`` verdict (reason ``member_lost``) naming the rank
+   (:mod:`rdzv._lost_member`); a member whose round completed is the exit barrier's business.
+9. A join outlives its deadline by at most ``_OVERSHOOT``: past it, naming the missing ranks
+   and publishing the verdict get what is left (else the ranks are "not determined"), and a
+   connection that ends then is a timeout, never published as lost. Figures count from
+   ``started``, never below the timeout when that deadline is what passed.
 """
 
 from __future__ import annotations
@@ -39,15 +48,18 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from rdzv._exit import close_store, linger
+from rdzv._exit import linger, publish
 from rdzv._liveness import process_alive
 from rdzv._round_failures import (
+    after_deadline_failure,
     closed_message,
     duplicate_message,
+    format_waited,
     lost_connection_message,
     mismatch_message,
     stale_message,
@@ -63,6 +75,7 @@ from rdzv.errors import (
     RendezvousError,
     RendezvousStateError,
     RendezvousTimeoutError,
+    StoreConnectionError,
     StoreError,
     StoreProtocolError,
     StoreTimeoutError,
@@ -76,15 +89,18 @@ __all__ = ["RoundProtocol"]
 
 _log: Final = logging.getLogger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
-_DIAGNOSIS_GRACE: Final = 2.0
+_OVERSHOOT: Final = 0.5  # how long a join may outlive its deadline (invariant 9)
+_VERDICT_RESERVE: Final = 0.2  # of the overshoot, kept for publishing the timeout verdict
 _PUBLISH_SECONDS: Final = 1.0  # bound of the fresh connection that reports a lost one
-_CONFIRM_POLL: Final = 0.5  # how often the completing node looks for another verdict
+_FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
+_CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
 _MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
 _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
     "duplicate_rank": RendezvousStateError,
     "world_size_mismatch": RendezvousStateError,
     "timeout": RendezvousTimeoutError,
     "connection_lost": RendezvousConnectionError,
+    "member_lost": RendezvousConnectionError,
 }
 
 
@@ -106,6 +122,9 @@ class RoundProtocol:
         reconnect: opens a fresh connection to the same store within the given seconds
             (invariant 7); None: a lost connection is not reported to the others.
         alive: whether a pid of this machine still runs (invariant 6).
+        started: where the deadline started (``clock`` time; the caller computed the
+            deadline from it before connecting): what every "after X s" counts from.
+            Default: now.
 
     Attributes:
         connection_lost: this node's own store connection broke (as opposed to a verdict
@@ -124,6 +143,7 @@ class RoundProtocol:
         wall: Callable[[], float],
         reconnect: Callable[[float], Store] | None = None,
         alive: Callable[[int], bool] = process_alive,
+        started: float | None = None,
     ) -> None:
         self.store = store
         self.cfg = cfg
@@ -134,11 +154,13 @@ class RoundProtocol:
         self.wall = wall
         self.reconnect = reconnect
         self.alive = alive
-        self.started = clock()
+        self.started = clock() if started is None else started
+        self.hard_end = deadline + _OVERSHOOT
         self.keys = RoundKeys(cfg.run_id)
         self.connection_lost = False
         self.took_over: Identity | None = None
         self._joining = False
+        self._read_verdict = False
         self._where = f"round {round_index} of run '{cfg.run_id}' at {cfg.endpoint}"
 
     # -- the join -------------------------------------------------------------------------
@@ -205,22 +227,25 @@ class RoundProtocol:
 
     def _complete_when_confirmed(self) -> None:
         """As the node whose add reached the world size: complete the round once every rank
-        confirmed (invariant 2), unless another verdict comes first or the deadline passes."""
-        ranks = range(self.me.world_size)
-        confirmations = [self.keys.confirmed(self.round, rank) for rank in ranks]
+        confirmed (invariant 2), unless another verdict comes first or the deadline passes.
+
+        Polls with CHECK (backing off to ``_CONFIRM_POLL``): a short WAIT would need a
+        CANCEL_WAIT answered in time each round, which a slow link cannot give.
+        """
+        confirmations = [self.keys.confirmed(self.round, r) for r in range(self.me.world_size)]
         done = self.keys.of(self.round, "done")
-        while (remaining := self.deadline - self.clock()) > 0:
-            try:
-                self.store.wait(confirmations, min(remaining, _CONFIRM_POLL))
-            except StoreTimeoutError:
-                if self._call(self.store.check, [done]):
-                    self._act_on(self._call(self.store.get, done))
-                    return
-                continue
-            except StoreError as exc:
-                self._raise_store(exc, "waiting for every rank to confirm")
-            self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
-            return
+        pause = _FIRST_POLL
+        while True:
+            if self._call(self.store.check, confirmations):
+                self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
+                return
+            if self._call(self.store.check, [done]):
+                self._act_on(self._call(self.store.get, done))
+                return
+            if (remaining := self.deadline - self.clock()) <= 0:
+                break
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, _CONFIRM_POLL)
         self._on_deadline()
 
     def _await_verdict(self) -> None:
@@ -240,20 +265,45 @@ class RoundProtocol:
         self._act_on(raw)
 
     def _on_deadline(self) -> None:
-        # The deadline passed: a short, fixed grace bounds naming the missing ranks and
-        # publishing the verdict, so a busy store does not turn the report into a timeout.
-        self.deadline = self.clock() + _DIAGNOSIS_GRACE
-        k = self.round
-        ranks = range(self.me.world_size)
-        confirmed = [r for r in ranks if self._call(self.store.check, [self.keys.confirmed(k, r)])]
-        claimed = [
-            r
-            for r in ranks
-            if r not in confirmed and self._call(self.store.check, [self.keys.claim(k, r)])
-        ]
-        waited = self.clock() - self.started
-        message = timeout_message(self.cfg, self._where, waited, confirmed, claimed)
-        self._settle(self._verdict("timeout", message))
+        """The deadline passed: name the missing ranks and publish that, within what is left
+        of the overshoot (invariant 9); a complete verdict that won the race still wins."""
+        confirmed, claimed, unknown = self._diagnose()
+        waited = self._waited()
+        message = timeout_message(self.cfg, self._where, waited, confirmed, claimed, unknown)
+        encoded = json.dumps(self._verdict("timeout", message), sort_keys=True).encode()
+        try:
+            if self.hard_end - self.clock() <= 0:
+                raise StoreTimeoutError("no time was left to publish the verdict")
+            self.store.set_timeout(self.hard_end - self.clock())
+            raw = self.store.compare_set(self.keys.of(self.round, "done"), "", encoded)
+        except StoreError as exc:  # the others learn it at their own deadline
+            self._event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
+            self._fail(RendezvousTimeoutError(message))
+        self._act_on(raw)
+
+    def _diagnose(self) -> tuple[list[int] | None, list[int], str]:
+        """Which ranks confirmed, which only claimed, before ``hard_end`` minus the time kept
+        for the verdict; ``(None, [], why)`` when the store could not tell in time."""
+        k, until = self.round, self.hard_end - _VERDICT_RESERVE
+        confirmed: list[int] = []
+        claimed: list[int] = []
+        try:
+            for rank in range(self.me.world_size):
+                for key, into in (
+                    (self.keys.confirmed(k, rank), confirmed),
+                    (self.keys.claim(k, rank), claimed),
+                ):
+                    if (left := until - self.clock()) <= 0:
+                        return None, [], "no time was left to ask the store"
+                    self.store.set_timeout(left)
+                    if self.store.check([key]):
+                        into.append(rank)
+                        break
+        except StoreTimeoutError:
+            return None, [], "the store did not answer in time"
+        except StoreError as exc:
+            return None, [], f"the store could not be asked: {exc}"
+        return confirmed, claimed, ""
 
     def _verdict(self, reason: str, message: str) -> dict[str, Any]:
         return {
@@ -291,6 +341,7 @@ class RoundProtocol:
         keeps the store up until its members have (see :meth:`wait_for_readers`,
         :meth:`linger`), so a verdict that ends the round reaches every member.
         """
+        self._read_verdict = True
         if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] != "complete":
             with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
                 self._acknowledge()
@@ -307,11 +358,10 @@ class RoundProtocol:
         error = _ERROR_BY_REASON.get(verdict.get("reason", ""), RendezvousStateError)
         message = str(verdict.get("message", "the round was aborted"))
         if by != self.me:
-            waited = self.clock() - self.started
             message = _msg(
                 message,
                 f"[reported by {by.describe()}; this node, {self.me.describe()},",
-                f"waited {waited:.1f} s]",
+                f"waited {format_waited(self._waited())} s]",
             )
         self._fail(error(message))
 
@@ -352,7 +402,18 @@ class RoundProtocol:
         self._fail(RendezvousStateError(stale_message(self._where, self.me)))
 
     def _raise_store(self, exc: StoreError, doing: str) -> NoReturn:
-        error = store_failure(exc, self.cfg.endpoint, self._where, doing, self._waited())
+        passed = self.clock() >= self.deadline
+        late = passed and self._joining and not self._read_verdict
+        if late and isinstance(exc, StoreConnectionError):
+            # Too late to tell the others (invariant 9): they are past their deadline too.
+            self.connection_lost = True
+            error: RendezvousError = after_deadline_failure(
+                self.cfg, self._where, self._waited(), exc
+            )
+            error.__cause__ = exc
+            self._fail(error)
+        timeout = self.cfg.join_timeout.total_seconds() if passed else 0.0
+        error = store_failure(exc, self.cfg.endpoint, self._where, doing, self._waited(), timeout)
         error.__cause__ = exc
         if isinstance(error, RendezvousConnectionError) and not isinstance(exc, StoreProtocolError):
             self.connection_lost = True
@@ -369,17 +430,12 @@ class RoundProtocol:
             return
         message = lost_connection_message(self._where, self.me, doing, exc)
         encoded = json.dumps(self._verdict("connection_lost", message), sort_keys=True).encode()
-        fresh: Store | None = None
         try:
-            fresh = self.reconnect(budget)
-            raw = fresh.compare_set(self.keys.of(self.round, "done"), "", encoded)
+            first = publish(self.reconnect, budget, self.keys.of(self.round, "done"), encoded)
         except StoreError as failure:
             self._event("failure_not_published", error=f"{type(failure).__name__}: {failure}")
             return
-        finally:
-            if fresh is not None:
-                close_store(fresh)
-        self._event("failure_published", first=raw == encoded)
+        self._event("failure_published", first=first)
 
     def _fail(self, error: RendezvousError) -> NoReturn:
         self._event("failed", error=type(error).__name__, message=str(error))
@@ -391,8 +447,11 @@ class RoundProtocol:
         return self.clock() - self.started
 
     def _call(self, op: Callable[..., Any], *args: Any) -> Any:
-        """Run one store operation bounded by the deadline; translate store errors."""
-        remaining = max(self.deadline - self.clock(), _MIN_OP_SECONDS)
+        """Run one store operation bounded by the deadline (past it: by the overshoot,
+        invariant 9); translate store errors."""
+        now = self.clock()
+        end = self.deadline if now < self.deadline else self.hard_end
+        remaining = max(end - now, _MIN_OP_SECONDS)
         try:
             self.store.set_timeout(remaining)
             return op(*args)
@@ -409,5 +468,5 @@ class RoundProtocol:
             "round": self.round,
             "rank": self.me.rank,
             "endpoint": self.cfg.endpoint,
-            "elapsed": round(self.clock() - self.started, 6),
+            "elapsed": round(self._waited(), 6),
         }

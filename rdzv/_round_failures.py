@@ -1,15 +1,21 @@
 """How a round of the static rendezvous fails: the errors and messages users see (pure).
 
-Builds the text of a timeout diagnosis, of a lost store connection, and translates store
-failures (at connect time and mid-round) into the rendezvous error classes. No I/O: the
-callers (:mod:`rdzv._join`, :mod:`rdzv.static`) gather the facts and raise.
+Builds the text of a timeout diagnosis, of a lost store connection, of a member that
+vanished, and translates store failures (at connect time and mid-round) into the rendezvous
+error classes. No I/O: the callers (:mod:`rdzv._join`, :mod:`rdzv.static`,
+:mod:`rdzv._lost_member`) gather the facts and raise.
+
+Every figure "after X s" / "waited X s" is measured from where the join deadline started
+(the start of ``next_rendezvous``), and when that deadline is what passed it is never shown
+below the configured timeout, whatever the rounding (:func:`format_waited`).
 """
 
 from __future__ import annotations
 
 import errno as errno_names
+import math
 
-from rdzv._round_state import Identity, format_ranks
+from rdzv._round_state import Identity, format_ranks, name_ranks
 from rdzv._static_config import StaticConfig
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -22,10 +28,13 @@ from rdzv.errors import (
 )
 
 __all__ = [
+    "after_deadline_failure",
     "closed_message",
     "connect_error",
     "duplicate_message",
+    "format_waited",
     "lost_connection_message",
+    "member_lost_message",
     "mismatch_message",
     "stale_message",
     "store_failure",
@@ -38,24 +47,51 @@ def _msg(*parts: str) -> str:
     return " ".join(parts)
 
 
+def format_waited(waited: float, at_least: float = 0.0) -> str:
+    """``waited`` seconds to one decimal, never shown below ``at_least``.
+
+    Pass the configured timeout as ``at_least`` when that deadline is what passed: 7.96 s
+    of an 8 s timeout must not read "7.9" nor "8.0" read below 8 s ("gave up early").
+    """
+    shown = f"{max(waited, at_least):.1f}"
+    if float(shown) < at_least:
+        shown = f"{math.ceil(at_least * 10) / 10:.1f}"
+    return shown
+
+
+def _seconds(cfg: StaticConfig) -> float:
+    return cfg.join_timeout.total_seconds()
+
+
 def timeout_message(
-    cfg: StaticConfig, where: str, waited: float, confirmed: list[int], claimed: list[int]
+    cfg: StaticConfig,
+    where: str,
+    waited: float,
+    confirmed: list[int] | None,
+    claimed: list[int],
+    unknown: str = "",
 ) -> str:
     """The diagnosis of a round whose deadline passed.
 
     Args:
         cfg: the settings of the node that reports.
         where: "round k of run 'x' at host:port".
-        waited: seconds the reporting node waited.
-        confirmed: ranks that claimed their place and were counted (they joined).
+        waited: seconds the reporting node waited, from where its join deadline started.
+        confirmed: ranks that claimed their place and were counted (they joined); None when
+            that could not be found out in time (``unknown`` says why).
         claimed: ranks that claimed their place but never confirmed (never counted).
+        unknown: why the missing ranks could not be determined (with ``confirmed=None``).
     """
-    missing = [rank for rank in range(cfg.world_size) if rank not in confirmed]
-    parts = [
-        f"rendezvous {where} timed out after {waited:.1f} s:",
-        f"{len(confirmed)} of {cfg.world_size} nodes joined; missing ranks:",
-        f"{format_ranks(missing)}.",
-    ]
+    timeout = _seconds(cfg)
+    parts = [f"rendezvous {where} timed out after {format_waited(waited, timeout)} s:"]
+    if confirmed is None:
+        parts.append(f"which ranks are missing could not be determined ({unknown}).")
+    else:
+        missing = [rank for rank in range(cfg.world_size) if rank not in confirmed]
+        parts += [
+            f"{len(confirmed)} of {cfg.world_size} nodes joined; missing ranks:",
+            f"{format_ranks(missing)}.",
+        ]
     if claimed:
         one = len(claimed) == 1
         parts += [
@@ -66,9 +102,40 @@ def timeout_message(
         ]
     parts += [
         "Start the missing nodes, check their logs, or raise the join timeout",
-        f"({cfg.join_timeout.total_seconds():g} s).",
+        f"({timeout:g} s).",
     ]
     return _msg(*parts)
+
+
+def after_deadline_failure(
+    cfg: StaticConfig, where: str, waited: float, exc: StoreError
+) -> RendezvousTimeoutError:
+    """This node's join deadline had passed when its store connection ended.
+
+    The round timed out here whatever the store host did next; the host, whose deadline
+    passes at about the same time, gives up too and closes its store. So an EOF then says
+    only that, never that the host crashed. ``exc.seen``, when the store client sets it,
+    says what was observed: ``"eof"`` or ``"shutdown"`` (the server said it is closing),
+    ``"reset"``, anything else; without it, a ``ConnectionResetError`` cause means a reset.
+    """
+    seen = getattr(exc, "seen", None)
+    if seen is None and isinstance(exc.__cause__, ConnectionResetError):
+        seen = "reset"
+    after = "after this node's join deadline had passed"
+    if seen in ("eof", "shutdown"):
+        what = f"the store host closed the connection {after} (it gave up on the round too)"
+    elif seen == "reset":
+        what = f"the connection to the store was reset {after}"
+    else:
+        what = f"the store connection failed {after}"
+    timeout = _seconds(cfg)
+    return RendezvousTimeoutError(
+        _msg(
+            f"rendezvous {where} timed out after {format_waited(waited, timeout)} s: {what},",
+            f"so which ranks are missing could not be determined ({exc}). Check the other",
+            f"nodes' logs, or raise the join timeout ({timeout:g} s).",
+        )
+    )
 
 
 def lost_connection_message(where: str, me: Identity, doing: str, exc: StoreError) -> str:
@@ -81,32 +148,39 @@ def lost_connection_message(where: str, me: Identity, doing: str, exc: StoreErro
 
 
 def store_failure(
-    exc: StoreError, endpoint: str, where: str, doing: str, waited: float
+    exc: StoreError, endpoint: str, where: str, doing: str, waited: float, at_least: float = 0.0
 ) -> RendezvousError:
     """Translate a store failure mid-round into the rendezvous error users see.
+
+    ``waited`` is shown with :func:`format_waited` (``at_least``: the join timeout when the
+    join deadline is what passed).
 
     Returns:
         ``RendezvousTimeoutError`` when the store did not answer in time;
         ``RendezvousConnectionError`` otherwise (the connection broke, or the peer is not a
         rendezvous store).
     """
+    shown = format_waited(waited, at_least)
     if isinstance(exc, StoreTimeoutError):
         what = f"the rendezvous store at {endpoint} did not answer in time"
         return RendezvousTimeoutError(
-            _msg(f"{what} while {doing} in {where}, after {waited:.1f} s: {exc}")
+            _msg(f"{what} while {doing} in {where}, after {shown} s: {exc}")
         )
     if isinstance(exc, StoreProtocolError):
         what = f"the peer at {endpoint} is not a rendezvous store"
     else:
         what = f"lost the rendezvous store at {endpoint} (hosted by rank 0)"
     return RendezvousConnectionError(
-        _msg(f"{what} while {doing} in {where}, after {waited:.1f} s: {exc}")
+        _msg(f"{what} while {doing} in {where}, after {shown} s: {exc}")
     )
 
 
 def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> RendezvousError:
-    """Translate a failure to create the store into the rendezvous error users see."""
-    timeout = f"{cfg.join_timeout.total_seconds():g} s"
+    """Translate a failure to create the store into the rendezvous error users see.
+
+    ``waited``: seconds since the join deadline started (the connect is bounded by it).
+    """
+    timeout = f"{_seconds(cfg):g} s"
     if isinstance(exc, StoreBindError):
         detail = str(exc)
         if exc.errno is not None and f"errno {exc.errno}" not in detail:
@@ -119,7 +193,7 @@ def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> Rendezvo
         return RendezvousTimeoutError(
             _msg(
                 f"rank {cfg.rank}: the rendezvous store at {cfg.endpoint} did not answer within",
-                f"{waited:.1f} s (join timeout {timeout}): {exc}",
+                f"{format_waited(waited, _seconds(cfg))} s (join timeout {timeout}): {exc}",
             )
         )
     if isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
@@ -170,9 +244,22 @@ def stale_message(where: str, me: Identity) -> str:
     )
 
 
+def member_lost_message(where: str, lost: Identity, grace: float) -> str:
+    """A member's store connection closed before the round completed, and no restarted
+    process took its claim over within ``grace`` seconds."""
+    return _msg(
+        f"rendezvous {where} failed: {lost.describe()} disappeared: its connection to the",
+        "store closed before the round completed (it may have died or lost its network),",
+        f"and no restarted rank {lost.rank} took its place within {grace:g} s. The round cannot",
+        "complete without that node; check its log, then restart the round.",
+    )
+
+
 def unread_message(where: str, missing: list[int], timeout: float) -> str:
     """The hosting node's exit barrier gave up on ``missing`` ranks."""
+    one = len(missing) == 1
     return _msg(
-        f"{where} completed, but ranks {format_ranks(missing)} did not confirm reading the",
-        f"result within {timeout:g} s (read_timeout); they probably died right after joining.",
+        f"{where} completed, but {name_ranks(missing)} did not confirm reading the result",
+        f"within {timeout:g} s (read_timeout); {'it' if one else 'they'} probably died right",
+        "after joining.",
     )

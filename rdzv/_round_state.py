@@ -15,7 +15,8 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
                            complete | aborted (reason, message) | closed
     round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node
                            waits for all of them before returning (the exit barrier)
-    round/<k>/exit[_all]   the shutdown() exit barrier (see rdzv._join.leave)
+    round/<k>/exit/<r>     set by rank r in shutdown(); the hosting node waits for every
+                           other rank's before it stops the store (see rdzv._exit.leave)
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from urllib.parse import quote
 from rdzv._liveness import local_machine
 from rdzv.errors import RendezvousStateError
 
-__all__ = ["Identity", "RoundKeys", "closed_record", "decode_verdict", "format_ranks"]
+__all__ = [
+    "Identity",
+    "RoundKeys",
+    "closed_record",
+    "decode_verdict",
+    "format_ranks",
+    "name_ranks",
+]
 
 
 def _msg(*parts: str) -> str:
@@ -126,6 +134,13 @@ def format_ranks(ranks: list[int]) -> str:
         if rank is not None:
             start = prev = rank
     return ", ".join(spans)
+
+
+def name_ranks(ranks: list[int]) -> str:
+    """``[2]`` -> ``"rank 2"``; ``[1, 2, 5]`` -> ``"ranks 1-2, 5"``; ``[]`` -> ``"no rank"``."""
+    if not ranks:
+        return "no rank"
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {format_ranks(ranks)}"
 
 
 def decode_verdict(raw: bytes, key: str) -> dict[str, Any]:

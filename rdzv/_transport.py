@@ -1,240 +1,58 @@
-"""Client-side I/O: resolve, connect with bounded retries, handshake, framed reads.
+"""One client connection to a store: deadline-bounded sends and reads of framed replies.
 
 Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None`` = none).
-Connect and handshake retry on refused / reset / unresolvable name / a peer that closes
-during the handshake, with exponential backoff and full jitter drawn from the caller's
-``random.Random``, until the deadline; the final error names the endpoint, the timeout, the
-elapsed time, the attempt count and the last cause. Peers are never reverse-resolved.
+
+Invariants of :class:`Channel`:
+
+1. A connection that failed once (EOF, reset, an I/O error, a reply that broke the
+   protocol, a deadline that left a request or reply half done) is closed at once and
+   remembers why; every later ``send``/``read`` raises :class:`StoreClosedError` naming that
+   reason, and nothing is sent.
+2. Before every send the socket is checked without blocking for an EOF or a reset that
+   already arrived, so a request without a reply (SET) is never reported done on a
+   connection the peer has already closed. Bytes waiting to be read are not an error.
+3. Messages state what was observed (``closed the connection (EOF)``, ``connection reset
+   by peer``, the OS error) and only causes consistent with it.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import logging
-import os
-import random
+import errno
+import math
+import select
 import socket
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from rdzv import _wire
-from rdzv._kv import PROBE_KEY
-from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
-from rdzv.events import emit
+from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
+from rdzv.store import format_ms
 
-__all__ = ["Backoff", "Channel", "Expired", "connect"]
+__all__ = ["Channel", "Expired", "closed_error"]
 
-_log = logging.getLogger("rdzv.client")
 T = TypeVar("T")
-
-_HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
-_RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
 class Expired(Exception):
     """A read passed its deadline (the caller turns this into a named timeout)."""
 
 
-class _Silent(Expired):
-    """The peer accepted a connection but never answered the handshake."""
+Seen = Literal["eof", "reset", "broken", "error", "shutdown"]
 
-
-@dataclass
-class Backoff:
-    """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
-
-    rng: random.Random
-    initial: float = 0.025
-    cap: float = 1.0
-    attempt: int = 0
-
-    def next_delay(self) -> float:
-        ceiling = min(self.cap, self.initial * 2**self.attempt)
-        self.attempt += 1
-        return self.rng.uniform(ceiling / 4, ceiling)
-
-
-def endpoint_text(host: str, port: int) -> str:
-    """``host:port``, bracketing IPv6 literals."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _resolve(host: str, port: int, deadline: float | None) -> list[tuple[int, tuple[object, ...]]]:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    else:
-        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-        return [(family, (host, port))]
-    result: list[list[tuple[int, tuple[object, ...]]]] = []
-    error: list[BaseException] = []
-
-    def lookup() -> None:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            result.append([(info[0], info[4]) for info in infos])
-        except BaseException as exc:  # handed back to the caller's thread
-            error.append(exc)
-
-    worker = threading.Thread(target=lookup, name=f"rdzv-resolve:{host}", daemon=True)
-    worker.start()
-    worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    if error:
-        raise error[0]
-    if not result:
-        raise TimeoutError(f"resolving {host!r} did not finish before the deadline")
-    return result[0]
-
-
-def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
-    last: OSError | None = None
-    for family, address in _resolve(host, port, deadline):
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
-            sock.connect(address)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-        except OSError as exc:
-            sock.close()
-            last = exc
-    raise last or OSError(f"{host!r} resolved to no address")
-
-
-@dataclass
-class Connected:
-    """A connected, validated socket and what the handshake learned."""
-
-    channel: Channel
-    pipelined: bool
-    attempts: int
-    elapsed: float
-
-
-def connect(
-    host: str,
-    port: int,
-    timeout: float | None,
-    rng: random.Random,
-    limits: _wire.Limits,
-) -> Connected:
-    """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds.
-
-    Raises:
-        StoreConnectionError: no store answered in time (or something that is not a store
-            did); the message names the endpoint, timeout, elapsed time, attempts and the
-            last cause.
-    """
-    endpoint = endpoint_text(host, port)
-    start = time.monotonic()
-    deadline = None if timeout is None else start + timeout
-    backoff = Backoff(rng)
-    attempts = 0
-    last: BaseException | None = None
-    foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
-    while True:
-        attempts += 1
-        try:
-            sock = _dial(host, port, deadline)
-        except _RETRYABLE as exc:
-            last = exc
-        else:
-            channel = Channel(sock, endpoint, limits)
-            try:
-                pipelined = _handshake(channel, timeout, deadline)
-            except (OSError, StoreProtocolError, Expired) as exc:
-                channel.close()
-                last = exc
-                if isinstance(exc, StoreProtocolError | _Silent):
-                    foreign = exc
-            else:
-                elapsed = time.monotonic() - start
-                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
-                return Connected(channel, pipelined, attempts, elapsed)
-        emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=_describe(last))
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            break
-        pause = backoff.next_delay()
-        if deadline is not None and now + pause >= deadline:
-            # An attempt starting at the deadline could only fail and would hide the
-            # cause seen so far: wait out the budget and report.
-            time.sleep(max(0.0, deadline - now))
-            break
-        time.sleep(pause)
-    raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last, foreign)
-
-
-def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
-    nonce = os.getpid() & 0xFFFFFFFF
-    probe = _wire.encode_request(_wire.Check((PROBE_KEY,)))
-    channel.send(_HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + probe, "handshake")
-    # A silent acceptor must not eat the whole budget: bound one handshake attempt.
-    budget = 10.0 if timeout is None else max(1.0, timeout / 4)
-    started = time.monotonic()
-    hs_deadline = started + budget
-    if deadline is not None:
-        hs_deadline = min(hs_deadline, deadline)
-    try:
-        echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
-    except Expired:
-        waited = time.monotonic() - started
-        if waited < min(budget, 0.5):  # cut short by the overall deadline: no evidence
-            raise Expired(f"the deadline passed {waited:.2f}s into the handshake") from None
-        raise _Silent(
-            f"the peer accepted the connection but did not answer the handshake within "
-            f"{waited:.1f}s"
-        ) from None
-    if echoed != nonce:
-        raise StoreProtocolError(
-            f"not a rendezvous store: the PING reply was {channel.peek_sent_back(echoed)!r} "
-            f"instead of the nonce {nonce}"
-        )
-    return channel.read(_wire.read_u8, hs_deadline, "handshake") == _wire.READY
-
-
-def _describe(exc: BaseException | None) -> str | None:
-    if exc is None:
-        return None
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _seconds(value: float | None) -> str:
-    return "none" if value is None else f"{value:.3g}s"
-
-
-def _give_up(
-    endpoint: str,
-    timeout: float | None,
-    elapsed: float,
-    attempts: int,
-    last: BaseException | None,
-    foreign: StoreProtocolError | _Silent | None,
-) -> StoreConnectionError:
-    cause = _describe(last)
-    if isinstance(foreign, _Silent):
-        head = (
-            f"something at {endpoint} accepts connections but never answers the handshake: "
-            "it is not a rendezvous store, or a stalled one"
-        )
-    elif foreign is not None:
-        head = f"something answered at {endpoint} but it is {foreign}"
-    else:
-        head = f"no rendezvous store answered at {endpoint}"
-    error = StoreConnectionError(
-        f"{head}: gave up after {elapsed:.2f}s (timeout {_seconds(timeout)}) and {attempts} "
-        f"connection attempt(s); last cause: {cause}"
-    )
-    error.__cause__ = last
-    return error
+#: Causes consistent with each observation (and only those).
+_CAUSES: Final[dict[Seen, str]] = {  # an OS error ("error") speaks for itself
+    "eof": "the store host shut down or exited, gave up on this client, or rejected a request",
+    "reset": (
+        "the store host's process ended abruptly or closed the connection with requests "
+        "unread, or something on the network path (a proxy, a firewall) reset it"
+    ),
+    "broken": "the store host or something on the network path had closed or reset it",
+}
 
 
 class Channel:
-    """One connection: ``sendall`` and deadline-bounded reads of framed replies."""
+    """One connection: deadline-bounded sends and reads of framed replies."""
 
     def __init__(self, sock: socket.socket, endpoint: str, limits: _wire.Limits) -> None:
         self.sock = sock
@@ -242,27 +60,69 @@ class Channel:
         self.limits = limits
         self._buf = bytearray()
         self._pos = 0
-        self.closed = False
+        # The socket stays in blocking mode; every wait is a poll bounded by the deadline,
+        # and every recv/send is non-blocking (fewer system calls than socket timeouts).
+        sock.setblocking(True)
+        self._readable = select.poll()
+        self._readable.register(sock, select.POLLIN)
+        self._writable = select.poll()
+        self._writable.register(sock, select.POLLOUT)
+        self.closed_because: str | None = None
+        self.seen: Seen | None = None  # what ended the connection, when the peer did
 
-    def send(self, data: bytes, op: str) -> None:
-        """Send ``data`` whole.
+    @property
+    def closed(self) -> bool:
+        """True once the connection is unusable (invariant 1)."""
+        return self.closed_because is not None
+
+    def send(self, data: bytes, op: str, deadline: float | None) -> None:
+        """Send ``data`` whole, after checking that the peer has not closed (invariant 2).
 
         Raises:
-            StoreConnectionError: the connection is gone.
+            Expired: the deadline passed with ``data`` not (entirely) sent; the connection
+                is closed (a half-sent request cannot be taken back).
+            StoreClosedError: the connection is known to be dead, or was found dead now;
+                ``data`` was not (entirely) sent.
         """
-        if self.closed:
-            raise StoreClosedError(
-                f"this client's connection to the store at {self.endpoint} was closed after "
-                f"an earlier error; {op} was not sent (create a new client)"
-            )
+        self._ensure_open(op)
+        self._probe(op)
         try:
-            self.sock.settimeout(None)
-            self.sock.sendall(data)
+            sent = self._send_now(data, 0)
+            while sent < len(data):
+                if not _ready(self._writable, deadline):
+                    self.close(f"sending {op} did not finish before the deadline")
+                    raise Expired
+                sent = self._send_now(data, sent)
+        except BrokenPipeError as exc:
+            raise self._lost("broken", f"while sending {op}", exc) from exc
+        except ConnectionResetError as exc:
+            raise self._lost("reset", f"while sending {op}", exc) from exc
         except OSError as exc:
-            raise StoreClosedError(
-                f"lost the connection to the store at {self.endpoint} while sending {op}: "
-                f"{exc} (did the store host shut down or crash?)"
-            ) from exc
+            raise self._lost("error", f"while sending {op}", exc) from exc
+
+    def submit(self, data: bytes, op: str, deadline: float | None, seconds: float | None) -> None:
+        """:meth:`send`, with a deadline that passes reported as a timeout of ``seconds``.
+
+        Raises:
+            StoreTimeoutError: the store stopped reading before ``data`` was sent whole
+                (the connection is closed).
+            StoreClosedError: as :meth:`send`.
+        """
+        try:
+            self.send(data, op, deadline)
+        except Expired:
+            raise StoreTimeoutError(
+                f"could not send {op} to the store at {self.endpoint} within "
+                f"{format_ms(seconds)}: it stopped reading (its host is frozen or overloaded, "
+                "or the network path stalled); the connection was closed"
+            ) from None
+
+    def _send_now(self, data: bytes, sent: int) -> int:
+        """Send what the socket takes now from ``data[sent:]``; return the new ``sent``."""
+        try:
+            return sent + self.sock.send(memoryview(data)[sent:], socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return sent
 
     def read(
         self,
@@ -272,11 +132,12 @@ class Channel:
     ) -> T:
         """Read one reply with ``parse``, receiving until it is complete.
 
+        A reply that has already arrived is returned even when the deadline has passed.
+
         Raises:
             Expired: the deadline passed first (nothing was consumed).
-            StoreClosedError: the server closed the connection.
-            StoreConnectionError: the connection failed.
-            StoreProtocolError: the reply exceeds the limits.
+            StoreClosedError: the peer closed or reset the connection, or it failed.
+            StoreProtocolError: the reply exceeds the limits (the connection is closed).
         """
         while True:
             try:
@@ -285,7 +146,7 @@ class Channel:
                 pass
             except StoreProtocolError:
                 # The reply stream can no longer be trusted: never read leftovers later.
-                self.close()
+                self.close(f"a reply to {op} broke the protocol")
                 raise
             else:
                 self._pos = pos
@@ -296,34 +157,91 @@ class Channel:
             self._recv(deadline, op)
 
     def _recv(self, deadline: float | None, op: str) -> None:
-        if deadline is None:
-            self.sock.settimeout(None)
-        else:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise Expired
-            self.sock.settimeout(remaining)
+        self._ensure_open(op)
+        # Past the deadline, still take what has already arrived (a poll that does not wait).
+        if not _ready(self._readable, deadline):
+            raise Expired
         try:
-            chunk = self.sock.recv(262144)
-        except TimeoutError:
-            raise Expired from None
+            chunk = self.sock.recv(262144, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return  # a spurious wake-up: the caller reads again (and checks the deadline)
+        except ConnectionResetError as exc:
+            raise self._lost("reset", f"during {op}", exc) from exc
         except OSError as exc:
-            raise StoreClosedError(
-                f"lost the connection to the store at {self.endpoint} during {op}: {exc} "
-                "(did the store host shut down or crash?)"
-            ) from exc
+            raise self._lost("error", f"during {op}", exc) from exc
         if not chunk:
-            raise StoreClosedError(
-                f"the store at {self.endpoint} closed the connection during {op} "
-                "(the store host shut down or crashed)"
-            )
+            raise self._lost("eof", f"during {op}", None)
         self._buf += chunk
+
+    def _probe(self, op: str) -> None:
+        """Raise if an EOF or a reset has already arrived (never blocks)."""
+        if not self._readable.poll(0):
+            return  # nothing arrived: as far as anyone can tell, the peer is there
+        not_sent = f"before {op} was sent, so {op} was not sent"
+        try:
+            pending = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except ConnectionResetError as exc:
+            raise self._lost("reset", not_sent, exc) from exc
+        except OSError as exc:
+            raise self._lost("error", not_sent, exc) from exc
+        if not pending:
+            raise self._lost("eof", not_sent, None)
+
+    def _lost(self, seen: Seen, when: str, exc: OSError | None) -> StoreClosedError:
+        """Close the connection and describe what was observed ``when``."""
+        ep = self.endpoint
+        if seen == "eof":
+            what = f"the store at {ep} closed the connection (EOF)"
+        elif seen == "reset":
+            what = f"connection reset by peer at {ep}"
+        elif seen == "broken":
+            what = f"the connection to the store at {ep} was already broken (EPIPE)"
+        else:
+            what = f"the connection to the store at {ep} failed ({_os_error(exc)})"
+        self.seen = seen
+        self.close(f"{what} {when}")
+        cause = _CAUSES.get(seen)
+        return closed_error(f"{what} {when}: {cause}" if cause else f"{what} {when}", seen)
+
+    def _ensure_open(self, op: str) -> None:
+        if self.closed_because is not None:
+            raise closed_error(
+                f"{op} was not sent: this client's connection to the store at {self.endpoint} "
+                f"was closed earlier ({self.closed_because}); create a new client to reconnect",
+                self.seen,
+            )
 
     def peek_sent_back(self, first: int) -> bytes:
         """What the peer sent: the 4 bytes read as ``first`` plus whatever else is buffered."""
         return (_wire.encode_u32(first) + bytes(self._buf[self._pos :]))[:64]
 
-    def close(self) -> None:
-        """Close the socket (idempotent)."""
-        self.closed = True
+    def close(self, because: str = "close() was called") -> None:
+        """Close the socket, remembering the first reason given (idempotent)."""
+        if self.closed_because is None:
+            self.closed_because = because
         self.sock.close()
+
+
+def closed_error(message: str, seen: str | None) -> StoreClosedError:
+    """A :class:`StoreClosedError` that carries what was observed (``seen``)."""
+    error = StoreClosedError(message)
+    error.seen = seen
+    return error
+
+
+def _ready(poller: select.poll, deadline: float | None) -> bool:
+    """Poll until the socket is ready or ``deadline`` passes (a passed one: look once)."""
+    if deadline is None:
+        return bool(poller.poll())
+    return bool(poller.poll(math.ceil(max(0.0, deadline - time.monotonic()) * 1000)))
+
+
+def _os_error(exc: OSError | None) -> str:
+    if exc is None:
+        return "no detail"
+    code = exc.errno
+    name = errno.errorcode.get(code, "") if code is not None else ""
+    text = exc.strerror or str(exc) or type(exc).__name__
+    return f"{name}: {text}" if name else text

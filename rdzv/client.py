@@ -9,6 +9,13 @@ Differences from torch's client, all deliberate:
   timeout; the final error says what was tried, for how long, how often and why it failed.
 * Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
   error names the endpoint. No reverse DNS, ever.
+* Every blocking call ends by the caller's deadline, or at most ``rdzv._waits.GRACE``
+  (0.4 s) after it: the connect, each request and its reply, and, after a timed-out wait,
+  the ``CANCEL_WAIT`` (torch waits for its answer without bound). A store that does not
+  answer the cancel either gets its connection closed, and the timeout error says so.
+* A connection that failed once stays failed: every later call raises
+  ``StoreClosedError`` at once, and a ``set`` on a connection the store has already closed
+  raises instead of being silently lost.
 * ``close()`` releases the connection and, for a master, the embedded server.
 """
 
@@ -23,24 +30,30 @@ from datetime import timedelta
 from typing import Final, TypeVar
 
 from rdzv import _wire
-from rdzv._transport import Channel, Expired, connect, endpoint_text
+from rdzv._connect import connect, endpoint_text
+from rdzv._transport import Channel, Expired, closed_error
+from rdzv._waits import Wait
 from rdzv.errors import (
     QueueEmptyError,
     StoreClosedError,
-    StoreConnectionError,
-    StoreProtocolError,
     StoreTimeoutError,
 )
 from rdzv.server import StoreServer
-from rdzv.store import DEFAULT_TIMEOUT, Store, Timeout, format_ms, to_bytes, to_seconds
+from rdzv.store import (
+    DEFAULT_TIMEOUT,
+    Store,
+    Timeout,
+    format_elapsed,
+    format_ms,
+    to_bytes,
+    to_seconds,
+)
 
 __all__ = ["TCPStore"]
 
 _T = TypeVar("_T")
 _PREFIX: Final = b"/"
 _INIT_KEY: Final = b"init/"
-_CANCEL: Final = _wire.encode_request(_wire.CancelWait())
-_CANCEL_GRACE: Final = 10.0
 
 
 def _local_address(server: StoreServer) -> str:
@@ -105,6 +118,18 @@ class TCPStore(Store):
         StoreBindError: ``is_master`` and the port could not be bound.
         StoreConnectionError: no store answered before the connect deadline.
         StoreTimeoutError: the master waited for ``world_size`` members in vain.
+
+    Every operation may raise, besides what :class:`~rdzv.store.Store` documents:
+
+    * ``StoreTimeoutError``: no reply (or, for ``get``/``wait``/``multi_get``/``queue_pop``,
+      the keys) by the timeout; the message names the operation or the keys and the
+      timeout. It is raised at most 0.4 s after the deadline; unless the store answered
+      the cancel of a wait, the connection was closed.
+    * ``StoreClosedError``: the connection ended (``.seen`` says how: ``"eof"``,
+      ``"reset"``, ...), or had already ended or been closed by an earlier call (raised at
+      once, nothing is sent). A ``set``/``multi_set``/``append``/``queue_push`` raises it
+      when the store had already closed the connection, instead of losing the write.
+    * ``StoreProtocolError``: the peer's reply broke the protocol (the connection is closed).
     """
 
     def __init__(
@@ -221,8 +246,15 @@ class TCPStore(Store):
 
     def get(self, key: str) -> bytes:
         raw = self._key(key)
+        seconds = self._timeout
         value = self._wait_then(
-            (raw,), _wire.Get(raw), _read_bytes_for(self._limits), "GET", [key], self._timeout
+            (raw,),
+            _wire.Get(raw),
+            _read_bytes_for(self._limits),
+            "GET",
+            [key],
+            seconds,
+            _deadline(seconds),
         )
         assert value is not None
         return value
@@ -238,7 +270,7 @@ class TCPStore(Store):
         seconds = self._timeout if timeout is None else to_seconds(timeout)
         raw = tuple(self._key(k) for k in keys)
         if raw:
-            self._wait_then(raw, None, None, "WAIT", list(keys), seconds)
+            self._wait_then(raw, None, None, "WAIT", list(keys), seconds, _deadline(seconds))
 
     def check(self, keys: Sequence[str]) -> bool:
         req = _wire.Check(tuple(self._key(k) for k in keys))
@@ -259,8 +291,9 @@ class TCPStore(Store):
         def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
             return _wire.read_bytes_list(buf, pos, len(raw), limits.max_reply)
 
+        seconds = self._timeout
         values = self._wait_then(
-            raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), self._timeout
+            raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
         )
         assert values is not None
         return values
@@ -292,12 +325,14 @@ class TCPStore(Store):
         def read(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
             return _wire.read_queue_pop(buf, pos, cap)
 
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        seconds = self._timeout
+        deadline = _deadline(seconds)
         while True:
             if block:
                 # One deadline for the whole pop, even when another popper wins a race.
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                value = self._wait_then((raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], left)
+                value = self._wait_then(
+                    (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], seconds, deadline
+                )
             else:
                 value = self._call(_wire.QueuePop(raw), read, "QUEUE_POP")
             if value is not None:
@@ -315,45 +350,52 @@ class TCPStore(Store):
         return _PREFIX + to_bytes(key, "key")
 
     def _send(self, req: _wire.Request, op: str) -> None:
+        """Send a request that has no reply (checked against a known EOF/reset first)."""
+        data = _wire.encode_request(req)
         with self._lock:
-            self._channel.send(_wire.encode_request(req), op)
+            self._channel.submit(data, op, _deadline(self._timeout), self._timeout)
 
-    def _call(self, req: _wire.Request, read: _wire.Reader[_T], op: str) -> _T:
+    def _call(
+        self,
+        req: _wire.Request,
+        read: _wire.Reader[_T],
+        op: str,
+        deadline: float | None = None,
+    ) -> _T:
+        """Send ``req`` and read its reply, both by ``deadline`` (default: the store timeout
+        from now). A reply that never comes closes the connection: later replies could no
+        longer be matched to their requests."""
+        if deadline is None:
+            deadline = _deadline(self._timeout)
         with self._lock:
-            self._channel.send(_wire.encode_request(req), op)
-            return self._reply(read, op)
-
-    def _reply(self, read: _wire.Reader[_T], op: str) -> _T:
-        """Read the reply to a request that the server answers at once, bounded by the
-        store timeout. A reply that never comes closes the connection: later replies could
-        no longer be matched to their requests."""
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        try:
-            return self._read(read, deadline, op)
-        except Expired:
-            self._channel.close()
-            raise StoreTimeoutError(
-                f"no reply to {op} from the store at {self._endpoint} within "
-                f"{format_ms(self._timeout)}; the connection was closed"
-            ) from None
+            self._channel.submit(_wire.encode_request(req), op, deadline, self._timeout)
+            try:
+                return self._read(read, deadline, op)
+            except Expired:
+                self._channel.close(f"no reply to {op} arrived in time")
+                raise StoreTimeoutError(
+                    f"no reply to {op} from the store at {self._endpoint} within "
+                    f"{format_ms(self._timeout)}; the connection was closed"
+                ) from None
 
     def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
         try:
             return self._channel.read(read, deadline, op)
         except StoreClosedError as exc:
-            if op == "ADD":
-                raise StoreClosedError(
-                    f"{exc}, or because the key's value is not an integer (a TCPStore server "
-                    "closes the connection when ADD meets one)"
+            if op == "ADD" and exc.seen == "eof":  # a clean close right after ADD
+                raise closed_error(
+                    f"{exc}; the request was an ADD, which a TCPStore server rejects by "
+                    "closing the connection when the key's value is not an integer",
+                    "eof",
                 ) from exc
             raise
 
-    def _raw_add(self, raw: bytes, amount: int) -> int:
+    def _raw_add(self, raw: bytes, amount: int, deadline: float | None = None) -> int:
         if isinstance(amount, bool) or not isinstance(amount, int):
             raise TypeError(f"add amount must be an int, got {amount!r}")
         if not -(2**63) <= amount < 2**63:
             raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
-        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD")
+        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline)
 
     def _wait_then(
         self,
@@ -363,89 +405,47 @@ class TCPStore(Store):
         op: str,
         names: list[str],
         seconds: float | None,
+        deadline: float | None,
     ) -> _T | None:
-        """WAIT for ``keys`` then, if given, send ``follow`` and read its reply with ``read``.
-
-        Against an rdzv server both go out in one write. At the deadline CANCEL_WAIT is sent
-        and the connection stays usable: the server answers WAIT_CANCELED (and drops a
-        pipelined ``follow``), or, if the keys arrived in the race, STOP_WAITING, the reply to
-        ``follow`` and then WAIT_CANCELED, in that order.
-        """
-        payload = _wire.encode_request(_wire.Wait(keys))
-        pipelined = self._pipelined and follow is not None
-        if pipelined:
-            assert follow is not None
-            payload += _wire.encode_request(follow)
-        deadline = None if seconds is None else time.monotonic() + seconds
+        """WAIT for ``keys`` until ``deadline`` (set ``seconds`` from the call's start)
+        then, if given, send ``follow`` and read its reply with ``read`` (see ``_waits``)."""
+        wait = Wait(self._channel, keys, names, op, seconds, deadline)
         with self._lock:
-            self._channel.send(payload, op)
-            late = False
-            try:
-                first = self._read(_wire.read_u8, deadline, op)
-            except Expired:
-                first = self._cancel(op)
-                if first == _wire.WAIT_CANCELED:
-                    shown = ", ".join("/" + n for n in names)
-                    raise StoreTimeoutError(
-                        f"wait timeout after {format_ms(seconds)}, keys: {shown} "
-                        f"(store at {self._endpoint})"
-                    ) from None
-                late = True
-            if first != _wire.STOP_WAITING:
-                raise StoreClosedError(
-                    f"the store at {self._endpoint} shut down while this client waited for "
-                    f"{', '.join(names)} ({op})"
-                )
-            if late and not pipelined:
-                self._expect_cancel_ack(op)
-            if follow is None or read is None:
-                return None
-            if not pipelined:
-                self._channel.send(_wire.encode_request(follow), op)
-            value = self._reply(read, op)
-            if late and pipelined:
-                self._expect_cancel_ack(op)
-            return value
-
-    def _cancel(self, op: str) -> int:
-        """Send CANCEL_WAIT after a deadline and return the first byte that answers it."""
-        self._channel.send(_CANCEL, op)
-        try:
-            byte = self._channel.read(_wire.read_u8, time.monotonic() + _CANCEL_GRACE, op)
-        except Expired:
-            self._channel.close()
-            raise StoreConnectionError(
-                f"the store at {self._endpoint} did not answer CANCEL_WAIT within "
-                f"{_CANCEL_GRACE:.0f}s; the connection was closed"
-            ) from None
-        if byte not in (_wire.WAIT_CANCELED, _wire.STOP_WAITING):
-            raise StoreProtocolError(
-                f"unexpected reply {byte} to CANCEL_WAIT from {self._endpoint}"
-            )
-        return byte
-
-    def _expect_cancel_ack(self, op: str) -> None:
-        byte = self._channel.read(_wire.read_u8, time.monotonic() + _CANCEL_GRACE, op)
-        if byte != _wire.WAIT_CANCELED:
-            raise StoreProtocolError(
-                f"expected WAIT_CANCELED after a late STOP_WAITING from {self._endpoint}, "
-                f"got {byte}"
-            )
+            return wait.then(follow, read, self._pipelined)
 
     def _wait_for_workers(self, world_size: int) -> None:
         start = time.monotonic()
-        deadline = None if self._timeout is None else start + self._timeout
+        deadline = _deadline(self._timeout)
         count = 0
         while True:
-            count = self._raw_add(_INIT_KEY, 0)
+            try:
+                count = self._raw_add(_INIT_KEY, 0, deadline)
+            except StoreTimeoutError as exc:
+                raise self._workers_timeout(
+                    start, count, world_size, "; the store did not answer the last count"
+                ) from exc
             if count >= world_size:
                 return
-            if deadline is not None and time.monotonic() >= deadline:
-                raise StoreTimeoutError(
-                    f"Timed out after {time.monotonic() - start:.1f} seconds waiting for "
-                    f"clients. {count}/{world_size} clients joined (store at {self._endpoint})."
-                )
-            time.sleep(0.01)
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise self._workers_timeout(start, count, world_size, "")
+            time.sleep(0.01 if deadline is None else min(0.01, deadline - now))
+
+    def _workers_timeout(
+        self, start: float, count: int, world_size: int, more: str
+    ) -> StoreTimeoutError:
+        elapsed = time.monotonic() - start
+        if self._timeout is not None:
+            elapsed = max(elapsed, self._timeout)  # that deadline is what passed
+        return StoreTimeoutError(
+            f"Timed out after {format_elapsed(elapsed, 1)} seconds waiting for clients. "
+            f"{count}/{world_size} clients joined (store at {self._endpoint}){more}."
+        )
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
+    return None if seconds is None else time.monotonic() + seconds
 
 
 def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:

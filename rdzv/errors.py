@@ -82,7 +82,17 @@ class StoreConnectionError(StoreError, ConnectionError):
 
 
 class StoreClosedError(StoreConnectionError):
-    """The store server shut down (or died) while this client was using it."""
+    """The connection to the store is gone (or was closed after an earlier failure).
+
+    Attributes:
+        seen: what this client observed on the connection: ``"eof"`` (the store closed it
+            cleanly), ``"reset"`` (a reset: the host's process or something on the network
+            path aborted it), ``"broken"`` (a send found it already broken), ``"error"``
+            (another OS error), ``"shutdown"`` (the store said it was shutting down), or
+            None (this client closed it itself: a deadline, junk, ``close()``).
+    """
+
+    seen: str | None = None
 
 
 class StoreBindError(StoreConnectionError):

@@ -5,26 +5,21 @@ once, with host, port and errno), then serves on an asyncio loop in a daemon thr
 clients at once (the listen backlog and the fd limit are raised for ≥ 4096 connections),
 IPv4 and IPv6, port 0 → the ephemeral port is reported back by :attr:`StoreServer.port`.
 
-Bind rules:
+Where it listens follows the bind rules of :mod:`rdzv._bind`. Peers' addresses are never
+reverse-resolved.
 
-* ``""``, ``"::"`` or ``"*"``: the dual-stack wildcard (IPv6 ``::`` accepting IPv4 too), or
-  ``0.0.0.0`` where IPv6 is unavailable; ``"0.0.0.0"``: the IPv4 wildcard.
-* A loopback endpoint (``localhost``, ``127.0.0.0/8``, ``::1``) listens on loopback only,
-  never on all interfaces.
-* Any other IP literal binds that address; if it is not an address of this machine the
-  server falls back to that family's wildcard and logs why (the bind never fails for it).
-* Any other host name binds the dual-stack wildcard, as torch does: a name may resolve to
-  different addresses here and on the other nodes (the ``127.0.1.1`` trap of Debian hosts).
-
-Peers' addresses are never reverse-resolved.
+A request must arrive whole within :data:`PARTIAL_REQUEST_TIMEOUT` seconds of its first byte
+(the first request, ``VALIDATE``, within that time of connecting), else the connection is
+dropped: a peer that sends half a request and then nothing would otherwise hold a descriptor
+forever. A client idle between requests, or blocked in a WAIT, has no partial request and is
+never dropped for it. Dropped connections are logged through :class:`rdzv._droplog.DropLog`:
+the first few in full, the rest as one summary line per interval.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno as errno_mod
-import ipaddress
 import logging
 import os
 import resource
@@ -34,56 +29,31 @@ from collections import deque
 from typing import Final, cast
 
 from rdzv import _decoder, _wire
-from rdzv._kv import KV
-from rdzv.errors import StoreBindError, StoreProtocolError
+from rdzv._bind import BACKLOG, bind, bind_plan
+from rdzv._droplog import DropLog
+from rdzv._writers import Cancel, OnClose, Selects, WatchingKV
+from rdzv.errors import StoreProtocolError
 from rdzv.events import emit
 
-__all__ = ["StoreServer", "bind_plan"]
+__all__ = ["PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
 
 _log = logging.getLogger("rdzv.server")
 
-BACKLOG: Final = 4096
+#: Seconds a request may stay incomplete (from its first byte, or from the connect for the
+#: first request) before the connection is dropped.
+PARTIAL_REQUEST_TIMEOUT: Final = 30.0
 _HIGH_WATER: Final = 4 * 1024 * 1024
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-_LOCALHOST_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-_EXPLAIN: Final = {
-    errno_mod.EADDRINUSE: "is already in use by another process",
-    errno_mod.EACCES: "may not be bound by this user (ports below 1024 need privileges)",
-    errno_mod.EADDRNOTAVAIL: "is not an address of this machine",
-}
-
-
-def _is_loopback_name(host: str) -> bool:
-    return host.lower() in _LOCALHOST_NAMES or host.lower().endswith(".localhost")
-
-
-def bind_plan(host: str) -> tuple[list[tuple[socket.AddressFamily, str]], bool]:
-    """Decide which addresses to listen on for endpoint host ``host`` (see module doc).
-
-    Returns:
-        ``(addresses, may_fall_back)``: ``(family, address)`` pairs to bind, and whether a
-        bind that fails because the address is not local may fall back to the wildcard.
-    """
-    if host in ("", "::", "*"):
-        return ([(socket.AF_INET6, "::")] if socket.has_ipv6 else [(socket.AF_INET, "")]), False
-    if host == "0.0.0.0":
-        return [(socket.AF_INET, "0.0.0.0")], False
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        if _is_loopback_name(host):
-            plan = [(socket.AF_INET, "127.0.0.1")]
-            if socket.has_ipv6:
-                plan.append((socket.AF_INET6, "::1"))
-            return plan, False
-        return bind_plan("")[0], False
-    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
-    return [(family, str(ip))], not ip.is_loopback
+# Why a connection was dropped, as counted in the summaries of rdzv._droplog.
+_UNDECODABLE: Final = "undecodable request"
+_REJECTED: Final = "rejected request"
+_OVERSENT: Final = "too many bytes sent while waiting"
+_INCOMPLETE: Final = "request left incomplete"
 
 
 class StoreServer:
-    """A TCPStore-protocol server (see the module doc for the bind rules).
+    """A TCPStore-protocol server (the bind rules are :mod:`rdzv._bind`'s).
 
     Args:
         host: endpoint host to serve (decides the listen addresses, never resolved
@@ -91,10 +61,14 @@ class StoreServer:
         port: port to listen on; 0 picks an ephemeral port, read back from :attr:`port`.
         limits: decoding limits per connection.
         listen_fd: take over an already bound socket (torch's ``master_listen_fd``).
+        partial_request_timeout: seconds a request may stay incomplete before its
+            connection is dropped (see the module doc).
 
-    Raises (from :meth:`start`):
-        StoreBindError: the port is in use or cannot be bound; the message names host,
-            port and errno and says why in plain words.
+    Raises:
+        ValueError: ``port`` is outside 0..65535, or ``partial_request_timeout`` is not a
+            positive finite number.
+        StoreBindError: (from :meth:`start`) the port is in use or cannot be bound; the
+            message names host, port and errno and says why in plain words.
     """
 
     def __init__(
@@ -104,9 +78,18 @@ class StoreServer:
         *,
         limits: _wire.Limits | None = None,
         listen_fd: int | None = None,
+        partial_request_timeout: float = PARTIAL_REQUEST_TIMEOUT,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port {port!r} is outside 0..65535")
+        if not 0 < partial_request_timeout < float("inf"):
+            raise ValueError(
+                f"partial_request_timeout must be a positive number of seconds, "
+                f"got {partial_request_timeout!r}"
+            )
+        self.partial_request_timeout = partial_request_timeout
+        self.drops = DropLog()
+        self._summary_timer: asyncio.TimerHandle | None = None
         self.host = host
         self._requested_port = port
         self.limits = limits or _wire.Limits()
@@ -117,7 +100,7 @@ class StoreServer:
         self._servers: list[asyncio.base_events.Server] = []
         self._conns: set[_Connection] = set()
         self._closed = threading.Event()
-        self.kv = KV()
+        self.kv = WatchingKV()
         self.port = port
 
     # --- lifecycle ------------------------------------------------------------------
@@ -132,7 +115,7 @@ class StoreServer:
         if self._thread is not None:
             raise RuntimeError("this StoreServer was already started")
         _raise_fd_limit()
-        self._sockets = self._bind()
+        self._sockets = bind(self.host, self._requested_port, self._listen_fd)
         self.port = self._sockets[0].getsockname()[1]
         loop = _new_loop()
         self._loop = loop
@@ -192,6 +175,33 @@ class StoreServer:
             conn.transport.close()
         for server in self._servers:
             await server.wait_closed()
+        if self._summary_timer is not None:
+            self._summary_timer.cancel()
+            self._summary_timer = None
+        for line in self.drops.close(asyncio.get_running_loop().time()):
+            _log.warning("%s (store server on port %s closing)", line, self.port)
+
+    def _dropped(self, peername: object, reason: str, error: StoreProtocolError) -> None:
+        """Log (or count, under a flood) one dropped connection; runs on the loop."""
+        if isinstance(peername, tuple) and len(peername) >= 2:
+            host = str(peername[0])
+            peer = f"[{host}]:{peername[1]}" if ":" in host else f"{host}:{peername[1]}"
+        else:
+            host = peer = "an unknown peer"
+        loop = asyncio.get_running_loop()
+        line = self.drops.record(loop.time(), peer, host, reason, str(error))
+        if line is not None:
+            _log.warning("%s", line)
+        elif self._summary_timer is None:
+            due = self.drops.summary_due
+            assert due is not None
+            self._summary_timer = loop.call_at(due, self._log_summary)
+
+    def _log_summary(self) -> None:
+        self._summary_timer = None
+        line = self.drops.summary(asyncio.get_running_loop().time())
+        if line is not None:
+            _log.warning("%s", line)
 
     @property
     def running(self) -> bool:
@@ -203,111 +213,18 @@ class StoreServer:
         """The ``(address, port)`` pairs actually listened on."""
         return [s.getsockname()[:2] for s in self._sockets]
 
+    def watch_writers(self, selects: Selects, on_close: OnClose) -> Cancel:
+        """Call ``on_close(key, value)`` on the loop thread when the connection whose request
+        last changed a key accepted by ``selects`` closes (see :mod:`rdzv._writers`; not for
+        connections that :meth:`close` ends). Thread-safe; returns the function that
+        cancels the watch."""
+        return self.kv.watch_writers(selects, on_close)
+
     def __enter__(self) -> StoreServer:
         return self.start() if self._thread is None else self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # --- binding ---------------------------------------------------------------------
-
-    def _bind(self) -> list[socket.socket]:
-        if self._listen_fd is not None:
-            sock = socket.socket(fileno=self._listen_fd)
-            bound = sock.getsockname()[1]
-            if self._requested_port not in (0, bound):
-                sock.detach()
-                raise StoreBindError(
-                    f"listen fd {self._listen_fd} is bound to port {bound}, expected port "
-                    f"{self._requested_port}",
-                    host=self.host,
-                    port=self._requested_port,
-                    errno=None,
-                )
-            sock.listen(BACKLOG)
-            return [sock]
-        plan, may_fall_back = bind_plan(self.host)
-        for _ in range(8):  # port 0 over several families: retry if a later family collides
-            try:
-                return self._bind_all(plan, may_fall_back)
-            except _PortRace:
-                continue
-        return self._bind_all(plan, may_fall_back)
-
-    def _bind_all(
-        self, plan: list[tuple[socket.AddressFamily, str]], may_fall_back: bool
-    ) -> list[socket.socket]:
-        port = self._requested_port
-        bound: list[socket.socket] = []
-        try:
-            for i, (family, address) in enumerate(plan):
-                try:
-                    sock = _listen(family, address, port)
-                except OSError as exc:
-                    if exc.errno == errno_mod.EADDRNOTAVAIL and may_fall_back:
-                        wildcard = "::" if family == socket.AF_INET6 else "0.0.0.0"
-                        emit(
-                            _log,
-                            "bind_fallback",
-                            logging.WARNING,
-                            host=self.host,
-                            reason=str(exc),
-                            addresses=[wildcard],
-                        )
-                        sock = self._listen_or_raise(family, wildcard, port)
-                    elif exc.errno == errno_mod.EADDRNOTAVAIL and address == "::1":
-                        continue  # IPv6 loopback not configured: IPv4 loopback serves
-                    elif i > 0 and self._requested_port == 0 and exc.errno == errno_mod.EADDRINUSE:
-                        raise _PortRace from exc
-                    else:
-                        raise self._bind_error(address, port, exc) from exc
-                bound.append(sock)
-                port = sock.getsockname()[1]
-        except BaseException:
-            for sock in bound:
-                sock.close()
-            raise
-        return bound
-
-    def _listen_or_raise(
-        self, family: socket.AddressFamily, address: str, port: int
-    ) -> socket.socket:
-        try:
-            return _listen(family, address, port)
-        except OSError as exc:
-            raise self._bind_error(address, port, exc) from exc
-
-    def _bind_error(self, address: str, port: int, exc: OSError) -> StoreBindError:
-        code = exc.errno
-        name = errno_mod.errorcode.get(code or 0, "?")
-        why = _EXPLAIN.get(code or 0, f"could not be bound: {exc.strerror or exc}")
-        shown = f"[{address}]" if ":" in address else (address or "0.0.0.0")
-        return StoreBindError(
-            f"port {port} on {shown} {why} (errno {code} {name}; endpoint host "
-            f"{self.host!r}). Pick another port, or stop the process holding this one.",
-            host=self.host,
-            port=port,
-            errno=code,
-        )
-
-
-class _PortRace(Exception):
-    """An ephemeral port chosen on one family is taken on another: choose again."""
-
-
-def _listen(family: socket.AddressFamily, address: str, port: int) -> socket.socket:
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6 and address == "::":
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        sock.bind((address, port))
-        sock.listen(BACKLOG)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -338,6 +255,11 @@ class _Connection(asyncio.Protocol):
     Memory per connection stays bounded: requests are applied in small batches and not at
     all while the peer leaves more than ``_HIGH_WATER`` bytes of replies unread (reading
     pauses too), and a peer may send at most ``_MAX_HELD_BYTES`` while it waits.
+
+    Descriptors stay bounded too: ``partial_since`` is when the request still incomplete
+    began (the connect, for the first request; None when no request is incomplete), and one
+    timer per such connection drops it once that is ``partial_request_timeout`` ago. Time
+    spent with reading paused by us does not count against the peer.
     """
 
     def __init__(self, server: StoreServer) -> None:
@@ -347,6 +269,10 @@ class _Connection(asyncio.Protocol):
         self.pending: deque[_wire.Request] = deque()
         self.held_bytes = 0
         self.dropped = False
+        self.decoded_any = False
+        self.reading_paused = False
+        self.partial_since: float | None = None
+        self.partial_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -358,6 +284,8 @@ class _Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=_HIGH_WATER)
         self.server._conns.add(self)
         self.server.kv.open(self)
+        self.partial_since = asyncio.get_running_loop().time()  # the first request is due
+        self._arm_partial_timer(self.partial_since)
 
     def data_received(self, data: bytes) -> None:
         if self.server.kv.is_waiting(self):
@@ -365,15 +293,59 @@ class _Connection(asyncio.Protocol):
             if self.held_bytes > _MAX_HELD_BYTES:
                 self.server.kv.close(self)
                 self.drop(
+                    _OVERSENT,
                     StoreProtocolError(
                         f"sent more than {_MAX_HELD_BYTES} bytes while waiting for keys"
-                    )
+                    ),
                 )
                 return
         else:
             self.held_bytes = 0
-        self.pending.extend(self.decoder.feed(data))
+        requests = self.decoder.feed(data)
+        if requests:
+            self.decoded_any = True
+        if not self.decoder.buffered:
+            self.partial_since = None
+        elif requests or self.partial_since is None:
+            # A new request began in ``data``; a trickle of bytes does not restart the clock.
+            self.partial_since = asyncio.get_running_loop().time()
+            self._arm_partial_timer(self.partial_since)
+        self.pending.extend(requests)
         self._pump()
+
+    def _arm_partial_timer(self, since: float) -> None:
+        if self.partial_timer is None:
+            loop = asyncio.get_running_loop()
+            when = since + self.server.partial_request_timeout
+            self.partial_timer = loop.call_at(when, self._check_partial)
+
+    def _check_partial(self) -> None:
+        """Timer callback: drop the connection if its request is incomplete for too long."""
+        self.partial_timer = None
+        since = self.partial_since
+        if since is None or self.dropped:
+            return
+        now = asyncio.get_running_loop().time()
+        if self.reading_paused:  # we are not reading: the clock restarts when we do
+            self.partial_since = since = now
+        bound = self.server.partial_request_timeout
+        if now < since + bound:
+            self._arm_partial_timer(since)
+            return
+        received = self.decoder.buffered
+        if self.decoded_any:
+            what = (
+                f"left a request incomplete for longer than {bound:g} s "
+                f"({received} bytes of it received)"
+            )
+        elif received:
+            what = (
+                f"sent only {received} bytes of its first request within {bound:g} s of connecting"
+            )
+        else:
+            what = f"sent no request within {bound:g} s of connecting"
+        self.server.kv.close(self)
+        self.drop(_INCOMPLETE, StoreProtocolError(what))
 
     def _pump(self) -> None:
         kv = self.server.kv
@@ -381,7 +353,7 @@ class _Connection(asyncio.Protocol):
         pending = self.pending
         while pending and not self.dropped:
             if self.transport.get_write_buffer_size() > _HIGH_WATER:
-                self.transport.pause_reading()  # resume_writing pumps again
+                self._pause_reading()  # resume_writing pumps again
                 return
             batch = [pending.popleft() for _ in range(min(_BATCH, len(pending)))]
             outcome = kv.feed(self, batch, now)
@@ -390,33 +362,41 @@ class _Connection(asyncio.Protocol):
                 conn.write(payload)
             for conn, error in outcome.dropped.items():
                 assert isinstance(conn, _Connection)
-                conn.drop(error)
+                conn.drop(_REJECTED, error)
         if self.decoder.error is not None and not self.dropped:
             kv.close(self)
-            self.drop(self.decoder.error)
+            self.drop(_UNDECODABLE, self.decoder.error)
 
     def write(self, payload: bytes) -> None:
         if payload and not self.transport.is_closing():
             self.transport.write(payload)
 
-    def drop(self, error: StoreProtocolError) -> None:
+    def drop(self, reason: str, error: StoreProtocolError) -> None:
         self.dropped = True
         self.pending.clear()
-        peer = self.transport.get_extra_info("peername")
-        _log.warning("dropping store connection from %s: %s", peer, error)
+        self.server._dropped(self.transport.get_extra_info("peername"), reason, error)
         self.transport.close()
+
+    def _pause_reading(self) -> None:
+        self.reading_paused = True
+        self.transport.pause_reading()
 
     def pause_writing(self) -> None:
         # The peer is not reading its replies: stop reading its requests (bounded memory).
-        self.transport.pause_reading()
+        self._pause_reading()
 
     def resume_writing(self) -> None:
         if not self.dropped:
+            self.reading_paused = False
             self.transport.resume_reading()
             self._pump()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.dropped = True
         self.pending.clear()
+        if self.partial_timer is not None:
+            self.partial_timer.cancel()
+            self.partial_timer = None
         self.server._conns.discard(self)
         self.server.kv.close(self)
+        self.server.kv.writer_closed(self, notify=not self.server._closed.is_set())

@@ -11,20 +11,23 @@ with honest semantics (the join protocol is described in :mod:`rdzv._join`):
   a restarted node (same machine, same rank, its predecessor dead) takes over its claim;
 * a node that loses its store connection mid-join tells the others (over a fresh
   connection), so they fail at once instead of at their deadline;
+* a member that vanishes mid-round (its store connection closes) and is not restarted within
+  a short grace fails the round on every node at once, naming it (the hosting node sees the
+  connection close; see :mod:`rdzv._lost_member`);
 * a port in use fails node 0 at once; the others fail at their deadline saying that no
-  rendezvous server answered (or that what answered is not a rendezvous store);
+  rendezvous server answered (or that what answered is not a rendezvous store), and so does
+  a node that arrives after node 0 has exited;
 * the hosting node returns only after every node read the result (exit barrier);
 * ``set_closed``/``is_closed``/``num_nodes_waiting`` work through the store for every node.
 
 Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``run_id``,
-``round``, ``rank``, ``endpoint`` and ``elapsed`` (seconds since the call started):
-``join_start``, ``joined`` (+ ``joined``, ``world_size``), ``complete`` (+ ``world_size``),
-``failed`` (+ ``error``, ``message``), ``closed``, ``shutdown``, ``linger_ended`` (a failed
-round's host stopped waiting for members to read the verdict), ``claim_taken_over`` (level
-WARNING; + ``previous``, ``previous_pid``, ``host``: this node replaced the claim of a dead
-predecessor), ``failure_published`` (+ ``first``) / ``failure_not_published`` (+ ``error``):
-whether a node that lost its store connection could tell the others. Connect attempts are
-reported by the store client (``connect_attempt`` / ``connected`` on ``rdzv.client``).
+``round``, ``rank``, ``endpoint`` and, except the ``member_*`` ones, ``elapsed`` (seconds
+since the call started): ``join_start``, ``joined``, ``complete``, ``failed``, ``closed``,
+``shutdown``, ``linger_ended``, ``claim_taken_over``, ``failure_published`` /
+``failure_not_published``, ``member_lost`` / ``member_loss_not_reported`` /
+``member_watch_failed``, ``exit_wait`` / ``exit_wait_ended``; their fields are listed in
+docs/rendezvous.md ("Events"). The store client reports connect attempts
+(``connect_attempt`` / ``connected`` on ``rdzv.client``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any, Final, overload
 
 from rdzv._exit import close_store, leave, reconnect
 from rdzv._join import RoundProtocol
+from rdzv._lost_member import LostMemberWatch, watch_members
 from rdzv._round_failures import connect_error
 from rdzv._round_state import Identity, RoundKeys, closed_record
 from rdzv._static_config import (
@@ -149,6 +153,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._me = Identity.local(self._cfg.rank, self._cfg.world_size)
         self._keys = RoundKeys(self._cfg.run_id)
         self._store: Store | None = None
+        self._members: LostMemberWatch | None = None
         self._round = 0
         self._closed_here = False
         self._shut_down = False
@@ -237,6 +242,7 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._round += 1
         self._joined_last_round = False
         store = self._connect(round_index, started, deadline)
+        self._watch_members(store)
         protocol = RoundProtocol(
             store,
             cfg,
@@ -246,6 +252,7 @@ class StaticTCPRendezvous(RendezvousHandler):
             self._clock,
             time.time,
             reconnect=partial(reconnect, store),
+            started=started,
         )
         try:
             try:
@@ -261,10 +268,13 @@ class StaticTCPRendezvous(RendezvousHandler):
         except RendezvousError:
             if protocol.connection_lost:
                 self._store = None  # broken: the next round dials again (node 0 may be back)
+                self._unwatch_members()
                 close_store(store)
             raise
         finally:
             store.set_timeout(cfg.read_timeout)
+            if self._members is not None:
+                self._members.settled(round_index)
         self._joined_last_round = True
         return RendezvousInfo(
             PrefixStore(cfg.run_id, store),
@@ -341,18 +351,33 @@ class StaticTCPRendezvous(RendezvousHandler):
         left: int | None = None
         error: str | None = None
         if store is not None:
+            last = self._round - 1
             try:
                 if self._joined_last_round:
-                    left = leave(store, self._cfg, self._keys, self._round - 1)
+                    report = partial(self._report, last)
+                    left = leave(store, self._cfg, self._keys, last, report)
             except RendezvousConnectionError as exc:
                 error = str(exc)
             finally:
+                self._unwatch_members()
                 close_store(store)
         others = self._cfg.world_size - 1
         self._event("shutdown", self._round, 0.0, others_left=left, others=others, error=error)
         return error is None and (left is None or left >= others)
 
     # -- internals ------------------------------------------------------------------------
+
+    def _watch_members(self, store: Store) -> None:
+        if self._members is None and self._cfg.start_daemon:
+            self._members = watch_members(store, self._cfg, self._me, time.time)
+
+    def _unwatch_members(self) -> None:
+        members, self._members = self._members, None
+        if members is not None:
+            members.close()
+
+    def _report(self, round_index: int, name: str, level: int, **fields: Any) -> None:
+        self._event(name, round_index, 0.0, level, **fields)
 
     def _connect(self, round_index: int, started: float, deadline: float) -> Store:
         if self._store is not None:
@@ -380,12 +405,19 @@ class StaticTCPRendezvous(RendezvousHandler):
             raise error from exc
         return self._store
 
-    def _event(self, name: str, round_index: int, elapsed: float, **fields: Any) -> None:
+    def _event(
+        self,
+        name: str,
+        round_index: int,
+        elapsed: float,
+        level: int = logging.INFO,
+        **fields: Any,
+    ) -> None:
         cfg = self._cfg
         emit(
             _log,
             name,
-            logging.INFO,
+            level,
             run_id=cfg.run_id,
             round=round_index,
             rank=cfg.rank,

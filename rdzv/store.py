@@ -6,6 +6,7 @@ Timeouts are ``timedelta`` or seconds; a negative ``timedelta`` means "no timeou
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -21,6 +22,7 @@ __all__ = [
     "PrefixStore",
     "Store",
     "Timeout",
+    "format_elapsed",
     "to_bytes",
     "to_seconds",
 ]
@@ -64,6 +66,17 @@ def to_seconds(timeout: Timeout, what: str = "timeout") -> float | None:
 def format_ms(seconds: float | None) -> str:
     """Render a timeout as torch does in its messages ("300ms")."""
     return "forever" if seconds is None else f"{round(seconds * 1000)}ms"
+
+
+def format_elapsed(seconds: float, digits: int = 2) -> str:
+    """Render an elapsed time in seconds, rounded *up* at ``digits`` decimals.
+
+    A message about a deadline that passed must never show less time than really went by
+    (``7.96`` shown as ``7.9`` reads as "gave up early"); rounding up cannot. A difference of
+    floating-point noise (under 1e-9 s) is not rounded up.
+    """
+    scale = 10**digits
+    return f"{math.ceil(seconds * scale - 1e-9) / scale:.{digits}f}"
 
 
 class Store(ABC):

@@ -5,6 +5,9 @@ handler through rdzv's registry, runs a list of steps and streams what happened 
 parent over one queue: ``("event", node, payload)`` for rdzv events as they happen,
 ``("step", node, record)`` for each step, ``("done", node, None)`` at the end.
 
+A spec's ``member_grace`` sets the hosting node's grace for a vanished member's restart
+(``rdzv._lost_member.MEMBER_GRACE``) in that process.
+
 Steps: ``rdzv`` (next_rendezvous), ``share`` (write a key through the returned store and
 read every rank's), ``set_closed``, ``is_closed``, ``num_waiting``, ``shutdown``, ``await``
 (block until the parent sends "go" on the node's command queue), ``exit`` (``os._exit(0)``
@@ -57,6 +60,10 @@ def node_main(spec: dict[str, Any], out: Any, commands: Any) -> None:
     logger = logging.getLogger("rdzv")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(_Forward(out, name))
+    if "member_grace" in spec:  # a hosting node's grace for a vanished member's restart
+        import rdzv._lost_member
+
+        setattr(rdzv._lost_member, "MEMBER_GRACE", spec["member_grace"])  # noqa: B010
     config = dict(spec.get("config", {}))
     listen: socket.socket | None = spec.get("listen")
     if listen is not None:

@@ -3,26 +3,31 @@
 Most tests run the server in a subprocess (``server_process``) so its memory can be
 measured with psutil; after each attack the server is still running, a legitimate client's
 keys and operations are intact, a new client can connect, and the server's RSS grew by less
-than :data:`RSS_SLACK`.
+than :data:`RSS_SLACK`. The slowloris and log-flood tests use an in-process server whose
+partial-request bound is :data:`BOUND` seconds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
+import re
 import resource
 import signal
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
-from conftest import InThread, ServerProcess
 
+from conftest import InThread, ServerProcess
 from rdzv import _wire
+from rdzv._droplog import FULL_LINES, SUMMARY_INTERVAL
 from rdzv.client import TCPStore
 from rdzv.errors import StoreClosedError
 from rdzv.server import StoreServer
@@ -30,6 +35,9 @@ from rdzv.server import StoreServer
 RSS_SLACK = 64 * 1024 * 1024
 VALIDATE = _wire.encode_request(_wire.Validate())
 HUGE = 4 * 1024**3
+BOUND = 0.3
+HALF_SET = bytes([_wire.Op.SET]) + _wire.encode_bytes(b"/k") + struct.pack("<Q", 100) + b"x" * 40
+HTTP = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def _rss(pid: int) -> int:
@@ -358,6 +366,158 @@ def test_a_waiting_client_gets_store_closed_promptly_when_the_server_process_is_
             getter.outcome(timeout=15.0)
         with pytest.raises(StoreClosedError):
             client.check(["never"])
+
+
+# --- slowloris: a request must arrive whole within the bound ----------------------------------
+
+
+@pytest.fixture
+def strict_server() -> Iterator[StoreServer]:
+    """An in-process StoreServer on 127.0.0.1 that drops a request incomplete for BOUND s."""
+    with StoreServer("127.0.0.1", 0, partial_request_timeout=BOUND) as running:
+        yield running
+
+
+@pytest.mark.parametrize(
+    ("sent", "logged"),
+    [
+        pytest.param(b"", r"sent no request within 0\.3 s of connecting", id="nothing"),
+        pytest.param(
+            VALIDATE[:3],
+            r"sent only 3 bytes of its first request within 0\.3 s of connecting",
+            id="half-validate",
+        ),
+        pytest.param(
+            VALIDATE + HALF_SET,
+            rf"left a request incomplete for longer than 0\.3 s \({len(HALF_SET)} bytes",
+            id="half-a-set",
+        ),
+        pytest.param(
+            VALIDATE + _wire.encode_request(_wire.Wait((b"/never",))) + HALF_SET,
+            r"left a request incomplete for longer than 0\.3 s",
+            id="half-a-set-behind-a-wait",
+        ),
+    ],
+)
+def test_a_connection_that_sends_half_a_request_and_then_nothing_is_dropped_after_the_bound(
+    strict_server: StoreServer, caplog: pytest.LogCaptureFixture, sent: bytes, logged: str
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rdzv.server")
+    with _raw(strict_server.port) as sock:
+        sock.sendall(sent)
+        assert _read_until_closed(sock, timeout=60) == b""
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
+    assert re.match(r"dropping store connection from 127\.0\.0\.1:\d+: ", line), line
+    assert re.search(logged, line), line
+    with TCPStore("127.0.0.1", strict_server.port, timeout=10.0) as client:
+        assert client.add("n", 1) == 1
+        assert strict_server.kv.waiting() == {}
+
+
+def test_clients_waiting_or_idle_longer_than_the_bound_are_never_dropped(
+    strict_server: StoreServer,
+) -> None:
+    port = strict_server.port
+    waiter_store = TCPStore("127.0.0.1", port, timeout=60.0)
+    idle = _raw(port)
+    try:
+        idle.sendall(VALIDATE + _wire.encode_request(_wire.Ping(1)))
+        assert idle.recv(4) == _wire.encode_u32(1)
+        waiting = _signal_when_waiting(strict_server)
+        waiter = InThread(waiter_store.get, "released")
+        assert waiting.wait(10), "the waiter never reached the server"
+        # A clock that needs no sleep: a connection opened now, sending half a request, is
+        # dropped once the bound has passed for it, so for the waiter and the idle one too.
+        with _raw(port) as loris:
+            loris.sendall(VALIDATE[:3])
+            assert _read_until_closed(loris, timeout=60) == b""
+        with TCPStore("127.0.0.1", port, timeout=10.0) as setter:
+            setter.set("released", "yes")
+        assert waiter.outcome() == b"yes"
+        assert waiter_store.add("n", 1) == 1
+        idle.sendall(_wire.encode_request(_wire.Ping(2)))
+        assert idle.recv(4) == _wire.encode_u32(2)
+    finally:
+        waiter_store.close()
+        idle.close()
+
+
+def test_hundreds_of_half_requests_are_all_dropped_while_a_legitimate_client_is_served(
+    strict_server: StoreServer,
+) -> None:
+    port = strict_server.port
+    partials = [b"", VALIDATE[:2], VALIDATE + HALF_SET, VALIDATE + HALF_SET[:5]]
+    lorises: list[socket.socket] = []
+    try:
+        with TCPStore("127.0.0.1", port, timeout=30.0) as legit_client:
+            for i in range(400):
+                sock = _raw(port)
+                lorises.append(sock)
+                sock.sendall(partials[i % len(partials)])
+                if i % 50 == 0:
+                    legit_client.set(f"k{i}", str(i))
+            for sock in lorises:
+                assert _read_until_closed(sock, timeout=60) == b""
+            assert legit_client.multi_get(["k0", "k350"]) == [b"0", b"350"]
+            assert legit_client.add("n", 1) == 1
+    finally:
+        for sock in lorises:
+            sock.close()
+
+
+def test_the_partial_request_bound_must_be_a_positive_number_of_seconds() -> None:
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="partial_request_timeout must be a positive number"):
+            StoreServer("127.0.0.1", 0, partial_request_timeout=bad)
+
+
+# --- the log under a flood ------------------------------------------------------------------
+
+
+def test_a_flood_of_garbage_connections_logs_a_bounded_number_of_lines_that_count_every_drop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rdzv.server")
+    garbage, lorises = 200, 40
+    started = time.monotonic()
+    server = StoreServer("127.0.0.1", 0, partial_request_timeout=BOUND).start()
+    held: list[socket.socket] = []
+    try:
+        with TCPStore("127.0.0.1", server.port, timeout=30.0) as legit_client:
+            for _ in range(lorises):
+                held.append(_raw(server.port))
+                held[-1].sendall(VALIDATE + HALF_SET)
+            for i in range(garbage):
+                with _raw(server.port) as sock:
+                    sock.sendall(HTTP)
+                    assert _read_until_closed(sock) == b""
+                legit_client.set(f"k{i}", "v")
+            for sock in held:
+                assert _read_until_closed(sock, timeout=60) == b""
+            assert legit_client.get("k199") == b"v"
+    finally:
+        for sock in held:
+            sock.close()
+        server.close()
+    elapsed = time.monotonic() - started
+    lines = [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
+    full = [line for line in lines if line.startswith("dropping store connection from")]
+    assert len(full) == FULL_LINES
+    assert full[-1].endswith(f"(further drops are summarised every {SUMMARY_INTERVAL:g} s)")
+    summarised = [
+        int(m.group(1))
+        for m in (re.match(r"dropped (\d+) more store connections? in the last", x) for x in lines)
+        if m
+    ]
+    assert FULL_LINES + sum(summarised) == garbage + lorises
+    assert lines[-1] == (
+        f"dropped {garbage + lorises} store connections in all while serving "
+        f"({FULL_LINES} logged one by one, {garbage + lorises - FULL_LINES} summarised): "
+        f"{garbage} undecodable request, {lorises} request left incomplete "
+        f"(store server on port {server.port} closing)"
+    )
+    # One summary per interval (the last one at close) and the total: bounded, not per drop.
+    assert len(lines) <= FULL_LINES + int(elapsed / SUMMARY_INTERVAL) + 3, lines
 
 
 # --- scale ----------------------------------------------------------------------------------

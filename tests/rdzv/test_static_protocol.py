@@ -127,3 +127,32 @@ def test_a_failed_host_lingers_until_its_members_read_the_verdict_and_no_longer(
     finally:
         logger.removeHandler(collector)
         logger.setLevel(logging.NOTSET)
+
+
+class _AbortedWhileConfirming(HashStore):
+    """Rank 1 was counted but never confirms; while the completing node looks for the
+    confirmations, another node aborts the round."""
+
+    def check(self, keys: Any) -> bool:
+        done = RoundKeys("run").of(0, "done")
+        found = super().check(keys)
+        if not found and len(keys) > 1 and not super().check([done]):
+            verdict = {
+                "status": "aborted",
+                "reason": "duplicate_rank",
+                "message": "duplicate rank 1 in round 0",
+                "by": asdict(_identity(1)),
+                "at": 1.0,
+            }
+            self.set(done, json.dumps(verdict))
+        return found
+
+
+def test_the_completing_node_acts_on_another_verdict_while_it_waits_for_confirmations() -> None:
+    store = _AbortedWhileConfirming()
+    keys = RoundKeys("run")
+    store.set(keys.claim(0, 1), _identity(1).raw)
+    store.add(keys.of(0, "count"), 1)  # rank 1 counted, not confirmed: rank 0 completes
+
+    with pytest.raises(RendezvousStateError, match=r"^duplicate rank 1 in round 0 \[reported by"):
+        _protocol(store, rank=0).join()

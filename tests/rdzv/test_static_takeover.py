@@ -1,7 +1,8 @@
 """A restarted node takes over the rank claim of its dead predecessor (and nothing else does).
 
 In process over an in-memory store (the liveness probe is injected), then the liveness probe
-itself against real processes, then a real restart with node processes on loopback.
+itself against real processes, then a real restart with node processes on loopback, and a
+member that dies and is not restarted (the hosting node fails the round, naming it).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -239,22 +242,27 @@ def _wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60
     raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")
 
 
+def _spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
+    return {
+        "endpoint": f"127.0.0.1:{port}",
+        "world_size": 4,
+        "config": {"rank": rank, "timeout": 60},
+        "steps": steps,
+    }
+
+
 @pytest.mark.slow
 def test_a_node_restarted_after_joining_rejoins_its_round_and_every_node_completes() -> None:
     sock = reserved_port()
     port = sock.getsockname()[1]
     steps = ["rdzv", "share"]
-
-    def spec(rank: int, node_steps: list[str]) -> dict[str, object]:
-        return {
-            "endpoint": f"127.0.0.1:{port}",
-            "world_size": 4,
-            "config": {"rank": rank, "timeout": 60},
-            "steps": node_steps,
-        }
+    spec = partial(_spec, port)
+    # The restart must come within the hosting node's grace for a vanished member; a cold
+    # process start on a loaded machine may take longer than the default, so it is raised.
+    host = dict(spec(0, [*steps, "await", "shutdown"]), listen=sock, member_grace=120.0)
 
     with cluster() as nodes, _crashing_node(f"127.0.0.1:{port}") as first:
-        nodes.start("n0", dict(spec(0, [*steps, "await", "shutdown"]), listen=sock))
+        nodes.start("n0", host)
         sock.close()
         nodes.start("n1", spec(1, [*steps, "shutdown"]))
         _wait_for_line(first, "joined")
@@ -283,3 +291,26 @@ def test_a_node_restarted_after_joining_rejoins_its_round_and_every_node_complet
 
 def _waiting(nodes: Cluster, name: str) -> bool:
     return any(s["step"] == "share" for s in nodes.nodes[name].steps)
+
+
+@pytest.mark.slow
+def test_a_member_killed_mid_round_and_not_restarted_fails_every_waiting_node_naming_it() -> None:
+    sock = reserved_port()
+    port = sock.getsockname()[1]
+    spec = partial(_spec, port)
+
+    with cluster() as nodes, _crashing_node(f"127.0.0.1:{port}") as crashing:
+        nodes.start("n0", dict(spec(0, ["rdzv"]), listen=sock))
+        sock.close()
+        nodes.start("n1", spec(1, ["rdzv"]))
+        _wait_for_line(crashing, "joined")  # rank 2 joined; rank 3 never starts
+        crashing.kill()
+        crashing.wait(timeout=60)
+        nodes.finish("n0", "n1", timeout=40)  # far below the 60 s join timeout
+
+    gone = rf"rank 2 \(\S+ pid {crashing.pid}\) disappeared: its connection to the store closed"
+    for name in ("n0", "n1"):
+        failure = nodes.nodes[name].last()
+        assert failure["error"] == "RendezvousConnectionError", failure
+        assert re.search(rf"{gone} before the round completed .* within 2 s\.", failure["message"])
+    assert re.search(r"\[reported by rank 0 \(", nodes.nodes["n1"].last()["message"])

@@ -13,6 +13,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+
 from conftest import Backend, InThread
 
 SHORT = timedelta(milliseconds=100)

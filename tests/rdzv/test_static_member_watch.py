@@ -1,0 +1,209 @@
+"""A member that vanishes mid-round: the server's generic writer watch, the hosting node's
+check after the grace, and a whole round on loopback in process (real store server)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from conftest import InThread
+from rdzv import _wire as w
+from rdzv._lost_member import LostMemberWatch
+from rdzv._round_state import Identity, RoundKeys
+from rdzv._static_config import StaticConfig
+from rdzv._writers import OnClose, Selects, WatchingKV
+from rdzv.client import TCPStore
+from rdzv.errors import RendezvousConnectionError
+from rdzv.static import StaticTCPRendezvous
+from rdzv.store import HashStore
+
+KEYS = RoundKeys("run")
+
+# -- the generic writer watch of the store server ---------------------------------------------
+
+
+class _Watched:
+    """A WatchingKV with one watch on keys under ``c/``; closes are recorded."""
+
+    def __init__(self, *conns: str) -> None:
+        self.kv = WatchingKV()
+        self.closed: list[tuple[bytes, bytes | None]] = []
+        self.cancel = self.kv.watch_writers(
+            lambda key: key.startswith(b"c/"), lambda key, value: self.closed.append((key, value))
+        )
+        for conn in conns:
+            self.kv.open(conn)
+            self.kv.feed(conn, [w.Validate()], 0.0)
+
+    def send(self, conn: str, *requests: Any) -> None:
+        self.kv.feed(conn, list(requests), 0.0)
+
+    def close(self, conn: str, notify: bool = True) -> None:
+        self.kv.close(conn)
+        self.kv.writer_closed(conn, notify)
+
+
+def test_the_connection_that_changed_a_watched_key_is_reported_when_it_closes_and_no_other() -> (
+    None
+):
+    kv = _Watched("a", "b")
+    kv.send("a", w.CompareSet(b"c/1", b"", b"A"))
+    kv.send("b", w.CompareSet(b"c/1", b"", b"B"), w.Set(b"other", b"x"))  # did not swap c/1
+
+    kv.close("b")
+    assert kv.closed == []
+    kv.close("a")
+    assert kv.closed == [(b"c/1", b"A")]
+
+
+def test_a_later_writer_takes_a_watched_key_over_from_an_earlier_one() -> None:
+    kv = _Watched("a", "b")
+    kv.send("a", w.CompareSet(b"c/1", b"", b"A"))
+    kv.send("b", w.CompareSet(b"c/1", b"A", b"B"))
+
+    kv.close("a")
+    assert kv.closed == []
+    kv.close("b")
+    assert kv.closed == [(b"c/1", b"B")]
+
+
+def test_a_write_pipelined_behind_a_wait_belongs_to_the_connection_that_sent_it() -> None:
+    kv = _Watched("a", "b")
+    kv.send("a", w.Wait((b"k",)), w.Set(b"c/2", b"A"))  # held until k exists
+    kv.send("b", w.Set(b"k", b"1"))  # wakes a: a's SET runs now, during b's request
+
+    kv.close("b")
+    assert kv.closed == []
+    kv.close("a")
+    assert kv.closed == [(b"c/2", b"A")]
+
+
+def test_a_cancelled_watch_and_a_closing_server_report_nothing() -> None:
+    kv = _Watched("a", "b")
+    kv.send("a", w.Set(b"c/1", b"A"))
+    kv.send("b", w.Set(b"c/2", b"B"))
+
+    kv.close("a", notify=False)  # the server is shutting down
+    kv.cancel()
+    kv.close("b")
+    assert kv.closed == []
+
+
+# -- the hosting node's check after the grace ------------------------------------------------
+
+
+def _cfg(rank: int, world_size: int) -> StaticConfig:
+    return StaticConfig(
+        host="127.0.0.1",
+        port=29400,
+        rank=rank,
+        world_size=world_size,
+        run_id="run",
+        join_timeout=timedelta(seconds=60),
+        read_timeout=timedelta(seconds=60),
+        start_daemon=rank == 0,
+    )
+
+
+class _Server:
+    """Stands in for the StoreServer: keeps the watch so a test can fire it."""
+
+    def __init__(self) -> None:
+        self.watches: list[tuple[Selects, OnClose]] = []
+
+    def watch_writers(self, selects: Selects, on_close: OnClose) -> Any:
+        self.watches.append((selects, on_close))
+        return lambda: None
+
+
+def _claimed(store: HashStore, who: Identity) -> bytes:
+    store.compare_set(KEYS.of(0, "first"), "", who.raw)
+    store.set(KEYS.claim(0, who.rank), who.raw)
+    return f"/{KEYS.claim(0, who.rank)}".encode()
+
+
+def test_the_host_aborts_the_round_naming_a_member_whose_connection_closed() -> None:
+    store, server, host = HashStore(), _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+    key = _claimed(store, gone)
+    watch = LostMemberWatch(server, store, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        [(selects, on_close)] = server.watches
+        assert selects(key) and not selects(f"/{KEYS.of(0, 'count')}".encode())
+        on_close(key, gone.raw)
+        store.wait([KEYS.of(0, "done")], timedelta(seconds=30))
+    finally:
+        watch.close()
+
+    verdict = json.loads(store.get(KEYS.of(0, "done")))
+    assert (verdict["status"], verdict["reason"], verdict["lost"]) == (
+        "aborted",
+        "member_lost",
+        asdict(gone),
+    )
+    assert verdict["message"] == (
+        "rendezvous round 0 of run 'run' at 127.0.0.1:29400 failed: rank 1 (h1 pid 101)"
+        " disappeared: its connection to the store closed before the round completed (it may"
+        " have died or lost its network), and no restarted rank 1 took its place within 0 s."
+        " The round cannot complete without that node; check its log, then restart the round."
+    )
+
+
+def test_the_host_leaves_a_round_alone_once_a_restarted_member_took_the_claim_over() -> None:
+    store, server, host = HashStore(), _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+    _claimed(store, gone)
+    store.set(KEYS.claim(0, 1), Identity("h1", 102, 1, 3, "t2").raw)  # the restart took it
+    watch = LostMemberWatch(server, store, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        watch._check(0, 1, gone.raw)  # what the timer runs after the grace
+    finally:
+        watch.close()
+    assert not store.check([KEYS.of(0, "done")])
+
+
+# -- a whole round on loopback, in process --------------------------------------------------
+
+
+@pytest.fixture
+def listen_fd() -> Iterator[tuple[int, int]]:
+    """A listening loopback socket handed to the hosting node (which then owns it)."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    fd = sock.detach()
+    yield fd, port
+
+
+def test_every_waiting_node_fails_at_once_when_a_member_vanishes_mid_round(
+    listen_fd: tuple[int, int],
+) -> None:
+    fd, port = listen_fd
+    host = StaticTCPRendezvous("127.0.0.1", port, 0, 4, "run", 60, listen_fd=fd)
+    member = StaticTCPRendezvous("127.0.0.1", port, 2, 4, "run", 60)
+    try:
+        hosting = InThread(host.next_rendezvous)
+        waiting = InThread(member.next_rendezvous)
+        with TCPStore("127.0.0.1", port, timeout=60, connect_timeout=60) as vanishing:
+            vanishing.wait([KEYS.claim(0, 0), KEYS.claim(0, 2)])  # both watch and wait
+            gone = Identity("elsewhere", 4242, 1, 4, "t1", "m9")
+            vanishing.compare_set(KEYS.of(0, "first"), "", gone.raw)
+            vanishing.compare_set(KEYS.claim(0, 1), "", gone.raw)
+            vanishing.add(KEYS.of(0, "count"), 1)
+            vanishing.set(KEYS.confirmed(0, 1), gone.raw)
+        # its connection closed; rank 3 never arrives; the join timeout is 60 s
+
+        lost = r"rank 1 \(elsewhere pid 4242\) disappeared: its connection to the store closed"
+        with pytest.raises(RendezvousConnectionError, match=rf"failed: {lost} before the round"):
+            hosting.outcome(timeout=40)
+        reported = r"\[reported by rank 0 \(\S+ pid \d+\); this node, rank 2"
+        with pytest.raises(RendezvousConnectionError, match=rf"{lost} .*{reported}"):
+            waiting.outcome(timeout=40)
+    finally:
+        member.shutdown()
+        host.shutdown()

@@ -1,0 +1,266 @@
+"""What the figures and words of rendezvous messages claim: time counted from where the
+deadline started, never below the timeout that passed; a join bounded by its deadline; a
+connection that ends after the deadline not blamed on a crash; rank lists in the right
+number; the exit barrier saying what it waits for; a node that arrives after node 0 left."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rdzv._exit import leave
+from rdzv._join import RoundProtocol
+from rdzv._round_failures import format_waited, timeout_message, unread_message
+from rdzv._round_state import Identity, RoundKeys
+from rdzv._static_config import StaticConfig
+from rdzv.errors import (
+    RendezvousConnectionError,
+    RendezvousTimeoutError,
+    StoreClosedError,
+    StoreTimeoutError,
+)
+from rdzv.static import StaticTCPRendezvous
+from rdzv.store import HashStore, Store
+
+KEYS = RoundKeys("run")
+DONE = KEYS.of(0, "done")
+
+
+def _cfg(rank: int, world_size: int, timeout: float = 3.0, read: float = 3.0) -> StaticConfig:
+    return StaticConfig(
+        host="127.0.0.1",
+        port=29400,
+        rank=rank,
+        world_size=world_size,
+        run_id="run",
+        join_timeout=timedelta(seconds=timeout),
+        read_timeout=timedelta(seconds=read),
+        start_daemon=rank == 0,
+    )
+
+
+def _identity(rank: int, world_size: int) -> Identity:
+    return Identity("host", 1000 + rank, rank, world_size, f"token{rank}")
+
+
+class _Clock:
+    """A monotonic clock the test moves (``now``); the handler connected at 0.3 s."""
+
+    def __init__(self) -> None:
+        self.now = 0.3
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _DeadlineStore(HashStore):
+    """The wait for the verdict lasts until ``at`` on ``clock``, then fails with ``error``
+    (a timeout by default); each CHECK costs ``check_cost`` seconds of ``clock``."""
+
+    def __init__(
+        self, clock: _Clock, at: float, error: Exception | None = None, check_cost: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.clock, self.at, self.error, self.check_cost = clock, at, error, check_cost
+
+    def get(self, key: str) -> bytes:
+        if key == DONE and not super().check([key]):
+            self.clock.now = self.at
+            raise self.error or StoreTimeoutError(f"wait timeout, keys: /{key}")
+        return super().get(key)
+
+    def check(self, keys: Any) -> bool:
+        self.clock.now += self.check_cost
+        return super().check(keys)
+
+
+def _protocol(
+    store: Store, clock: _Clock, rank: int = 1, world_size: int = 2, timeout: float = 3.0
+) -> RoundProtocol:
+    """Round 0 as the handler runs it: the deadline started at 0.0, before connecting."""
+    return RoundProtocol(
+        store,
+        _cfg(rank, world_size, timeout),
+        _identity(rank, world_size),
+        0,
+        timeout,
+        clock,
+        wall=lambda: 1.0,
+        reconnect=_no_reconnect,
+        started=0.0,
+    )
+
+
+def _no_reconnect(seconds: float) -> Store:
+    raise AssertionError("a node past its deadline must not publish a lost connection")
+
+
+# -- the figures --------------------------------------------------------------------------------
+
+
+def test_a_timeout_counts_from_where_the_deadline_started_not_from_the_connection() -> None:
+    clock = _Clock()
+    store = _DeadlineStore(clock, at=3.12)  # 3.12 s since the deadline started, 2.82 since
+    with pytest.raises(  # this node connected
+        RendezvousTimeoutError, match=r"timed out after 3\.1 s: 1 of 2 nodes joined; missing"
+    ):
+        _protocol(store, clock).join()
+
+
+@pytest.mark.parametrize(
+    ("waited", "timeout", "shown"),
+    [(8.01, 8.0, "8.0"), (7.96, 8.0, "8.0"), (3.12, 3.0, "3.1"), (2.94, 2.94, "3.0")],
+)
+def test_a_timeout_figure_is_never_shown_below_the_timeout_that_passed(
+    waited: float, timeout: float, shown: str
+) -> None:
+    assert format_waited(waited, at_least=timeout) == shown
+    message = timeout_message(_cfg(0, 2, timeout), "round 0", waited, [0], [])
+    assert message.startswith(f"rendezvous round 0 timed out after {shown} s: 1 of 2")
+
+
+def test_a_node_reading_anothers_verdict_counts_its_wait_from_its_own_deadline_start() -> None:
+    clock = _Clock()
+    store = HashStore()
+    verdict = {"status": "aborted", "reason": "timeout", "message": "rendezvous ... timed out"}
+    store.set(DONE, json.dumps({**verdict, "by": vars(_identity(0, 2)), "at": 1.0}))
+    with pytest.raises(RendezvousTimeoutError, match=r"this node, rank 1 .*, waited 0\.3 s\]$"):
+        _protocol(store, clock).join()
+
+
+# -- the deadline bounds the whole join ----------------------------------------------------------
+
+
+def test_a_connection_the_store_host_closes_after_the_deadline_is_a_timeout_not_a_crash() -> None:
+    clock = _Clock()
+    eof = StoreClosedError("the store at 127.0.0.1:29400 closed the connection (EOF) during GET")
+    eof.seen = "eof"  # type: ignore[attr-defined]
+    store = _DeadlineStore(clock, at=3.4, error=eof)
+
+    with pytest.raises(RendezvousTimeoutError) as caught:
+        _protocol(store, clock).join()
+    assert caught.match(
+        r"^rendezvous round 0 of run 'run' at 127\.0\.0\.1:29400 timed out after 3\.4 s: the"
+        r" store host closed the connection after this node's join deadline had passed \(it"
+        r" gave up on the round too\), so which ranks are missing could not be determined"
+    )
+    assert "crash" not in str(caught.value)
+
+
+def test_a_connection_reset_after_the_deadline_says_reset_and_nothing_more() -> None:
+    clock = _Clock()
+    reset = StoreClosedError("connection reset by peer at 127.0.0.1:29400 during GET")
+    reset.__cause__ = ConnectionResetError(104, "Connection reset by peer")
+    store = _DeadlineStore(clock, at=3.2, error=reset)
+
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"timed out after 3\.2 s: the connection to the store was reset after this node's",
+    ):
+        _protocol(store, clock).join()
+
+
+def test_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
+    clock = _Clock()
+    store = _DeadlineStore(clock, at=3.0, check_cost=0.1)  # a busy store: 0.1 s per CHECK
+
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"timed out after 3\.3 s: which ranks are missing could not be determined \(no"
+        r" time was left to ask the store\)\. Start the missing nodes",
+    ):
+        _protocol(store, clock, world_size=8).join()
+    assert clock.now <= 3.0 + 0.5  # the join outlived its deadline by the overshoot at most
+    verdict = json.loads(store.get(DONE))
+    assert verdict["reason"] == "timeout"  # still published, within the overshoot
+
+
+class _SilentAfterTheDeadline(_DeadlineStore):
+    def check(self, keys: Any) -> bool:
+        raise StoreTimeoutError("no reply to CHECK within 300ms; the connection was closed")
+
+
+def test_missing_ranks_the_store_cannot_tell_in_time_are_reported_as_not_determined() -> None:
+    clock = _Clock()
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"which ranks are missing could not be determined \(the store did not answer in",
+    ):
+        _protocol(_SilentAfterTheDeadline(clock, at=3.0), clock).join()
+
+
+# -- rank lists ----------------------------------------------------------------------------------
+
+
+def test_one_rank_that_did_not_read_the_result_is_named_in_the_singular() -> None:
+    assert unread_message("round 0", [2], 8.0) == (
+        "round 0 completed, but rank 2 did not confirm reading the result within 8 s"
+        " (read_timeout); it probably died right after joining."
+    )
+    assert "but ranks 2-3 did not confirm" in unread_message("round 0", [2, 3], 8.0)
+    assert "; they probably died" in unread_message("round 0", [2, 3], 8.0)
+
+
+def test_the_hosting_node_names_the_one_rank_that_never_read_the_result() -> None:
+    store = HashStore()
+    for rank in (0, 1):
+        store.set(KEYS.of(0, f"ack/{rank}"), "1")
+    protocol = _protocol(store, _Clock(), rank=0, world_size=3)
+    with pytest.raises(RendezvousTimeoutError, match=r"but rank 2 did not confirm reading the"):
+        protocol.wait_for_readers(0.01)
+
+
+# -- the shutdown() exit barrier -----------------------------------------------------------------
+
+
+def test_the_hosting_node_says_which_ranks_it_waits_for_at_shutdown_and_which_never_came() -> None:
+    store = HashStore()
+    reports: list[tuple[str, int, dict[str, Any]]] = []
+
+    def report(name: str, level: int, **fields: Any) -> None:
+        reports.append((name, level, fields))
+
+    assert leave(store, _cfg(1, 3, read=0.05), KEYS, 0, report) is None  # rank 1 leaves
+    assert leave(store, _cfg(0, 3, read=0.05), KEYS, 0, report) == 1  # rank 2 never does
+
+    assert [(name, level) for name, level, _ in reports] == [
+        ("exit_wait", logging.INFO),
+        ("exit_wait_ended", logging.WARNING),
+    ]
+    waiting, ended = reports[0][2], reports[1][2]
+    assert (waiting["waiting_for"], ended["missing"]) == ([1, 2], [2])
+    assert waiting["message"] == (
+        "waiting up to 0.05 s (read_timeout) for ranks 1-2 to call shutdown() before stopping"
+        " the rendezvous store"
+    )
+    assert ended["message"] == (
+        "rank 2 did not call shutdown() within 0.05 s (read_timeout); stopping the rendezvous"
+        " store anyway"
+    )
+
+
+# -- a node that arrives after node 0 has exited -------------------------------------------------
+
+
+def test_a_node_arriving_after_node_0_exited_fails_at_its_deadline_naming_the_endpoint() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    host = StaticTCPRendezvous("127.0.0.1", port, 0, 2, "run", 0.5, listen_fd=sock.detach())
+    try:
+        with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 1\."):
+            host.next_rendezvous()
+    finally:
+        host.shutdown()  # node 0 exits: its store goes with it
+
+    late = StaticTCPRendezvous("127.0.0.1", port, 1, 2, "run", 1)
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=rf"^rank 1: no rendezvous server answered at 127\.0\.0\.1:{port} within the join"
+        r" timeout \(1 s\)",
+    ):
+        late.next_rendezvous()
