@@ -17,10 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness.runner import run_scenario
-from harness.scenario import parse
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
+from harness.run.runner import run_scenario
+from harness.scenario.load import parse
+from harness.world.local import LocalWorlds
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +34,7 @@ def bench_nodes(client: ToxiproxyClient, n: int, repeat: int) -> None:
     walls, rss = [], []
     for r in range(repeat):
         start = time.monotonic()
-        report = run_scenario(scenario, client, seed=r)
+        report = run_scenario(scenario, LocalWorlds(client), seed=r)
         walls.append(time.monotonic() - start)
         if not report.passed:
             print(f"  run {r} FAILED: {[v.message for v in report.violations][:3]}")

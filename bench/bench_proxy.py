@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.toxiproxy_client import ToxiproxyClient  # noqa: E402
+from harness.proxy.client import ToxiproxyClient  # noqa: E402
 
 PEER = r"""
 import asyncio, struct, sys

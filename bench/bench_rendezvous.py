@@ -48,8 +48,8 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PRELOAD = {
-    "rdzv": ["rdzv.static", "rdzv.client", "rdzv.registry"],
-    "rdzv-listen": ["rdzv.static", "rdzv.client", "rdzv.registry"],
+    "rdzv": ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"],
+    "rdzv-listen": ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"],
     "torch": [
         "torch.distributed",
         "torch.distributed.elastic.rendezvous.static_tcp_rendezvous",
@@ -75,8 +75,8 @@ def node(
     """A node process: build the handler, say ready, wait for the release, rendezvous."""
     try:
         if backend.startswith("rdzv"):
-            from rdzv.api import RendezvousParameters
-            from rdzv.static import create_rdzv_handler
+            from rdzv.rendezvous.api import RendezvousParameters
+            from rdzv.rendezvous.static import create_rdzv_handler
 
             config: dict[str, Any] = {"rank": rank, "timeout": timeout}
             if listen is not None:

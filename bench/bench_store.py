@@ -66,7 +66,7 @@ def _repo() -> str:
 
 
 def rdzv_client(port: int) -> Any:
-    from rdzv.client import TCPStore
+    from rdzv.store.client import TCPStore
 
     return TCPStore("127.0.0.1", port, timeout=60)
 

@@ -13,14 +13,18 @@ Every error the harness raises derives from :class:`HarnessError`::
     ├── ToxiproxyUnreachableError      also ConnectionError: nothing answers at the API address
     ├── ToxiproxyTimeoutError          also TimeoutError: the API server did not answer in time
     ├── ToxiproxyProtocolError         the server answered something that is not Toxiproxy's API
+    ├── UnsupportedError               a world cannot do what a scenario asks of it (e.g.
+    │                                  toxics in a world whose links are kernel rules)
     └── ScenarioError                  also ValueError: a scenario file is invalid (names the
         │                              file and every bad key)
         └── InvalidScenariosError      loading many files: one ScenarioError per bad file
 
-Server-side code (``proxy``, ``toxics``, ``toxiproxy_api``) raises the ``ProxyApiError``
-family with Toxiproxy's own error text as the message, so the HTTP layer can put it in the
-body unchanged. The client (``toxiproxy_client``) raises the same classes with a message
-that also names the server, the request and the status.
+Server-side code (``harness.proxy``: ``proxies``, ``toxics``, ``api``) raises the
+``ProxyApiError`` family with Toxiproxy's own error text as the message, so the HTTP layer can
+put it in the body unchanged. The client (``harness.proxy.client``) raises the same classes
+with a message that also names the server, the request and the status.
+
+Every layer may import this module; it imports nothing of the harness.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "ToxiproxyProtocolError",
     "ToxiproxyTimeoutError",
     "ToxiproxyUnreachableError",
+    "UnsupportedError",
 ]
 
 
@@ -100,6 +105,22 @@ class ToxiproxyTimeoutError(HarnessError, TimeoutError):
 
 class ToxiproxyProtocolError(HarnessError):
     """The server answered, but not the way the Toxiproxy API does (wrong shape or status)."""
+
+
+class UnsupportedError(HarnessError):
+    """A world was asked for something it cannot do ("the netns world cannot put toxics on a
+    node's link"): the scenario cannot run in that world (a skip, not a failure).
+
+    Attributes:
+        world: the world's name (``local``, ...).
+        capability: what it lacks (one of :data:`harness.world.base.CAPABILITIES`, or a
+            name a fault kind of its own asks for).
+    """
+
+    def __init__(self, message: str, *, world: str, capability: str) -> None:
+        super().__init__(message)
+        self.world = world
+        self.capability = capability
 
 
 class ScenarioError(HarnessError, ValueError):

@@ -35,10 +35,10 @@ import pytest
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
-    from harness.model import Report
-    from harness.scenario import Scenario
-    from harness.toxiproxy_client import ToxiproxyClient
-    from rdzv.client import TCPStore
+    from harness.proxy.client import ToxiproxyClient
+    from harness.run.model import Report
+    from harness.scenario.model import Scenario
+    from rdzv import TCPStore
 
 __all__ = [
     "HarnessCluster",
@@ -122,7 +122,7 @@ def parse_toxiproxy_address(text: str, where: str) -> tuple[str, int]:
     Raises:
         pytest.UsageError: naming ``where`` (the option or ini key) and the bad value.
     """
-    from harness.address import parse_api_address
+    from harness.proxy.address import parse_api_address
 
     try:
         return parse_api_address(text)
@@ -150,7 +150,7 @@ def _backend(config: pytest.Config) -> str | None:
     raw = cli if cli is not None else str(config.getini("harness_backend")).strip()
     if not raw:
         return None
-    from harness.scenario import backend_name
+    from harness.scenario.model import backend_name
 
     try:
         return backend_name(raw)
@@ -230,7 +230,7 @@ class ScenarioFile(pytest.File):
                 f"(missing: {', '.join(absent)}); install it with: {INSTALL_HINT}"
             )
         from harness.errors import ScenarioError
-        from harness.scenario import load
+        from harness.scenario.load import load
 
         try:
             scenario = load(self._shown_path())
@@ -268,7 +268,7 @@ class ScenarioItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
-        from harness.suite import choose_seed, run_one
+        from harness.run.suite import choose_seed, run_one
 
         override, _ = _seed(self.config)
         seed = choose_seed(self.scenario, override, lambda: secrets.randbits(32))
@@ -294,7 +294,7 @@ class ScenarioItem(pytest.Item):
 
 def failure_text(report: Report) -> str:
     """A failed run as the item shows it: checks, node outcomes, faults, seed, replay."""
-    from harness.report import fault_line, output_lines
+    from harness.report.text import fault_line, output_lines
 
     lines = [f"scenario {report.scenario.name} failed ({report.scenario.nodes} nodes)"]
     lines += ["failed checks:", *(f"  [{v.check}] {v.message}" for v in report.problems)]
@@ -316,8 +316,8 @@ def failure_text(report: Report) -> str:
 
 
 def _proxies(config: pytest.Config) -> Callable[[], contextlib.AbstractContextManager[Any]]:
-    from harness.suite import embedded_proxy, shared_proxy
-    from harness.toxiproxy_client import ToxiproxyClient
+    from harness.proxy.client import ToxiproxyClient
+    from harness.run.suite import embedded_proxy, shared_proxy
 
     address = _toxiproxy(config)
     if address is None:
@@ -336,8 +336,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     import datetime as dt
 
-    from harness.report import write_junit
-    from harness.report_html import write_html
+    from harness.report.html import write_html
+    from harness.report.junit import write_junit
 
     now = dt.datetime.now(dt.UTC)
     where.mkdir(parents=True, exist_ok=True)
@@ -360,13 +360,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def toxiproxy(pytestconfig: pytest.Config) -> Iterator[ToxiproxyClient]:
     """A typed Toxiproxy client: on the ``--toxiproxy`` server, else a fresh embedded one
     (stopped after the test)."""
-    from harness.toxiproxy_client import ToxiproxyClient
+    from harness.proxy.client import ToxiproxyClient
 
     address = _toxiproxy(pytestconfig)
     if address is not None:
         yield ToxiproxyClient(*address)
         return
-    from harness.suite import embedded_proxy
+    from harness.run.suite import embedded_proxy
 
     with embedded_proxy() as client:
         yield client
@@ -375,7 +375,7 @@ def toxiproxy(pytestconfig: pytest.Config) -> Iterator[ToxiproxyClient]:
 @pytest.fixture
 def rdzv_store() -> Iterator[TCPStore]:
     """A live rdzv TCPStore master on 127.0.0.1 (port 0; read ``.port``), closed after."""
-    from rdzv.client import TCPStore
+    from rdzv import TCPStore
 
     store = TCPStore("127.0.0.1", 0, is_master=True, timeout=30)
     try:
@@ -389,7 +389,7 @@ _NAME_JUNK = re.compile(r"[^a-z0-9._-]+")
 
 @pytest.fixture
 def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
-    """Run a scenario built in Python and return its :class:`~harness.model.Report`.
+    """Run a scenario built in Python and return its :class:`~harness.run.model.Report`.
 
     Call it with a mapping and/or keyword arguments in the scenario file's shape, e.g.
     ``harness_cluster(nodes=3, fault=[{"kind": "absent", "nodes": [2]}], timeouts=...)``;
@@ -400,14 +400,15 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 
     The factory raises:
         ScenarioError: the scenario is invalid (names each bad key).
+        UnsupportedError: a fault needs what the local world cannot do (nothing ran).
         HarnessError: the proxy could not be started or reached.
     """
     config = request.config
     test = _NAME_JUNK.sub("-", request.node.name.lower()).strip("-._") or "test"
 
     def run(scenario: Mapping[str, Any] | None = None, /, **fields: Any) -> Report:
-        from harness.scenario import parse
-        from harness.suite import choose_seed
+        from harness.run.suite import choose_seed
+        from harness.scenario.load import parse
 
         data: dict[str, Any] = {"name": test, "description": f"built by {request.node.nodeid}"}
         backend = _backend(config)
@@ -424,8 +425,9 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 
 
 def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
-    from harness.runner import run_scenario
+    from harness.run.runner import run_scenario
+    from harness.world.local import LocalWorlds
 
     with _proxies(config)() as client:
-        report: Report = run_scenario(scenario, client, seed)
+        report: Report = run_scenario(scenario, LocalWorlds(client), seed)
     return report

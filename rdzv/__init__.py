@@ -6,25 +6,19 @@ Switch from torch with one import::
     # from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
     from rdzv import RendezvousParameters, get_rendezvous_handler
 
-Module map:
+Module map (lower layers never import higher ones):
 
-* ``errors``         the exception tree (store errors; torch's rendezvous error names)
-* ``events``         structured log events the harness collects
-* ``endpoint``       ``parse_rendezvous_endpoint`` / ``parse_rendezvous_config`` (pure)
-* ``_wire``          sans-IO codec of torch's TCPStore wire protocol: messages, encoders, readers
-* ``_decoder``       incremental, bounded decoding of requests (the server side of ``_wire``)
-* ``_kv``            pure store semantics: requests in, replies (incl. woken waiters) out
-* ``store``          ``Store`` ABC (torch's method names), ``HashStore``, ``PrefixStore``
-* ``server``         the store server: sockets <-> ``_wire`` <-> ``_kv``
-* ``_transport``     one client connection: deadline-bounded sends and framed reads
-* ``_connect``       resolve, connect with retries, handshake
-* ``_waits``         a blocking WAIT, its CANCEL_WAIT and the request behind it
-* ``client``         ``TCPStore``: torch's client API, deadlines, retries
-* ``api``            torch's ``RendezvousHandler`` ABC, parameters, info classes
-* ``registry``       backend name -> handler factory (``static`` + entry-point plugins)
-* ``static``         ``StaticTCPRendezvous``: the static backend
-* ``_static_config`` option validation; ``_round_state`` keys, identities, verdicts;
-  ``_join`` the join protocol
+* ``errors`` ``events`` ``endpoint``  the exception tree, structured log events, endpoint
+  and config parsing (pure): what every layer may use
+* ``store/``       the TCP store, torch's TCPStore protocol (knows nothing of rendezvous):
+  sans-IO codec and semantics, ``StoreServer``, ``TCPStore``, ``HashStore``, ``PrefixStore``
+* ``rendezvous/``  the static rendezvous over the store: torch's ``api`` and ``registry``,
+  the ``static`` backend, its join protocol, exit barriers and failure messages
+* ``api`` ``registry`` ``static`` ``client`` ``server``  aliases of the modules of the same
+  name in ``rendezvous/`` and ``store/`` (the import paths torch users know)
+* ``__main__``     ``python -m rdzv serve | smoke`` (``_smoke``: the smoke run)
+
+Each subpackage's ``__init__`` lists its modules and what they may import.
 
 Names are imported lazily, so ``import rdzv`` stays cheap (no asyncio until a store or a
 server is used).
@@ -52,44 +46,44 @@ from rdzv.errors import (
 )
 
 if TYPE_CHECKING:
-    from rdzv.api import (
+    from rdzv.endpoint import parse_rendezvous_config, parse_rendezvous_endpoint
+    from rdzv.rendezvous.api import (
         RendezvousHandler,
         RendezvousHandlerCreator,
         RendezvousInfo,
         RendezvousParameters,
         RendezvousStoreInfo,
     )
-    from rdzv.client import TCPStore
-    from rdzv.endpoint import parse_rendezvous_config, parse_rendezvous_endpoint
-    from rdzv.registry import (
+    from rdzv.rendezvous.registry import (
         RendezvousHandlerRegistry,
         create_handler,
         get_rendezvous_handler,
         rendezvous_handler_registry,
     )
-    from rdzv.server import StoreServer
-    from rdzv.static import StaticTCPRendezvous, create_rdzv_handler
-    from rdzv.store import HashStore, PrefixStore, Store
+    from rdzv.rendezvous.static import StaticTCPRendezvous, create_rdzv_handler
+    from rdzv.store.base import HashStore, PrefixStore, Store
+    from rdzv.store.client import TCPStore
+    from rdzv.store.server import StoreServer
 
 _LAZY = {
-    "RendezvousHandler": "rdzv.api",
-    "RendezvousHandlerCreator": "rdzv.api",
-    "RendezvousInfo": "rdzv.api",
-    "RendezvousParameters": "rdzv.api",
-    "RendezvousStoreInfo": "rdzv.api",
-    "TCPStore": "rdzv.client",
+    "RendezvousHandler": "rdzv.rendezvous.api",
+    "RendezvousHandlerCreator": "rdzv.rendezvous.api",
+    "RendezvousInfo": "rdzv.rendezvous.api",
+    "RendezvousParameters": "rdzv.rendezvous.api",
+    "RendezvousStoreInfo": "rdzv.rendezvous.api",
+    "TCPStore": "rdzv.store.client",
     "parse_rendezvous_config": "rdzv.endpoint",
     "parse_rendezvous_endpoint": "rdzv.endpoint",
-    "RendezvousHandlerRegistry": "rdzv.registry",
-    "create_handler": "rdzv.registry",
-    "get_rendezvous_handler": "rdzv.registry",
-    "rendezvous_handler_registry": "rdzv.registry",
-    "StoreServer": "rdzv.server",
-    "StaticTCPRendezvous": "rdzv.static",
-    "create_rdzv_handler": "rdzv.static",
-    "HashStore": "rdzv.store",
-    "PrefixStore": "rdzv.store",
-    "Store": "rdzv.store",
+    "RendezvousHandlerRegistry": "rdzv.rendezvous.registry",
+    "create_handler": "rdzv.rendezvous.registry",
+    "get_rendezvous_handler": "rdzv.rendezvous.registry",
+    "rendezvous_handler_registry": "rdzv.rendezvous.registry",
+    "StoreServer": "rdzv.store.server",
+    "StaticTCPRendezvous": "rdzv.rendezvous.static",
+    "create_rdzv_handler": "rdzv.rendezvous.static",
+    "HashStore": "rdzv.store.base",
+    "PrefixStore": "rdzv.store.base",
+    "Store": "rdzv.store.base",
 }
 
 __all__ = [

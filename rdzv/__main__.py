@@ -25,7 +25,7 @@ from importlib import metadata
 from typing import Final
 
 from rdzv.errors import StoreBindError
-from rdzv.server import StoreServer
+from rdzv.store.server import StoreServer
 
 __all__ = ["main"]
 

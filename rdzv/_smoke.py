@@ -7,9 +7,9 @@ import multiprocessing as mp
 import queue
 import time
 
-from rdzv.client import TCPStore
 from rdzv.errors import StoreError
-from rdzv.server import StoreServer
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 __all__ = ["smoke"]
 

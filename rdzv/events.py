@@ -12,7 +12,7 @@ Event names used by rdzv:
 * ``server_listening`` (store server): ``endpoint``, ``addresses``
 * ``bind_fallback`` (store server): ``host``, ``reason``, ``addresses``
 * rendezvous events (``joined``, ``complete``, ``failed``, ...) are documented in
-  :mod:`rdzv.static`.
+  :mod:`rdzv.rendezvous.static`.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import toxiproxy
 import toxiproxy.api
 from proxy_helpers import UpstreamServer
 
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
 
 SEED = 20260
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rdzv.client import TCPStore
+from rdzv import PrefixStore, TCPStore
 from rdzv.endpoint import parse_rendezvous_endpoint
-from rdzv.store import PrefixStore
 
 
 class _EagerHandler:

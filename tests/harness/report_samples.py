@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from harness.model import FaultRecord, NodeEvent, NodeOutcome, Report, Violation
-from harness.scenario import Scenario, parse
+from harness.run.model import FaultRecord, NodeEvent, NodeOutcome, Report, Violation
+from harness.scenario.load import parse
+from harness.scenario.model import Scenario
 
 
 def scenario(name: str, nodes: int, **extra: Any) -> Scenario:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from cli_helpers import harness
 
-from harness.backends import unavailable
 from harness.pytest_plugin import HarnessCluster
-from harness.scenario import load
+from harness.scenario.load import load
+from harness.world.backends import unavailable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -102,7 +102,7 @@ def test_torch_static_serves_on_the_harness_socket_and_every_node_joins(
 @pytest.mark.torch
 def test_torch_static_hands_out_a_duplicate_rank_which_the_file_records_as_known() -> None:
     pytest.importorskip("torch")
-    from harness.suite import embedded_proxy, run_one
+    from harness.run.suite import embedded_proxy, run_one
 
     scenario = load(REPO / "scenarios" / "F25-duplicate-rank.toml").on_backend("torch-static")
     report = run_one(scenario, embedded_proxy, 2501)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from harness.checks import check, listening
-from harness.model import NodeEvent, NodeOutcome
-from harness.scenario import Scenario, parse
+from harness.run.checks import check
+from harness.run.model import NodeEvent, NodeOutcome
+from harness.scenario.load import parse
+from harness.scenario.model import Scenario
+from harness.world.local import leaks, listening
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -97,11 +99,11 @@ def test_a_wrong_outcome_is_reported_with_the_error() -> None:
 
 
 def test_leaks_are_reported() -> None:
-    found = check(scenario(), [ok(0), ok(1), ok(2)], leftover_pids=[123],
-                  teardown_problems=["proxy x left"])  # fmt: skip
-    assert [v.message for v in found] == [
-        "node processes still running at the end: [123]",
-        "proxy x left",
+    left = leaks([123], [], ["proxy x left"])
+    found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=left)
+    assert [(v.check, v.message) for v in found] == [
+        ("leaks", "node processes still running at the end: [123]"),
+        ("leaks", "proxy x left"),
     ]
 
 
@@ -109,7 +111,7 @@ def test_a_port_still_listening_is_found_and_reported() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         assert listening([port]) == [port]
-        found = check(scenario(), [ok(0), ok(1), ok(2)], ports=[port])
+        found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=leaks([], [port], []))
         assert [v.message for v in found] == [f"ports still listening after teardown: [{port}]"]
     assert listening([port]) == []
 

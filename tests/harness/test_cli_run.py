@@ -17,9 +17,9 @@ from cli_helpers import harness, harness_process
 from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
-from harness.cli_run import parse_address, report_file
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.cli.run import parse_address, report_file
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
 
 HAPPY = """\
 name = "tiny-happy"

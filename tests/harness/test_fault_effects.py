@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from proxy_helpers import UpstreamServer, connect, recv_exactly, recv_until_closed
 
-from harness.events import link_cuts, toxic_effects
-from harness.model import FaultRecord
-from harness.node import DnsShim, _install_dns_shim
-from harness.scenario import parse
-from harness.squatters import HTTP_REPLY, Squatter
-from harness.store_faults import StoreRule
-from harness.suite import embedded_proxy, run_one
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
+from harness.proxy.events import link_cuts, toxic_effects
+from harness.run.model import FaultRecord
+from harness.run.suite import embedded_proxy, run_one
+from harness.scenario.load import parse
+from harness.world.dns import DnsShim, install_dns_shim
+from harness.world.squatters import HTTP_REPLY, Squatter
+from harness.world.store_faults import StoreRule
 
 # --- the record -------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ def test_the_dns_shim_counts_each_lookup_it_failed(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(socket, "getaddrinfo", socket.getaddrinfo)  # restored afterwards
     up = threading.Event()
     failures = [0, 0]
-    _install_dns_shim(DnsShim("store.rdzv.test", "127.0.0.1", up, failures, slot=1))
+    install_dns_shim(DnsShim("store.rdzv.test", "127.0.0.1", up, failures, slot=1))
     with pytest.raises(socket.gaierror, match=r"Name or service not known \(harness\)"):
         socket.getaddrinfo("store.rdzv.test", 80)
     up.set()

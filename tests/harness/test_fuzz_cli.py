@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import harness
 
-from harness.scenario import load
+from harness.scenario.load import load
 
 BROKEN = "fake_backends:eager"
 

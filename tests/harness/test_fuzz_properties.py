@@ -13,11 +13,12 @@ import tomli_w
 from hypothesis import HealthCheck, given, note, settings
 
 from harness.errors import ScenarioError
-from harness.fuzz import fuzz, on_backend, replay
-from harness.model import Report, Violation
-from harness.scenario import Scenario, load, parse
-from harness.strategies import scenarios
-from harness.suite import embedded_proxy, run_one
+from harness.fuzz.loop import fuzz, on_backend, replay
+from harness.fuzz.strategies import scenarios
+from harness.run.model import Report, Violation
+from harness.run.suite import embedded_proxy, run_one
+from harness.scenario.load import load, parse
+from harness.scenario.model import Scenario
 
 
 @settings(

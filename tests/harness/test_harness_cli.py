@@ -19,8 +19,9 @@ import pytest
 from cli_helpers import harness
 from proxy_helpers import UpstreamServer
 
-from harness.cli import build_parser, port_number, version
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.cli import build_parser, version
+from harness.cli.proxy import port_number
+from harness.proxy.client import ToxiproxyClient
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ import requests
 from proxy_helpers import UpstreamServer, connect, recv_exactly, recv_until_closed
 
 from harness.errors import ProxyStartError
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
 
 
 def rolls(seed: int, upstream: UpstreamServer, connections: int = 16) -> list[tuple[int, str]]:

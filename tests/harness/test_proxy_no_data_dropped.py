@@ -11,7 +11,7 @@ from array import array
 
 from proxy_helpers import UpstreamServer, connect
 
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.client import ToxiproxyClient
 
 MIN_VALUES, MIN_CHURNS, MAX_SECONDS = 65_535, 40, 120
 END = 0xFFFFFFFF

@@ -9,7 +9,7 @@ import time
 import pytest
 from proxy_helpers import UpstreamServer, connect, is_closed, recv_exactly, recv_until_closed
 
-from harness.toxiproxy_client import ProxyInfo, ToxiproxyClient
+from harness.proxy.client import ProxyInfo, ToxiproxyClient
 
 
 @pytest.fixture

@@ -24,11 +24,13 @@ from report_samples import (
 from rich.color import Color
 from rich.console import Console
 
-from harness.glyphs import STATUS_COLORS
-from harness.model import NodeEvent, Report, Violation
-from harness.report import STATUS_STYLES, junit_xml, print_summary, result_line, write_junit
-from harness.report_html import render_html, write_html
-from harness.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
+from harness.report.console import STATUS_STYLES, print_summary
+from harness.report.glyphs import STATUS_COLORS
+from harness.report.html import render_html, write_html
+from harness.report.junit import junit_xml, write_junit
+from harness.report.text import result_line
+from harness.report.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
+from harness.run.model import NodeEvent, Report, Violation
 
 CHROMIUM = Path("/usr/bin/chromium")
 

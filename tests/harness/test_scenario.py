@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from harness.errors import InvalidScenariosError, ScenarioError
-from harness.scenario import Scenario, load, load_many, parse
+from harness.scenario.load import load, load_many, parse
+from harness.scenario.model import Scenario
 
 BASE: dict[str, Any] = {"name": "s", "description": "d", "nodes": 4}
 

@@ -12,9 +12,10 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.oracle import allowed_for, expect_for, format_ranks, hard_deadline_for, harmless
-from harness.scenario import allowed_outcomes, parse
-from harness.strategies import endpoints, fault_schedules, scenarios, valid_endpoints
+from harness.fuzz.oracle import allowed_for, expect_for, format_ranks, hard_deadline_for, harmless
+from harness.fuzz.strategies import endpoints, fault_schedules, scenarios, valid_endpoints
+from harness.scenario.load import parse
+from harness.scenario.model import allowed_outcomes
 from rdzv.endpoint import parse_rendezvous_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,16 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import AlreadyExistsError, InvalidRequestError
-from harness.toxics import (
-    End,
-    Toxic,
-    make_stage,
-    new_toxic,
-    roll,
-    slice_bounds,
-    toxic_json,
-    updated_toxic,
-)
+from harness.proxy.stages import End, make_stage, roll, slice_bounds
+from harness.proxy.toxics import Toxic, new_toxic, toxic_json, updated_toxic
 
 
 def toxic(kind: str, stream: str = "downstream", toxicity: float = 1.0, **attrs: int) -> Toxic:

@@ -15,7 +15,7 @@ import toxiproxy
 import toxiproxy.exceptions
 from proxy_helpers import UpstreamServer, connect
 
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.client import ToxiproxyClient
 
 
 def api(client: ToxiproxyClient, method: str, path: str, **kwargs: object) -> requests.Response:

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proxy_helpers import UpstreamServer
 
-from harness.toxiproxy_api import ToxiproxyServer
+from harness.proxy.api import ToxiproxyServer
 
 ROUTES = [
     ("POST", "/proxies"),

@@ -20,8 +20,8 @@ from harness.errors import (
     ToxiproxyTimeoutError,
     ToxiproxyUnreachableError,
 )
-from harness.toxiproxy_api import ToxiproxyServer
-from harness.toxiproxy_client import ToxiproxyClient
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
 
 
 class _NotToxiproxy(http.server.BaseHTTPRequestHandler):

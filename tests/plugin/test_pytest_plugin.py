@@ -47,7 +47,7 @@ UNRELATED = """
 import sys
 
 def test_plugin_imported_nothing_heavy():
-    heavy = {"harness.runner", "harness.scenario", "aiohttp", "multiprocess", "pydantic"}
+    heavy = {"harness.run", "harness.scenario", "aiohttp", "multiprocess", "pydantic"}
     assert not heavy & set(sys.modules), sorted(heavy & set(sys.modules))
 """
 
@@ -55,7 +55,7 @@ FIXTURES = """
 import pytest
 
 from harness.errors import ScenarioError
-from rdzv.client import TCPStore
+from rdzv import TCPStore
 
 def test_rdzv_store_is_live(rdzv_store):
     worker = TCPStore("127.0.0.1", rdzv_store.port, timeout=10)
@@ -253,7 +253,7 @@ def test_the_fixtures_give_a_store_a_proxy_and_a_cluster(tmp_path: Path) -> None
 
 
 def test_the_toxiproxy_option_points_items_and_fixtures_at_a_running_server(tmp_path: Path) -> None:
-    from harness.toxiproxy_api import ToxiproxyServer
+    from harness.proxy.api import ToxiproxyServer
 
     make_project(tmp_path, **{"scenarios/ok.toml": PASSING, "test_fixtures.py": FIXTURES})
     with ToxiproxyServer() as server:

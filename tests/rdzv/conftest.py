@@ -35,10 +35,10 @@ from typing import IO, Any
 import pytest
 
 import rdzv
-from rdzv.client import TCPStore
 from rdzv.errors import QueueEmptyError, StoreClosedError, StoreTimeoutError
 from rdzv.events import EventCollector
-from rdzv.store import HashStore, PrefixStore
+from rdzv.store.base import HashStore, PrefixStore
+from rdzv.store.client import TCPStore
 
 REPO_ROOT = Path(rdzv.__file__).resolve().parent.parent
 DEFAULT_TIMEOUT = timedelta(seconds=20)
@@ -46,7 +46,7 @@ PREFIX = "run1"
 
 _SERVER_SCRIPT = """
 import sys
-from rdzv.server import StoreServer
+from rdzv.store.server import StoreServer
 host = sys.argv[1]
 first = StoreServer(host, int(sys.argv[2])).start()
 servers = {first.port: first}

@@ -6,7 +6,7 @@ parent over one queue: ``("event", node, payload)`` for rdzv events as they happ
 ``("step", node, record)`` for each step, ``("done", node, None)`` at the end.
 
 A spec's ``member_grace`` sets the hosting node's grace for a vanished member's restart
-(``rdzv._lost_member.MEMBER_GRACE``) in that process.
+(``rdzv.rendezvous._lost_member.MEMBER_GRACE``) in that process.
 
 Steps: ``rdzv`` (next_rendezvous), ``share`` (write a key through the returned store and
 read every rank's), ``set_closed``, ``is_closed``, ``num_waiting``, ``shutdown``, ``await``
@@ -53,17 +53,17 @@ class _Forward(logging.Handler):
 
 def node_main(spec: dict[str, Any], out: Any, commands: Any) -> None:
     """Child entry point: run ``spec["steps"]`` and report each outcome on ``out``."""
-    from rdzv.api import RendezvousParameters
-    from rdzv.registry import get_rendezvous_handler
+    from rdzv.rendezvous.api import RendezvousParameters
+    from rdzv.rendezvous.registry import get_rendezvous_handler
 
     name = spec["name"]
     logger = logging.getLogger("rdzv")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(_Forward(out, name))
     if "member_grace" in spec:  # a hosting node's grace for a vanished member's restart
-        import rdzv._lost_member
+        import rdzv.rendezvous._lost_member
 
-        setattr(rdzv._lost_member, "MEMBER_GRACE", spec["member_grace"])  # noqa: B010
+        setattr(rdzv.rendezvous._lost_member, "MEMBER_GRACE", spec["member_grace"])  # noqa: B010
     config = dict(spec.get("config", {}))
     listen: socket.socket | None = spec.get("listen")
     if listen is not None:
@@ -199,7 +199,14 @@ class Cluster:
 @contextlib.contextmanager
 def cluster() -> Iterator[Cluster]:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rdzv.static", "rdzv.client", "rdzv.registry", "static_node_proc"])
+    ctx.set_forkserver_preload(
+        [
+            "rdzv.rendezvous.static",
+            "rdzv.store.client",
+            "rdzv.rendezvous.registry",
+            "static_node_proc",
+        ]
+    )
     group = Cluster(ctx)
     try:
         yield group

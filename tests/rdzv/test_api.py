@@ -1,11 +1,11 @@
-"""rdzv.api: torch's parameter validation, results, handler ABC and error classes."""
+"""rdzv.rendezvous.api: torch's parameter validation, results, handler ABC and error classes."""
 
 from __future__ import annotations
 
 import pytest
 
-from rdzv import api
-from rdzv.api import (
+from rdzv.rendezvous import api
+from rdzv.rendezvous.api import (
     RendezvousClosedError,
     RendezvousConnectionError,
     RendezvousError,
@@ -17,7 +17,7 @@ from rdzv.api import (
     RendezvousStoreInfo,
     RendezvousTimeoutError,
 )
-from rdzv.store import HashStore, PrefixStore
+from rdzv.store.base import HashStore, PrefixStore
 
 
 def _params(**config: object) -> RendezvousParameters:
@@ -185,7 +185,7 @@ def test_timeout_and_connection_errors_are_also_builtin_errors() -> None:
 
 
 def test_registry_names_are_reachable_from_the_api_module_like_torchs() -> None:
-    from rdzv import registry
+    from rdzv.rendezvous import registry
 
     assert api.RendezvousHandlerRegistry is registry.RendezvousHandlerRegistry
     assert api.rendezvous_handler_registry is registry.rendezvous_handler_registry

@@ -21,7 +21,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 
 import rdzv
-from rdzv.client import TCPStore
+from rdzv.store.client import TCPStore
 
 REPO_ROOT = Path(rdzv.__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "100"}

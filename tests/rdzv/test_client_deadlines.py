@@ -19,16 +19,16 @@ import pytest
 from scripted_peer import ScriptedPeer
 
 from conftest import InThread, ServerProcess
-from rdzv import _wire
-from rdzv.client import TCPStore
 from rdzv.errors import (
     StoreClosedError,
     StoreConnectionError,
     StoreProtocolError,
     StoreTimeoutError,
 )
-from rdzv.server import StoreServer
-from rdzv.store import format_elapsed
+from rdzv.store import _wire
+from rdzv.store._convert import format_elapsed
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 _STOP = _wire.encode_u8(_wire.STOP_WAITING)
 _CANCELED = _wire.encode_u8(_wire.WAIT_CANCELED)

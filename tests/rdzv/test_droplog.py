@@ -1,4 +1,4 @@
-"""``rdzv._droplog.DropLog``: which lines the store server logs for dropped connections.
+"""``rdzv.store._droplog.DropLog``: which lines the store server logs for dropped connections.
 
 Sans-IO: every test drives it with a made-up clock.
 """
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from rdzv._droplog import MAX_PEERS, DropLog
+from rdzv.store._droplog import MAX_PEERS, DropLog
 
 
 def _drop(

@@ -1,4 +1,4 @@
-"""Pure store semantics (``rdzv._kv``): torch's server behaviour plus rdzv's pipelining."""
+"""Pure store semantics (``rdzv.store._kv``): torch's server behaviour plus rdzv's pipelining."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdzv import _wire as w
-from rdzv._kv import KV, MAX_HELD, PROBE_KEY, stoll
+from rdzv.store import _wire as w
+from rdzv.store._kv import KV, MAX_HELD, PROBE_KEY
+from rdzv.store._table import stoll
 
 STOP = b"\x00"
 CANCELED = b"\x01"

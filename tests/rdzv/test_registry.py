@@ -1,4 +1,4 @@
-"""rdzv.registry: torch's registry messages, the static backend and entry-point plugins."""
+"""rdzv.rendezvous.registry: torch's registry messages, the static backend and plugins."""
 
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from rdzv import registry
-from rdzv.api import RendezvousHandler, RendezvousInfo, RendezvousParameters
 from rdzv.events import EventCollector
-from rdzv.registry import (
+from rdzv.rendezvous import registry
+from rdzv.rendezvous.api import RendezvousHandler, RendezvousInfo, RendezvousParameters
+from rdzv.rendezvous.registry import (
     RendezvousHandlerRegistry,
     create_handler,
     get_rendezvous_handler,
     load_entry_point_handlers,
     rendezvous_handler_registry,
 )
-from rdzv.static import StaticTCPRendezvous
+from rdzv.rendezvous.static import StaticTCPRendezvous
 
 
 class _Handler(RendezvousHandler):

@@ -26,11 +26,11 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 
 from conftest import InThread, ServerProcess
-from rdzv import _wire
-from rdzv._droplog import FULL_LINES, SUMMARY_INTERVAL
-from rdzv.client import TCPStore
 from rdzv.errors import StoreClosedError
-from rdzv.server import StoreServer
+from rdzv.store import _wire
+from rdzv.store._droplog import FULL_LINES, SUMMARY_INTERVAL
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 RSS_SLACK = 64 * 1024 * 1024
 VALIDATE = _wire.encode_request(_wire.Validate())

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from rdzv.api import RendezvousParameters, RendezvousStoreInfo
 from rdzv.errors import RendezvousClosedError
-from rdzv.static import StaticTCPRendezvous, create_handler, create_rdzv_handler
+from rdzv.rendezvous.api import RendezvousParameters, RendezvousStoreInfo
+from rdzv.rendezvous.static import StaticTCPRendezvous, create_handler, create_rdzv_handler
 
 
 def _params(endpoint: str = "localhost:29400", nodes: int = 4, **config: Any) -> Any:

@@ -11,9 +11,6 @@ from typing import Any
 
 import pytest
 
-from rdzv._join import RoundProtocol
-from rdzv._round_state import Identity, RoundKeys
-from rdzv._static_config import StaticConfig
 from rdzv.errors import (
     RendezvousConnectionError,
     RendezvousTimeoutError,
@@ -21,7 +18,10 @@ from rdzv.errors import (
     StoreConnectionError,
 )
 from rdzv.events import EventCollector
-from rdzv.store import HashStore, Store
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store.base import HashStore, Store
 
 KEYS = RoundKeys("run")
 

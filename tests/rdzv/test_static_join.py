@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from static_node_proc import Cluster, cluster, reserved_port
 
-from rdzv._round_state import RoundKeys
-from rdzv.client import TCPStore
+from rdzv.rendezvous._round_state import RoundKeys
+from rdzv.store.client import TCPStore
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from static_node_proc import Cluster, cluster, reserved_port
 
-from rdzv.client import TCPStore
+from rdzv.store.client import TCPStore
 
 pytestmark = pytest.mark.slow
 

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from conftest import InThread
-from rdzv import _wire as w
-from rdzv._lost_member import LostMemberWatch
-from rdzv._round_state import Identity, RoundKeys
-from rdzv._static_config import StaticConfig
-from rdzv._writers import OnClose, Selects, WatchingKV
-from rdzv.client import TCPStore
 from rdzv.errors import RendezvousConnectionError
-from rdzv.static import StaticTCPRendezvous
-from rdzv.store import HashStore
+from rdzv.rendezvous._lost_member import LostMemberWatch
+from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.rendezvous.static import StaticTCPRendezvous
+from rdzv.store import _wire as w
+from rdzv.store._writers import OnClose, Selects, WatchingKV
+from rdzv.store.base import HashStore
+from rdzv.store.client import TCPStore
 
 KEYS = RoundKeys("run")
 

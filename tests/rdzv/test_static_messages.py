@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from rdzv._exit import leave
-from rdzv._join import RoundProtocol
-from rdzv._round_failures import format_waited, timeout_message, unread_message
-from rdzv._round_state import Identity, RoundKeys
-from rdzv._static_config import StaticConfig
 from rdzv.errors import (
     RendezvousConnectionError,
     RendezvousTimeoutError,
     StoreClosedError,
     StoreTimeoutError,
 )
-from rdzv.static import StaticTCPRendezvous
-from rdzv.store import HashStore, Store
+from rdzv.rendezvous._exit import leave
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
+from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.rendezvous.static import StaticTCPRendezvous
+from rdzv.store.base import HashStore, Store
 
 KEYS = RoundKeys("run")
 DONE = KEYS.of(0, "done")

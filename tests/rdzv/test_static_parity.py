@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rdzv import api, registry, static
+from rdzv.rendezvous import api, registry, static
 
 pytestmark = pytest.mark.torch
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from rdzv._join import RoundProtocol
-from rdzv._round_state import Identity, RoundKeys, format_ranks
-from rdzv._static_config import StaticConfig
 from rdzv.errors import RendezvousStateError, RendezvousTimeoutError, StoreTimeoutError
 from rdzv.events import EventCollector
-from rdzv.store import HashStore
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._round_state import Identity, RoundKeys, format_ranks
+from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store.base import HashStore
 
 
 def _cfg(rank: int, world_size: int = 2, run_id: str = "run") -> StaticConfig:

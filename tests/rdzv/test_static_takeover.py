@@ -26,14 +26,14 @@ import pytest
 from static_node_proc import Cluster, cluster, reserved_port
 
 import rdzv
-from rdzv._join import RoundProtocol
-from rdzv._liveness import process_alive
-from rdzv._round_state import Identity, RoundKeys
-from rdzv._static_config import StaticConfig
-from rdzv.client import TCPStore
 from rdzv.errors import RendezvousStateError, RendezvousTimeoutError
 from rdzv.events import EventCollector
-from rdzv.store import HashStore
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._liveness import process_alive
+from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store.base import HashStore
+from rdzv.store.client import TCPStore
 
 KEYS = RoundKeys("run")
 DEAD_PID = 2001
@@ -191,8 +191,8 @@ def test_the_liveness_probe_treats_a_pid_it_may_not_signal_or_a_group_id_as_aliv
 # while it holds that queue's lock would block every other node's reports.
 _CRASHING_NODE = """
 import logging, sys
-from rdzv.api import RendezvousParameters
-from rdzv.registry import get_rendezvous_handler
+from rdzv.rendezvous.api import RendezvousParameters
+from rdzv.rendezvous.registry import get_rendezvous_handler
 
 class Say(logging.Handler):
     def emit(self, record):

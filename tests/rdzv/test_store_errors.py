@@ -20,11 +20,11 @@ import pytest
 from scripted_peer import ScriptedPeer
 
 from conftest import InThread
-from rdzv import _wire
-from rdzv.client import TCPStore
 from rdzv.errors import StoreBindError, StoreConnectionError, StoreProtocolError, StoreTimeoutError
 from rdzv.events import EventCollector
-from rdzv.server import StoreServer
+from rdzv.store import _wire
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 
 def _ipv6_loopback_available() -> bool:

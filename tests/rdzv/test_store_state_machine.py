@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from rdzv.client import TCPStore
 from rdzv.errors import StoreClosedError
-from rdzv.server import StoreServer
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 KEYS = st.sampled_from(["a", "c/d", "ключ", ""])
 #: Text ``std::stoll`` accepts: blanks, a sign, digits, then anything.

@@ -1,0 +1,261 @@
+"""``harness fuzz`` and ``harness replay``: random scenarios on real nodes, shrunk failures.
+
+:func:`fuzz` draws scenarios from :func:`harness.fuzz.strategies.scenarios` with hypothesis
+(seeded, no example database), runs each one on real node processes and judges it with the
+usual checks plus the oracle's expectations. A failing example is shrunk by hypothesis; the
+last failing example it runs is the minimal one, and it is written as a scenario file (its
+run seed recorded) that ``harness run FILE`` loads and that fails the same way again.
+
+:func:`replay` re-runs a scenario file with the seed recorded in it (or a given one) on a
+fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky
+
+from harness.errors import ScenarioError
+from harness.fuzz.oracle import summary
+from harness.fuzz.strategies import scenarios
+from harness.run.model import Report
+from harness.run.suite import ProxyProvider, embedded_proxy, run_one
+from harness.scenario.load import load, parse
+
+__all__ = ["FuzzResult", "Runner", "fuzz", "on_backend", "replay"]
+
+#: Runs one parsed scenario with a seed and judges it (default: real nodes, embedded proxy).
+Runner = Callable[[Any, int], Report]
+#: How many shrink steps may run real scenarios before the search keeps what it has.
+DEFAULT_MAX_SHRINKS = 40
+
+
+@dataclass
+class FuzzResult:
+    """What a fuzz session did.
+
+    Attributes:
+        seed: the hypothesis seed (``harness fuzz --seed`` reproduces the session).
+        examples: scenarios generated and run (shrink steps not included).
+        shrinks: shrink steps that ran a scenario.
+        failures: failing scenarios found (0 or 1: the search stops at the first one).
+        written: the scenario files written (the minimal failing one).
+        reports: the report of the minimal failing scenario, if any.
+        flaky: the minimal scenario passed when hypothesis ran it once more (its failure
+            depends on timing, so a rerun may pass).
+    """
+
+    seed: int
+    examples: int = 0
+    shrinks: int = 0
+    failures: int = 0
+    written: list[Path] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
+    flaky: bool = False
+
+
+class _Failed(AssertionError):
+    """Raised inside the hypothesis test when a scenario's run fails (never escapes)."""
+
+
+@dataclass
+class _Search:
+    budget: int
+    max_shrinks: int
+    runner: Runner
+    progress: Callable[[str], None]
+    result: FuzzResult
+    last: tuple[dict[str, Any], Report] | None = None
+    passed: set[str] = field(default_factory=set)
+
+    def example(self, data: dict[str, Any]) -> None:
+        shrinking = self.last is not None
+        if shrinking and self.result.shrinks >= self.max_shrinks and data != self.last_data:
+            return  # out of shrink budget: only the best example so far is run again
+        key = _key(data)
+        if key in self.passed:
+            return  # drawn again (hypothesis can reach one scenario several ways): it passed
+        scenario = parse(data, f"<{data['name']}>")
+        report = self.runner(scenario, int(data["seed"]))
+        if shrinking:
+            self.result.shrinks += 1
+            where = f"[shrink {self.result.shrinks}]"
+        else:
+            self.result.examples += 1
+            where = f"[{self.result.examples}/{self.budget}]"
+        verdict = "PASS" if report.passed else f"FAIL ({_why(report)})"
+        self.progress(f"{where} {data['name']} {summary(data)}  seed {data['seed']}  {verdict}")
+        if report.passed:
+            self.passed.add(key)
+        else:
+            self.last = (data, report)
+            raise _Failed(f"{data['name']} failed: {_why(report)}")
+
+    @property
+    def last_data(self) -> dict[str, Any] | None:
+        return None if self.last is None else self.last[0]
+
+
+def _key(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True)
+
+
+def _checks(report: Report) -> list[str]:
+    """The failed checks, each once, in order (``harness error`` for a run that raised)."""
+    names = list(dict.fromkeys(v.check for v in report.problems))
+    return names + (["harness error"] if report.error is not None else [])
+
+
+def _why(report: Report) -> str:
+    return ", ".join(_checks(report))
+
+
+def _first_problem(report: Report, limit: int = 300) -> str:
+    text = report.problems[0].message if report.problems else (report.error or "")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _default_runner(proxies: ProxyProvider) -> Runner:
+    return lambda scenario, seed: run_one(scenario, proxies, seed)
+
+
+def fuzz(
+    budget: int,
+    seed: int,
+    out_dir: str | Path,
+    progress: Callable[[str], None],
+    backend: str | None = None,
+    *,
+    strategy: st.SearchStrategy[dict[str, Any]] | None = None,
+    runner: Runner | None = None,
+    max_shrinks: int = DEFAULT_MAX_SHRINKS,
+) -> FuzzResult:
+    """Run up to ``budget`` random scenarios; shrink and write the first failing one.
+
+    Args:
+        budget: how many scenarios to generate (shrinking runs more, at most
+            ``max_shrinks``).
+        seed: seeds hypothesis: the same seed draws the same scenarios.
+        out_dir: where the minimal failing scenario is written, as ``<name>.toml``.
+        progress: called with one line per scenario run and a final summary line.
+        backend: the scenarios' ``backend`` (default: rdzv's ``static``).
+        strategy: scenarios to draw (default :func:`harness.fuzz.strategies.scenarios`).
+        runner: runs and judges one scenario (default: real nodes, embedded proxy).
+        max_shrinks: how many shrink steps may run a scenario.
+
+    Returns:
+        What ran and which file was written.
+
+    Raises:
+        ValueError: ``budget`` is less than 1.
+        ScenarioError: the strategy drew a scenario the validators reject (a bug in the
+            strategy; the message names the scenario).
+        OSError: ``out_dir`` cannot be created or written.
+    """
+    if budget < 1:
+        raise ValueError(f"the fuzz budget must be at least 1 scenario, got {budget}")
+    drawn = strategy if strategy is not None else scenarios()
+    if backend is not None:
+        drawn = drawn.map(lambda data: on_backend(data, backend))
+    result = FuzzResult(seed=seed)
+    search = _Search(
+        budget, max_shrinks, runner or _default_runner(embedded_proxy), progress, result
+    )
+    test = settings(
+        max_examples=budget,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )(given(drawn)(search.example))
+    try:
+        hypothesis_seed(seed)(test)()
+    except _Failed:
+        pass  # the minimal failing example is search.last
+    except Flaky:
+        result.flaky = True  # its final rerun passed: search.last is the last that failed
+    if search.last is not None:
+        data, report = search.last
+        result.failures = 1
+        result.reports.append(report)
+        result.written.append(_write(data, report, seed, Path(out_dir)))
+    progress(_closing_line(result))
+    return result
+
+
+def on_backend(data: dict[str, Any], backend: str) -> dict[str, Any]:
+    """A drawn scenario moved to ``backend``. The oracle's message patterns are rdzv's
+    wording, so on any other backend they are dropped: outcomes, elapsed bounds and the
+    invariants are what backends are compared on."""
+    moved = {**data, "backend": backend}
+    if backend != "static":
+        expect = data.get("expect", {})
+        entries = [{k: v for k, v in e.items() if k != "message"} for e in expect.get("nodes", [])]
+        moved["expect"] = {**expect, "nodes": entries}
+    return moved
+
+
+def _write(data: dict[str, Any], report: Report, seed: int, out_dir: Path) -> Path:
+    """Write the failing scenario (with its run seed and what failed) and check it loads."""
+    document = {
+        **data,
+        "description": (
+            f"Found by `harness fuzz --seed {seed}` and shrunk by hypothesis: "
+            f"{summary(data)}. Failed checks: {_why(report)}. "
+            f"First problem: {_first_problem(report)}"
+        ),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{data['name']}.toml"
+    path.write_text(tomli_w.dumps(document), encoding="utf-8")
+    load(path)  # what we wrote must be a valid scenario
+    return path
+
+
+def _closing_line(result: FuzzResult) -> str:
+    ran = f"fuzz: seed {result.seed}: {result.examples} scenario(s) run"
+    if result.shrinks:
+        ran += f" and {result.shrinks} shrink step(s)"
+    if not result.written:
+        return f"{ran}; no failure found"
+    path = result.written[0]
+    line = (
+        f"{ran}; 1 failing scenario written to {path} "
+        f"(run it: harness run {path}; replay: harness replay {path})"
+    )
+    if result.flaky:
+        line += "; it passed once when run again: the failure depends on timing"
+    return line
+
+
+def replay(
+    path: str | Path,
+    seed: int | None = None,
+    proxies: ProxyProvider = embedded_proxy,
+) -> Report:
+    """Re-run a scenario file with the seed recorded in it (``seed`` overrides it).
+
+    The embedded proxy is seeded from the run seed, so its toxicity rolls and jitter repeat.
+
+    Raises:
+        ScenarioError: the file is unreadable or invalid, or it records no seed and none
+            was given.
+    """
+    scenario = load(path)
+    chosen = seed if seed is not None else scenario.seed
+    if chosen is None:
+        raise ScenarioError(str(path), ["seed: the file records no seed; give one with --seed N"])
+    return run_one(scenario, proxies, chosen)

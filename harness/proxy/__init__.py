@@ -1,0 +1,17 @@
+"""The fault proxy: a TCP proxy speaking Toxiproxy's HTTP API, and a typed client for it.
+
+* ``toxics``    toxics as Toxiproxy's API describes them: names, attributes, validation
+* ``stages``    what each toxic does to a link's bytes, in virtual time (pure)
+* ``relay``     one proxied connection: two sockets, two links, toxic stages
+* ``proxies``   proxies and their collection: listeners, chains, seed, event log
+* ``events``    the proxy's bounded event log (which toxic acted, when) and its readers
+* ``loop``      the proxy's event loop (stdlib asyncio, sub-millisecond timers)
+* ``netaddr``   ``host:port`` parsing and listening sockets, with Go-style errors
+* ``api``       the Toxiproxy-compatible HTTP control plane: ``ToxiproxyServer``
+* ``client``    ``ToxiproxyClient``: one typed client, whichever server is behind it
+* ``info``      proxies and toxics as a server reports them (typed values)
+* ``address``   a Toxiproxy API address as users write it (``HOST:PORT``)
+
+Imports: :mod:`harness.errors` and the standard library (plus aiohttp, requests,
+toxiproxy-python). The proxy knows nothing of nodes, worlds, scenarios or reports.
+"""

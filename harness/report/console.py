@@ -1,0 +1,120 @@
+"""The console summary of :class:`~harness.run.model.Report` objects (rich).
+
+* :func:`summary_table` / :func:`print_summary` — a rich table (scenario, seed, nodes,
+  outcome counts, duration, PASS/FAIL), a warning per fault that did not act, then, for
+  each failure, its violations, what each fault did, seed and replay command.
+
+Everything taken from files or from nodes (names, paths, messages, backend names such as
+``mod:factory:``) reaches rich as :class:`~rich.text.Text`, never as markup: it is printed
+literally, brackets and ``:emoji:`` codes included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from harness.report.text import (
+    INTERRUPTED,
+    duration,
+    fault_line,
+    idle_fault_lines,
+    outcome_counts,
+    totals_line,
+    verdict,
+)
+from harness.report.timeline import node_ranges
+from harness.run.model import Report
+
+__all__ = ["STATUS_STYLES", "failure_panel", "print_summary", "summary_table"]
+
+
+#: rich styles of the node outcomes (the HTML report has its own palette).
+STATUS_STYLES = {
+    "ok": "green",
+    "timeout": "yellow",
+    "connection_error": "bright_blue",
+    "state_error": "magenta",
+    "closed": "cyan",
+    "error": "red",
+    "killed": "bold red",
+    "hung": "bold magenta",
+    "absent": "dim",
+}
+
+
+def _counts_text(report: Report) -> Text:
+    text = Text()
+    for status, count in outcome_counts(report):
+        if text:
+            text.append("  ")
+        text.append(f"{count} {status}", style=STATUS_STYLES.get(status, ""))
+    if not text:
+        text.append("no outcomes", style="dim")
+    return text
+
+
+def summary_table(reports: Sequence[Report]) -> Table:
+    """The rich summary table, one row per report."""
+    table = Table(title="harness run", title_justify="left", header_style="bold")
+    table.add_column("scenario", no_wrap=True)
+    table.add_column("seed", justify="right", no_wrap=True)
+    table.add_column("nodes", justify="right")
+    table.add_column("outcomes")
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("result", justify="center", no_wrap=True)
+    for report in reports:
+        shown = verdict(report)
+        style = {"PASS": "bold green", "SKIP": "bold yellow"}.get(shown, "bold red")
+        table.add_row(
+            Text(report.scenario.name),
+            str(report.seed),
+            str(report.scenario.nodes),
+            _counts_text(report),
+            duration(report.duration),
+            Text(shown, style=style),
+        )
+    return table
+
+
+def failure_panel(report: Report) -> Panel:
+    """What went wrong in one failed report: violations or error, what each fault did,
+    seed, replay command."""
+    lines: list[Text] = []
+    for violation in report.problems:
+        line = Text("• ", style="red")
+        line.append(f"[{violation.check}] ", style="bold")
+        line.append(violation.message)
+        if violation.nodes:
+            line.append(f"  (nodes {node_ranges(violation.nodes)})", style="dim")
+        lines.append(line)
+    if report.error is not None:
+        lines.append(Text(report.error, style="red"))
+    if report.interrupted:
+        lines.append(Text(INTERRUPTED, style="red"))
+    for fault in report.faults:
+        lines.append(Text(fault_line(fault), style="yellow" if fault.idle else "dim"))
+    lines.append(Text.assemble(("seed   ", "bold"), str(report.seed)))
+    lines.append(Text.assemble(("replay ", "bold"), (report.replay_command, "cyan")))
+    title = Text(f"{verdict(report)} {report.scenario.name}")
+    return Panel(Group(*lines), title=title, title_align="left", border_style="red")
+
+
+def print_summary(reports: Sequence[Report], console: Console, wall: float | None = None) -> None:
+    """Print the summary table, a warning per fault that did not act, a panel per failed
+    report, and the totals line."""
+    console.print(summary_table(reports))
+    for report in reports:
+        for warning in idle_fault_lines(report):
+            line = Text("warning: ", style="bold yellow")
+            line.append(f"{report.scenario.name}: {warning}")
+            console.print(line)
+    for report in reports:
+        if not report.passed:
+            console.print(failure_panel(report))
+    style = "bold green" if all(r.passed for r in reports) else "bold red"
+    console.print(Text(totals_line(reports, wall), style=style))

@@ -1,0 +1,253 @@
+"""The self-contained HTML report: a summary, then one section per scenario with its timeline.
+
+Everything is inline (CSS and SVG; no script, font or CDN), so the file can be archived as a
+CI artifact and opened anywhere. The page is rendered with jinja2 from the package resource
+``harness/report/templates/report.html.j2``; the geometry comes from :mod:`harness.report.timeline`.
+
+Runs of more than :data:`LANES_EXPANDED` nodes show collapsed lanes (look-alike neighbours
+merged) with every node's own lane one click away in a ``<details>`` element.
+
+Each scenario also lists its faults with what each did; a fault that did not act is
+flagged (a warning box, a hollow dashed bar on the timeline, a tag in the summary), which
+is informational: it does not fail the run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from harness.report.glyphs import FAULT_COLORS, IDLE_COLOR, STATUS_COLORS, Marker, legend
+from harness.report.text import outcome_counts, verdict
+from harness.report.timeline import Timeline, layout, node_ranges
+from harness.run.model import FaultRecord, NodeOutcome, Report, Violation
+
+__all__ = ["LANES_EXPANDED", "render_html", "write_html"]
+
+#: Up to this many nodes every node has its own lane; beyond it lanes collapse first.
+LANES_EXPANDED = 64
+
+
+@dataclass(frozen=True)
+class _Count:
+    status: str
+    count: int
+    color: str
+    share: float
+
+
+@dataclass(frozen=True)
+class _Row:
+    node: int
+    status: str
+    color: str
+    rank: str
+    world_size: str
+    elapsed: str
+    error_class: str
+    message: str
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class _Fault:
+    index: int
+    kind: str
+    color: str
+    nodes: str
+    window: str
+    detail: str
+    effects: str
+    idle: bool
+
+
+@dataclass(frozen=True)
+class _Section:
+    anchor: str
+    name: str
+    verdict: str
+    description: str
+    sources: list[str]
+    field_failure: str
+    path: str
+    seed: int
+    nodes: int
+    duration: str
+    replay: str
+    violations: list[tuple[str, str, str]]
+    known: list[tuple[str, str, str]]
+    backend: str
+    skipped: str
+    error: str
+    counts: list[_Count]
+    timeline: Timeline | None
+    full_timeline: Timeline | None
+    rows: list[_Row]
+    open_rows: bool
+    faults: list[_Fault]
+    idle: list[_Fault]
+
+
+def _anchor(index: int, name: str) -> str:
+    return f"s{index}-{re.sub(r'[^a-z0-9-]+', '-', name.lower())}"
+
+
+def _counts(report: Report) -> list[_Count]:
+    total = max(1, len(report.outcomes))
+    return [
+        _Count(status, count, STATUS_COLORS.get(status, "#64748b"), 100 * count / total)
+        for status, count in outcome_counts(report)
+    ]
+
+
+def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
+    def opt(value: object) -> str:
+        return "" if value is None else str(value)
+
+    elapsed = outcome.elapsed
+    return _Row(
+        node=outcome.node,
+        status=outcome.status,
+        color=STATUS_COLORS.get(outcome.status, "#64748b"),
+        rank=opt(outcome.rank),
+        world_size=opt(outcome.world_size),
+        elapsed="" if elapsed is None else f"{elapsed:.3f} s",
+        error_class=(outcome.error_class or "").rsplit(".", 1)[-1],
+        message=outcome.message or "",
+        flagged=outcome.node in flagged,
+    )
+
+
+def _fault(fault: FaultRecord) -> _Fault:
+    end = "the end" if fault.end is None else f"{fault.end:.2f} s"
+    return _Fault(
+        index=fault.index,
+        kind=fault.kind,
+        color=FAULT_COLORS.get(fault.kind, "#64748b"),
+        nodes=node_ranges(fault.nodes),
+        window=f"{fault.start:.2f} s to {end}",
+        detail=fault.detail,
+        effects=fault.effects,
+        idle=fault.idle,
+    )
+
+
+def _violation(v: Violation) -> tuple[str, str, str]:
+    return v.check, v.message, node_ranges(v.nodes) if v.nodes else ""
+
+
+def _section(index: int, report: Report, width: float) -> _Section:
+    sc = report.scenario
+    flagged = {n for v in report.problems for n in v.nodes}
+    timeline = full = None
+    if report.outcomes:
+        many = len(report.outcomes) > LANES_EXPANDED
+        timeline = layout(report, width, collapse=many)
+        if many:
+            full = layout(report, width, collapse=False)
+    return _Section(
+        anchor=_anchor(index, sc.name),
+        name=sc.name,
+        verdict=verdict(report),
+        description=re.sub(r"(?<!\n)\n(?!\n)", " ", sc.description.strip()),
+        sources=list(sc.sources),
+        field_failure=sc.field_failure or "",
+        path=sc.path or "",
+        seed=report.seed,
+        nodes=sc.nodes,
+        duration=f"{report.duration:.2f} s",
+        replay=report.replay_command,
+        violations=[_violation(v) for v in report.problems],
+        known=[_violation(v) for v in report.violations if v.known],
+        backend=sc.backend,
+        skipped=report.skipped or "",
+        error=report.error or "",
+        counts=_counts(report),
+        timeline=timeline,
+        full_timeline=full,
+        rows=[_row(o, flagged) for o in sorted(report.outcomes, key=lambda o: o.node)],
+        open_rows=not report.passed and len(report.outcomes) <= 32,
+        faults=[_fault(f) for f in report.faults],
+        idle=[_fault(f) for f in report.idle_faults],
+    )
+
+
+def _px(value: float) -> str:
+    """A coordinate with at most one decimal (keeps a 256-node SVG small)."""
+    text = f"{value:.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["px"] = _px
+    return env
+
+
+def render_html(
+    reports: Sequence[Report],
+    title: str = "harness report",
+    generated: str | None = None,
+    width: float = 1120,
+) -> str:
+    """The report page for ``reports``, as one self-contained HTML document.
+
+    Args:
+        reports: the runs, in the order they are shown.
+        title: the page title.
+        generated: when the run happened (shown verbatim), e.g. an ISO 8601 timestamp.
+        width: the timelines' width in pixels.
+
+    Raises:
+        jinja2.TemplateError: the packaged template is missing or broken (an install bug).
+    """
+    sections = [_section(i, r, width) for i, r in enumerate(reports)]
+    glyphs: list[tuple[str, Marker]] = legend()
+    errors = sum(r.error is not None for r in reports)
+    failed = sum(not r.passed for r in reports) - errors
+    skipped = sum(r.skipped is not None for r in reports)
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            title=title,
+            generated=generated or "",
+            sections=sections,
+            passed=len(reports) - failed - errors - skipped,
+            failed=failed,
+            errors=errors,
+            skipped=skipped,
+            total=len(reports),
+            wall=f"{sum(r.duration for r in reports):.1f} s",
+            glyphs=glyphs,
+            status_colors=STATUS_COLORS,
+            fault_colors=FAULT_COLORS,
+            idle_color=IDLE_COLOR,
+            width=width,
+        )
+    )
+
+
+def write_html(
+    reports: Sequence[Report],
+    path: str | Path,
+    title: str = "harness report",
+    generated: str | None = None,
+) -> None:
+    """Write :func:`render_html` to ``path`` (UTF-8).
+
+    Raises:
+        OSError: the file cannot be written.
+        jinja2.TemplateError: the packaged template is missing or broken.
+    """
+    Path(path).write_text(render_html(reports, title, generated), encoding="utf-8")

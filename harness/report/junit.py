@@ -1,0 +1,148 @@
+"""JUnit XML of :class:`~harness.run.model.Report` objects, for CI.
+
+:func:`junit_xml` / :func:`write_junit` — one ``<testsuite>``, one ``<testcase>`` per
+scenario; a ``<failure>`` (violated checks) or ``<error>`` (the harness itself failed)
+carrying the seed and the replay command; per-node outcomes, what each fault did and a
+warning per fault that did not act in ``<system-out>``. Pure: the caller passes the
+timestamp.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.report.text import (
+    INTERRUPTED,
+    fault_line,
+    idle_fault_lines,
+    outcome_line,
+    output_lines,
+)
+from harness.run.model import Report
+
+__all__ = ["junit_xml", "write_junit"]
+
+
+# XML 1.0 forbids most control characters; node messages may carry anything.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    return _XML_ILLEGAL.sub("\N{REPLACEMENT CHARACTER}", text)
+
+
+def _failure_text(report: Report) -> str:
+    lines = [f"[{v.check}] {v.message}" for v in report.problems]
+    if report.error is not None:
+        lines.append(report.error)
+    lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
+    return "\n".join(lines)
+
+
+def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
+    case = ET.SubElement(
+        parent,
+        "testcase",
+        name=report.scenario.name,
+        classname=classname,
+        time=f"{report.duration:.3f}",
+    )
+    if report.error is not None:
+        first = report.error.splitlines()[0] if report.error else "harness error"
+        error = ET.SubElement(case, "error", message=_clean(first), type="HarnessError")
+        error.text = _clean(_failure_text(report))
+    elif report.interrupted:
+        error = ET.SubElement(case, "error", message=INTERRUPTED, type="Interrupted")
+        error.text = _clean(_failure_text(report))
+    elif report.skipped is not None:
+        ET.SubElement(case, "skipped", message=_clean(report.skipped))
+    elif report.problems:
+        problems = report.problems
+        summary = "; ".join(f"[{v.check}] {v.message}" for v in problems[:3])
+        if len(problems) > 3:
+            summary += f"; and {len(problems) - 3} more"
+        failure = ET.SubElement(
+            case,
+            "failure",
+            message=_clean(f"{summary} (seed {report.seed})"),
+            type=",".join(sorted({v.check for v in problems})),
+        )
+        failure.text = _clean(_failure_text(report))
+    out = [
+        f"scenario: {report.scenario.name} ({report.scenario.path or 'no file'})",
+        f"backend: {report.scenario.backend}",
+        f"seed: {report.seed}",
+        *(f"known break: [{v.check}] {v.message}" for v in report.violations if v.known),
+        f"replay: {report.replay_command}",
+        *(f"warning: {line}" for line in idle_fault_lines(report)),
+        *(fault_line(f) for f in report.faults),
+        *(outcome_line(o) for o in report.outcomes),
+        *(line for o in report.outcomes for line in output_lines(o)),
+    ]
+    ET.SubElement(case, "system-out").text = _clean("\n".join(out))
+
+
+def _classname(report: Report) -> str:
+    """The scenario file's directory name (``scenarios``), dots made safe for CI viewers."""
+    path = report.scenario.path
+    parent = Path(path).parent.name if path else ""
+    return parent.replace(".", "_") or "scenarios"
+
+
+def junit_xml(
+    reports: Sequence[Report], suite_name: str = "harness", timestamp: str | None = None
+) -> ET.ElementTree[ET.Element]:
+    """A JUnit XML document: ``<testsuites>`` holding one ``<testsuite>``.
+
+    Args:
+        reports: one test case each.
+        suite_name: the ``name`` of the suite.
+        timestamp: start time of the run, ``YYYY-MM-DDTHH:MM:SS`` (UTC, no zone suffix, as
+            the JUnit schema wants it), set when given.
+    """
+    errors = sum(r.error is not None or r.interrupted for r in reports)
+    failures = sum(not r.passed for r in reports) - errors
+    skipped = sum(r.skipped is not None for r in reports)
+    total_time = f"{sum(r.duration for r in reports):.3f}"
+    counts = {
+        "tests": str(len(reports)),
+        "failures": str(failures),
+        "errors": str(errors),
+        "time": total_time,
+    }
+    root = ET.Element("testsuites", {"name": suite_name, **counts})
+    suite = ET.SubElement(
+        root, "testsuite", {"name": suite_name, **counts, "skipped": str(skipped)}
+    )
+    if timestamp is not None:
+        suite.set("timestamp", timestamp)
+    if reports:
+        properties = ET.SubElement(suite, "properties")
+        for report in reports:
+            name = f"seed.{report.scenario.name}"
+            ET.SubElement(properties, "property", name=name, value=str(report.seed))
+            idle = ",".join(str(f.index) for f in report.idle_faults)
+            if idle:
+                name = f"faults_not_acting.{report.scenario.name}"
+                ET.SubElement(properties, "property", name=name, value=idle)
+    for report in reports:
+        _testcase(suite, report, _classname(report))
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(
+    reports: Sequence[Report],
+    path: str | Path,
+    suite_name: str = "harness",
+    timestamp: str | None = None,
+) -> None:
+    """Write :func:`junit_xml` to ``path`` (UTF-8, with an XML declaration).
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    junit_xml(reports, suite_name, timestamp).write(path, encoding="utf-8", xml_declaration=True)

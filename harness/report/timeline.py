@@ -1,0 +1,339 @@
+"""Lay out one report's timeline: lanes, event markers, fault windows, time axis (pure).
+
+:func:`layout` turns a :class:`~harness.run.model.Report` into plain shapes in SVG pixel
+coordinates that the HTML template only has to write out. Two SVGs share one x scale: a
+header (time axis and one row per fault) and the lanes (one per node, behind them the fault
+windows shaded across the lanes they target).
+
+Large runs stay legible: lanes get thinner as nodes grow, and with ``collapse=True``
+consecutive nodes that look alike (same outcome, same kinds of events, same faults, same
+verdict) share one lane showing, per event kind, the spread of times across its nodes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from harness.report.glyphs import (
+    FAULT_COLORS,
+    GLYPHS,
+    OTHER_GLYPH,
+    STATUS_COLORS,
+    event_title,
+    marker,
+)
+from harness.report.shapes import Band, FaultRow, Lane, Span, Tick, Timeline
+from harness.run.model import FaultRecord, NodeEvent, NodeOutcome, Report
+
+__all__ = [
+    "FAULT_COLORS",
+    "STATUS_COLORS",
+    "Band",
+    "FaultRow",
+    "Lane",
+    "Span",
+    "Tick",
+    "Timeline",
+    "layout",
+    "nice_ticks",
+    "node_ranges",
+]
+
+#: maps seconds since the start to an x coordinate.
+Scale = Callable[[float], float]
+
+LABEL_W = 140
+BADGE_W = 176
+GAP = 12
+
+
+def nice_ticks(t_max: float, target: int = 8) -> list[float]:
+    """Round tick positions (1, 2 or 5 times a power of ten) from 0 to ``t_max``."""
+    if t_max <= 0:
+        return [0.0]
+    raw = t_max / target
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    count = int(t_max / step + 1e-9)
+    return [round(i * step, 10) for i in range(count + 1)]
+
+
+def _tick_label(t: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return f"{t:.{decimals}f} s"
+
+
+def _signature(
+    o: NodeOutcome, faults: dict[int, tuple[int, ...]], bad: set[int]
+) -> tuple[Any, ...]:
+    kinds: list[str] = []
+    for event in o.events:
+        if not kinds or kinds[-1] != event.event:
+            kinds.append(event.event)
+    return (o.status, o.error_class, tuple(kinds), faults.get(o.node, ()), o.node in bad)
+
+
+def _groups(
+    outcomes: Sequence[NodeOutcome], faults: Sequence[FaultRecord], bad: set[int], collapse: bool
+) -> list[list[NodeOutcome]]:
+    targeted: dict[int, tuple[int, ...]] = {}
+    for fault in faults:
+        for node in fault.nodes:
+            targeted[node] = (*targeted.get(node, ()), fault.index)
+    groups: list[list[NodeOutcome]] = []
+    last: tuple[Any, ...] | None = None
+    for outcome in sorted(outcomes, key=lambda o: o.node):
+        sig = _signature(outcome, targeted, bad)
+        if collapse and groups and sig == last:
+            groups[-1].append(outcome)
+        else:
+            groups.append([outcome])
+        last = sig
+    return groups
+
+
+def _span_label(nodes: Sequence[int]) -> str:
+    return f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {nodes[0]}\N{EN DASH}{nodes[-1]}"
+
+
+def _lane_sizes(lanes: int) -> tuple[float, float]:
+    for limit, height, font in ((8, 30, 12), (16, 24, 12), (32, 18, 11), (64, 13, 10)):
+        if lanes <= limit:
+            return height, font
+    return 12, 9
+
+
+def _extent(report: Report) -> float:
+    times = [report.duration]
+    for o in report.outcomes:
+        times += [e.t for e in o.events]
+        times += [t for t in (o.started, o.finished) if t is not None]
+    times += [f.end if f.end is not None else f.start for f in report.faults]
+    return max(0.1, max(times) * 1.03)
+
+
+def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timeline:
+    """Lay out ``report``'s timeline ``width`` pixels wide.
+
+    Args:
+        report: the run to draw.
+        width: total SVG width in pixels (labels left, outcome badges right).
+        collapse: merge consecutive look-alike nodes into one lane.
+    """
+    t_max = _extent(report)
+    plot_x = LABEL_W
+    plot_w = width - LABEL_W - BADGE_W - GAP
+
+    def x_of(t: float) -> float:
+        return plot_x + max(0.0, min(t, t_max)) / t_max * plot_w
+
+    bad = {n for v in report.problems for n in v.nodes}
+    groups = _groups(report.outcomes, report.faults, bad, collapse)
+    lane_h, font = _lane_sizes(len(groups))
+    lanes = [
+        _lane(group, i * lane_h, lane_h, bad, x_of, report.duration)
+        for i, group in enumerate(groups)
+    ]
+    ticks_t = nice_ticks(t_max)
+    step = ticks_t[1] - ticks_t[0] if len(ticks_t) > 1 else t_max
+    ticks = [Tick(x_of(t), _tick_label(t, step)) for t in ticks_t]
+    axis_h, row_h = 22.0, 18.0
+    rows: list[FaultRow] = []
+    for i, fault in enumerate(report.faults):
+        y = axis_h + i * row_h
+        x0 = x_of(fault.start)
+        x1 = x_of(fault.end if fault.end is not None else t_max)
+        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
+        said = f"nodes {node_ranges(fault.nodes)}"
+        said = f"{said} · {fault.detail}" if fault.detail else said
+        said = f"{said} · {'did not act' if fault.idle else fault.effects}"
+        # A hollow (idle) bar has no fill to carry white text: keep the text outside it.
+        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w, not fault.idle)
+        rows.append(
+            FaultRow(
+                y=y,
+                label=f"{'⚠ ' if fault.idle else ''}fault {fault.index} · {fault.kind}",
+                text=text,
+                color=color,
+                bar=bar,
+                open_end=fault.end is None,
+                instant=fault.end is not None and x1 - x0 < 2.0,
+                text_x=text_x,
+                text_inside=inside,
+                idle=fault.idle,
+            )
+        )
+    bands = _bands(report.faults, lanes, x_of, t_max)
+    header_h = axis_h + len(rows) * row_h + (6 if rows else 0)
+    return Timeline(
+        width=width,
+        plot_x=plot_x,
+        plot_w=plot_w,
+        badge_x=plot_x + plot_w + GAP,
+        badge_w=BADGE_W - 6,
+        t_max=t_max,
+        lane_h=lane_h,
+        font=font,
+        header_h=header_h,
+        lanes_h=len(lanes) * lane_h,
+        ticks=ticks,
+        fault_rows=rows,
+        lanes=lanes,
+        bands=bands,
+        collapsed=collapse and len(lanes) < len(report.outcomes),
+    )
+
+
+def _fault_text(
+    text: str, bar: Span, right: float, inside_ok: bool = True
+) -> tuple[str, float, bool]:
+    """Where a fault's detail fits: inside its bar, after it, or inside and shortened
+    (after it, or shortened there, only when ``inside_ok`` is false)."""
+    char = 6.0
+    need = len(text) * char + 10
+    if not inside_ok:
+        room = int((right - (bar.x + bar.w) - 10) / char)
+        if room < 4:
+            return "", bar.x, False
+        return f"{text[: room - 1]}…" if len(text) > room else text, bar.x + bar.w + 5, False
+    if bar.w >= need:
+        return text, bar.x + 5, True
+    if right - (bar.x + bar.w) >= need:
+        return text, bar.x + bar.w + 5, False
+    room = int((bar.w - 10) / char)
+    if room >= 4:
+        return f"{text[: room - 1]}…" if len(text) > room else text, bar.x + 5, True
+    return "", bar.x, False
+
+
+def _fault_title(fault: FaultRecord) -> str:
+    end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
+    head = f"fault {fault.index}: {fault.kind} on node(s) {node_ranges(fault.nodes)}"
+    detail = f"\n{fault.detail}" if fault.detail else ""
+    did = f"\n{'⚠ ' if fault.idle else 'acted: ' if fault.acted else ''}{fault.effects}"
+    return f"{head}\nfrom {fault.start:.3f} s {end}{detail}{did}"
+
+
+def _bands(
+    faults: Sequence[FaultRecord],
+    lanes: Sequence[Lane],
+    x_of: Scale,
+    t_max: float,
+) -> list[Band]:
+    bands: list[Band] = []
+    for fault in faults:
+        targets = set(fault.nodes)
+        hit = [i for i, lane in enumerate(lanes) if targets & set(lane.nodes)]
+        x0 = x_of(fault.start)
+        x1 = x_of(fault.end if fault.end is not None else t_max)
+        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        for first, last in _runs(hit):
+            top = lanes[first].y
+            bottom = lanes[last].y + lanes[last].h
+            bands.append(
+                Band(
+                    x0,
+                    top,
+                    max(x1 - x0, 2.0),
+                    bottom - top,
+                    color,
+                    _fault_title(fault),
+                    open_end=fault.end is None,
+                    instant=x1 - x0 < 2.0,
+                )
+            )
+    return bands
+
+
+def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of ``indexes`` as ``(first, last)`` pairs."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return [(a, b) for a, b in runs]
+
+
+def node_ranges(nodes: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (compact even for 256 nodes)."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(nodes))
+
+
+def _first(outcome: NodeOutcome, name: str) -> float | None:
+    return next((e.t for e in outcome.events if e.event == name), None)
+
+
+def _lane(
+    group: Sequence[NodeOutcome],
+    y: float,
+    h: float,
+    bad: set[int],
+    x_of: Scale,
+    run_end: float,
+) -> Lane:
+    first = group[0]
+    nodes = tuple(o.node for o in group)
+    mid = y + h / 2
+    size = max(3.0, min(7.0, h * 0.3))
+    color = STATUS_COLORS.get(first.status, "#64748b")
+    elapsed = [o.elapsed for o in group if o.elapsed is not None]
+    when = f" {statistics.median(elapsed):.1f} s" if elapsed else ""
+    badge = (
+        f"{first.status}{when}"
+        if len(group) == 1
+        else f"{first.status} \N{MULTIPLICATION SIGN}{len(group)}"
+    )
+    detail = f"\n{first.error_class}: {first.message}" if first.message else ""
+    lane = Lane(
+        y=y,
+        h=h,
+        label=_span_label(nodes),
+        nodes=nodes,
+        status=first.status,
+        badge=badge,
+        color=color,
+        violated=any(n in bad for n in nodes),
+        title=f"{_span_label(nodes)}: {first.status}{when}{detail}",
+    )
+    starts = [o.started for o in group if o.started is not None]
+    if starts:
+        # Until its own "started" event the process is still being launched. (A restarted
+        # node's ``started`` is its last launch; its life began with its first event.)
+        launched = min(starts)
+        running = [t for t in (_first(o, "started") for o in group) if t is not None]
+        began = min(running) if running else launched
+        ends = [o.finished if o.finished is not None else run_end for o in group]
+        x0, x1 = x_of(began), x_of(max(ends))
+        lane.lifeline = Span(x0, mid - h * 0.14, max(x1 - x0, 1.0), h * 0.28, color)
+        spawn = x_of(launched)
+        if x0 - spawn >= 2:
+            title = f"{lane.label}: launching from {launched:.3f} s"
+            lane.launch = Span(spawn, mid - 0.5, x0 - spawn, 1.0, "#94a3b8", title)
+    if len(group) == 1:
+        for event in first.events:
+            lane.markers.append(marker(event, x_of(event.t), mid, size, event_title(event)))
+        return lane
+    by_kind: dict[str, list[NodeEvent]] = {}
+    for o in group:
+        for event in o.events:
+            by_kind.setdefault(event.event, []).append(event)
+    for kind, events in by_kind.items():
+        times = sorted(e.t for e in events)
+        median = statistics.median(times)
+        title = (
+            f"{kind}: {len(events)} event(s) from {len(group)} nodes\n"
+            f"first {times[0]:.3f} s · median {median:.3f} s · last {times[-1]:.3f} s"
+        )
+        _, tone = GLYPHS.get(kind, OTHER_GLYPH)
+        x0, x1 = x_of(times[0]), x_of(times[-1])
+        if x1 - x0 >= 2:
+            lane.spreads.append(Span(x0, mid - 1, x1 - x0, 2, tone, title))
+        sample = min(events, key=lambda e: abs(e.t - median))
+        lane.markers.append(marker(sample, x_of(median), mid, size, title))
+    return lane

@@ -1,0 +1,14 @@
+"""Running scenarios: one run in a world, the checks that judge it, many runs at once.
+
+* ``runner``    :func:`~harness.run.runner.run_scenario`: one scenario, one seed, one world:
+                schedule faults (start-up, time, event), record, heal, gather outcomes
+* ``schedule``  the runner's timed actions
+* ``context``   what the runner lends a fault while it acts; the runner's node states
+* ``checks``    invariants and expectations -> violations
+* ``model``     events, outcomes, violations, reports (what a run produces)
+* ``suite``     many scenarios on a thread pool, each in a local world on its own proxy
+
+Imports: :mod:`harness.scenario` (scenarios, fault kinds through their base class only),
+:mod:`harness.world` (the protocol; ``suite`` also makes local worlds), :mod:`harness.proxy`
+(``suite``'s embedded proxies), :mod:`harness.errors`. Never reports, fuzzing or the CLI.
+"""

@@ -1,0 +1,183 @@
+"""Judge a run: invariants that always hold, then the scenario's own expectations.
+
+Always checked:
+
+1. ``ranks``: nodes whose rendezvous returned hold distinct ranks, each the rank the node
+   was configured with (static rendezvous: ranks mirror node ranks); when every node
+   succeeds the ranks are exactly 0..N-1.
+2. ``world_size``: every node whose rendezvous returned was handed the scenario's world size.
+3. ``complete_round``: no rendezvous returns in a round that some rank never joined.
+4. ``shared_store``: every successful node saw every rank's key in the shared store.
+5. ``hung``: no node outlived the hard deadline (unless the scenario expects it).
+6. ``leaks``: the world left nothing behind (no node process still running, no port
+   still listening) and its teardown met no problem; the world says what (its own words).
+
+Then per node: the expected outcome (or any of a list), message pattern and elapsed-time
+bounds — the backend's own ``[backends.<name>] expect`` when the scenario records one.
+
+An invariant listed in ``[backends.<name>] violates`` is that backend's known behaviour: its
+violations come back marked ``known`` (shown, not failing), and a run that does *not* break
+it fails the ``known_break`` check, so the record cannot silently go stale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from harness.run.model import NodeOutcome, Violation
+from harness.scenario.model import Scenario, allowed_outcomes
+
+__all__ = ["check"]
+
+
+def _configured_rank(sc: Scenario, node: int) -> int:
+    rank = node
+    for override in sc.override:
+        if node in override.nodes and override.rank is not None:
+            rank = override.rank
+    return rank
+
+
+def _joined_ranks(outcomes: Sequence[NodeOutcome]) -> set[int]:
+    """Ranks that took part in the round: every rank whose rendezvous returned, those the
+    backend reported as joined (rdzv's ``joined`` events) and those whose key some node
+    found in the shared store (what shows a backend without join events, like torch's)."""
+    joined = {o.rank for o in outcomes if o.rank is not None}
+    joined |= {r for o in outcomes for r in o.seen_ranks or ()}
+    reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event == "joined"}
+    return joined | {r for r in reported if isinstance(r, int)}
+
+
+def _invariants(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation]:
+    found: list[Violation] = []
+    # Judged on what the rendezvous returned, even where the node failed afterwards.
+    returned = [o for o in outcomes if o.rank is not None]
+    ok = [o for o in outcomes if o.status == "ok"]
+    ranks = Counter(o.rank for o in returned if o.rank is not None)
+    for rank, count in ranks.items():
+        if count > 1:
+            nodes = tuple(o.node for o in returned if o.rank == rank)
+            found.append(Violation("ranks", f"rank {rank} was given to {count} nodes", nodes))
+    for o in returned:
+        if o.rank != _configured_rank(sc, o.node):
+            found.append(
+                Violation(
+                    "ranks",
+                    f"node {o.node} got rank {o.rank}, expected {_configured_rank(sc, o.node)}",
+                    (o.node,),
+                )
+            )
+    if len(ok) == sc.nodes and sorted(ranks) != list(range(sc.nodes)):
+        found.append(Violation("ranks", f"ranks are {sorted(ranks)}, not 0..{sc.nodes - 1}"))
+    sizes = {o.world_size for o in returned}
+    if len(sizes) > 1 or (sizes and sizes != {sc.nodes}):
+        found.append(
+            Violation(
+                "world_size",
+                f"nodes were handed world sizes {sorted(map(str, sizes))}, "
+                f"the scenario has {sc.nodes} nodes",
+                tuple(o.node for o in returned),
+            )
+        )
+    if returned:
+        joined = _joined_ranks(outcomes)
+        missing = [r for r in range(sc.nodes) if r not in joined]
+        if missing:
+            found.append(
+                Violation(
+                    "complete_round",
+                    f"the rendezvous returned on {len(returned)} node(s) although rank(s) "
+                    f"{missing} never joined (no join reported, no key in the shared store)",
+                    tuple(o.node for o in returned),
+                )
+            )
+    for o in ok:
+        if o.shared_store_ok is False:
+            found.append(
+                Violation("shared_store", f"node {o.node} did not see every rank's key", (o.node,))
+            )
+    for o in outcomes:
+        if o.status == "hung" and "hung" not in allowed_outcomes(sc.expected(o.node).outcome):
+            found.append(
+                Violation(
+                    "hung", f"node {o.node} outlived the hard deadline: {o.message}", (o.node,)
+                )
+            )
+    return found
+
+
+def _known_breaks(sc: Scenario, found: list[Violation]) -> list[Violation]:
+    recorded = set(sc.variant.violates)
+    if not recorded:
+        return found
+    note = f" ({sc.variant.note})" if sc.variant.note else ""
+    marked = [
+        Violation(v.check, f"{v.message} [known {sc.backend} behaviour]", v.nodes, known=True)
+        if v.check in recorded
+        else v
+        for v in found
+    ]
+    for name in sorted(recorded - {v.check for v in found}):
+        marked.append(
+            Violation(
+                "known_break",
+                f"{sc.backend} is recorded as breaking '{name}' here{note}, but this run did "
+                "not; update [backends] in the scenario file",
+            )
+        )
+    return marked
+
+
+def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation]:
+    found: list[Violation] = []
+    for o in outcomes:
+        want = sc.expected(o.node)
+        allowed = allowed_outcomes(want.outcome)
+        if o.status not in allowed:
+            detail = f": {o.error_class}: {o.message}" if o.message else ""
+            shown = repr(allowed[0]) if len(allowed) == 1 else f"one of {list(allowed)}"
+            found.append(
+                Violation(
+                    "outcome",
+                    f"node {o.node} ended {o.status!r}, expected {shown}{detail}",
+                    (o.node,),
+                )
+            )
+            continue
+        if want.message is not None and not re.search(want.message, o.message or ""):
+            found.append(
+                Violation(
+                    "message",
+                    f"node {o.node}'s message does not match /{want.message}/: {o.message!r}",
+                    (o.node,),
+                )
+            )
+        if want.elapsed is not None:
+            low, high = want.elapsed
+            elapsed = o.elapsed
+            if elapsed is None or not low <= elapsed <= high:
+                shown = "unknown" if elapsed is None else f"{elapsed:.2f}s"
+                found.append(
+                    Violation(
+                        "elapsed",
+                        f"node {o.node} took {shown}, expected within [{low}, {high}] s",
+                        (o.node,),
+                    )
+                )
+    return found
+
+
+def check(
+    sc: Scenario,
+    outcomes: Sequence[NodeOutcome],
+    *,
+    leaks: Sequence[str] = (),
+) -> list[Violation]:
+    """Every violation of the invariants and of the scenario's expectations (breaks the
+    backend is recorded as making come back ``known``), then one ``leaks`` violation per
+    line of ``leaks`` (what the world's teardown reported left behind)."""
+    found = _known_breaks(sc, _invariants(sc, outcomes)) + _expectations(sc, outcomes)
+    found.extend(Violation("leaks", leak) for leak in leaks)
+    return found

@@ -1,0 +1,119 @@
+"""What a scenario run produces: node events, node outcomes, fault records, violations.
+
+These are plain data shared by the runner (which produces them), ``checks`` (which judges
+them) and :mod:`harness.report` (which renders them). Times are seconds since the scenario's
+start on the monotonic clock. :class:`FaultRecord` is the fault kinds' own
+(:mod:`harness.scenario.faults.record`), here too for readers of reports.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.scenario.faults.record import FaultRecord
+from harness.scenario.model import Scenario
+
+__all__ = ["FaultRecord", "NodeEvent", "NodeOutcome", "Report", "Violation"]
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """One thing a node did (``started``, ``connect_attempt``, ``joined``, ...)."""
+
+    node: int
+    t: float
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeOutcome:
+    """How one node ended.
+
+    Attributes:
+        status: one of :data:`harness.scenario.model.OUTCOMES`.
+        started: when its process started (None if it never did).
+        finished: when it reported its outcome, was killed, or was found hung.
+        elapsed: ``finished - started`` of its last incarnation.
+        seen_ranks: ranks whose key it found in the shared store after its rendezvous
+            returned (None when it never got that far).
+        output: the tail of what the process wrote to stdout/stderr (None if nothing).
+    """
+
+    node: int
+    status: str
+    rank: int | None = None
+    world_size: int | None = None
+    run_id: str | None = None
+    error_class: str | None = None
+    message: str | None = None
+    started: float | None = None
+    finished: float | None = None
+    pid: int | None = None
+    events: list[NodeEvent] = field(default_factory=list)
+    shared_store_ok: bool | None = None
+    seen_ranks: list[int] | None = None
+    output: str | None = None
+    maxrss_kib: int | None = None
+
+    @property
+    def elapsed(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A failed check: which check, what was wrong, which nodes.
+
+    ``known`` marks a break the scenario records as the backend's own behaviour
+    (``[backends.<name>] violates``): it is shown, but does not fail the run.
+    """
+
+    check: str
+    message: str
+    nodes: tuple[int, ...] = ()
+    known: bool = False
+
+
+@dataclass
+class Report:
+    """Everything one scenario run produced."""
+
+    scenario: Scenario
+    seed: int
+    outcomes: list[NodeOutcome]
+    faults: list[FaultRecord] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    duration: float = 0.0
+    proxy_events: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    skipped: str | None = None
+    #: Stopped by Ctrl-C before it ended: its nodes were killed and nothing was judged.
+    interrupted: bool = False
+
+    @property
+    def idle_faults(self) -> list[FaultRecord]:
+        """The faults that never acted (informational: not a failed check)."""
+        return [f for f in self.faults if f.idle]
+
+    @property
+    def problems(self) -> list[Violation]:
+        """The violations that fail the run (every one not recorded as known)."""
+        return [v for v in self.violations if not v.known]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and self.error is None and not self.interrupted
+
+    @property
+    def replay_command(self) -> str:
+        """The command that reruns this scenario with the same seed."""
+        path = self.scenario.path or f"<{self.scenario.name}>"
+        command = f"harness run {shlex.quote(path)} --seed {self.seed}"
+        if self.scenario.backend != "static":
+            command += f" --backend {shlex.quote(self.scenario.backend)}"
+        return command

@@ -1,0 +1,349 @@
+"""Run one scenario in a world: start its nodes, act its faults on schedule, judge the result.
+
+One seeded ``random.Random`` drives every choice the harness makes (it names the run and
+seeds the world's own randomness: toxicity rolls, jitter); the seed is in the report.
+
+The runner knows no fault kind by name. Before anything starts it asks each fault what the
+world must build (:meth:`~harness.scenario.faults.base.Fault.shape`) and whether the world
+can do what the fault needs (else :class:`~harness.errors.UnsupportedError`); then each
+fault acts through its own :meth:`~harness.scenario.faults.base.Fault.inject` -- at
+start-up, at a time offset, or a chosen delay after a node's event -- and the heal it
+returns runs after the fault's duration, or at the end of the run, whichever comes first.
+Every node gets a hard deadline: past it, it is killed and reported ``hung``. When the run
+is over the world is torn down, each fault counts what it did into its
+:class:`~harness.scenario.faults.record.FaultRecord` (its tallies), and the checks judge.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.run.checks import check
+from harness.run.context import FaultContext, NodeState
+from harness.run.model import NodeEvent, NodeOutcome, Report
+from harness.run.schedule import Schedule
+from harness.scenario.faults.base import Fault
+from harness.scenario.faults.record import FaultRecord
+from harness.scenario.model import Scenario
+from harness.world.base import Launch, Layout, Message, WorldFactory, cannot, missing
+
+__all__ = ["run_scenario"]
+
+_LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
+
+
+class _Run:
+    def __init__(
+        self,
+        scenario: Scenario,
+        seed: int,
+        worlds: WorldFactory,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.sc = scenario
+        self.faults = list(enumerate(scenario.fault))
+        _check_supported(worlds, self.faults)
+        self.stop = stop if stop is not None else threading.Event()  # set: Ctrl-C
+        self.seed = seed
+        self.rng = random.Random(seed)
+        tag = f"{scenario.name}-{uuid.UUID(int=self.rng.getrandbits(128)).hex[:8]}"
+        self.cond = threading.Condition()
+        self.inbox: list[Message] = []
+        self.world = worlds(_layout(scenario, tag, self.faults), self._deliver)
+        self.nodes = {i: NodeState() for i in range(scenario.nodes)}
+        self.schedule = Schedule()
+        self.records: list[FaultRecord] = []
+        self.tallies: list[Callable[[], None]] = []
+        self.triggers: dict[tuple[int, str], list[Callable[[], None]]] = {}
+        self.heals: dict[int, Callable[[], None]] = {}  # pending heals, by ticket
+        self._tickets = itertools.count()
+        self.starting = True  # until the first nodes start
+        self.deferred: dict[int, tuple[float, Callable[[], None]]] = {}
+        self.t0 = 0.0
+
+    # --- plumbing ------------------------------------------------------------------
+
+    def _deliver(self, message: Message) -> None:
+        with self.cond:
+            self.inbox.append(message)
+            self.cond.notify()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # --- nodes -----------------------------------------------------------------------
+
+    def launch_of(self, node: int) -> Launch:
+        """How node ``node`` starts: its overrides, then what each fault changes."""
+        sc = self.sc
+        rank, world_size, config = node, sc.nodes, {}
+        for override in sc.override:
+            if node in override.nodes:
+                rank = override.rank if override.rank is not None else rank
+                world_size = override.world_size or world_size
+                config.update(override.config)
+        launch = Launch(
+            node=node,
+            backend=sc.backend,
+            run_id=sc.run_id or sc.name,
+            rank=rank,
+            world_size=world_size,
+            join_timeout=sc.timeouts.join,
+            config=config,
+        )
+        for _, fault in self.faults:
+            launch = fault.prepare(launch)
+        return launch
+
+    def start_nodes(self, nodes: list[int]) -> None:
+        """Start nodes, a few at a time, then arm each one's hard deadline."""
+        for node in nodes:
+            state = self.nodes[node]
+            state.pending_start = False
+            state.outcome, state.status, state.finished = None, None, None
+            state.incarnation += 1
+        if len(nodes) == 1:
+            self._launch(nodes[0])
+        else:
+            with ThreadPoolExecutor(_LAUNCHERS, thread_name_prefix="harness-launch") as pool:
+                list(pool.map(self._launch, nodes))
+        for node in nodes:
+            state = self.nodes[node]
+            assert state.started is not None
+            self.schedule.at(
+                state.started + self.sc.timeouts.hard_deadline,
+                partial(self._hard_deadline, node, state.incarnation),
+            )
+
+    def _launch(self, node: int) -> None:
+        state = self.nodes[node]
+        state.launch = self.launch_of(node)
+        state.started = self.now()
+        self.world.start(state.launch)
+
+    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
+        """Start ``node`` (again) at ``t``; before the nodes start, the last call wins."""
+        if self.starting:
+            self.deferred[node] = (t, started)
+            return
+        self.nodes[node].pending_start = True
+        self.schedule.at(t, partial(self._start_later, node, started))
+
+    def _start_later(self, node: int, started: Callable[[], None]) -> None:
+        self.start_nodes([node])
+        started()
+
+    def never_start(self, nodes: Sequence[int]) -> int:
+        """Mark ``nodes`` absent; how many were not already."""
+        fresh = [n for n in dict.fromkeys(nodes) if self.nodes[n].status != "absent"]
+        for node in fresh:
+            self.nodes[node].status = "absent"
+        return len(fresh)
+
+    def _hard_deadline(self, node: int, incarnation: int) -> None:
+        state = self.nodes[node]
+        if state.status is None and state.incarnation == incarnation:
+            self.world.kill(node)
+            hard = self.sc.timeouts.hard_deadline
+            self.finish(node, "hung", message=f"still running after the {hard:.1f}s hard deadline")
+
+    def finish(self, node: int, status: str, **fields: Any) -> None:
+        """Give ``node`` its outcome now, unless it has one."""
+        state = self.nodes[node]
+        if state.status is None:
+            state.status = status
+            state.finished = self.now()
+            state.outcome = {"status": status, **fields}
+
+    def _on_message(self, message: Message) -> None:
+        kind, node = message[0], message[1]
+        t = message[2] - self.t0
+        state = self.nodes[node]
+        if kind == "event":
+            name, fields = message[3], message[4]
+            state.events.append(NodeEvent(node, t, name, fields))
+            for fire in self.triggers.pop((node, name), []):
+                fire()
+        elif kind == "outcome" and state.status is None:
+            fields = dict(message[3])
+            state.outcome, state.status, state.finished = fields, fields["status"], t
+        elif kind == "exit" and state.status is None and not state.pending_start:
+            self.finish(node, "error", message=message[3]["message"])
+
+    # --- faults ------------------------------------------------------------------------
+
+    def _arm(self, index: int, fault: Fault) -> None:
+        """Inject ``fault`` now (start-up), or schedule it at its time or on its event."""
+        trigger = fault.when()
+        act = partial(self._inject, index, fault)
+        if trigger is None:
+            act()
+        elif trigger.on is not None:
+            assert trigger.on_node is not None
+            later = partial(self._after, trigger.after, act)
+            self.triggers.setdefault((trigger.on_node, trigger.on), []).append(later)
+        else:
+            self.schedule.at(trigger.at, act)
+
+    def _after(self, delay: float, what: Callable[[], None]) -> None:
+        self.schedule.at(self.now() + delay, what)
+
+    def _inject(self, index: int, fault: Fault) -> None:
+        ctx = FaultContext(self, index, fault)
+        heal = fault.inject(self.world, ctx)
+        if ctx.made is None:
+            raise HarnessError(
+                f"fault[{index}] ({fault.kind}) made no record: its inject() must call "
+                "ctx.record(nodes, detail)"
+            )
+        duration = fault.lasts()
+        if heal is not None and duration is not None:
+            self._heal_after(ctx.made, duration, heal)
+
+    def _heal_after(self, record: FaultRecord, duration: float, heal: Callable[[], None]) -> None:
+        """Heal after ``duration`` -- or at the end of the run, whichever comes first."""
+        ticket = next(self._tickets)
+
+        def end() -> None:
+            if self.heals.pop(ticket, None) is not None:
+                heal()
+                record.end = self.now()
+
+        self.heals[ticket] = end
+        self.schedule.at(self.now() + duration, end)
+
+    # --- the run ---------------------------------------------------------------------
+
+    def execute(self) -> Report:
+        self.world.build(self.rng.getrandbits(31))
+        self.t0 = time.monotonic()
+        for index, fault in self.faults:
+            self._arm(index, fault)
+        now = []
+        for node, state in self.nodes.items():
+            if state.status == "absent":
+                continue
+            if node in self.deferred:
+                t, started = self.deferred[node]
+                state.pending_start = True
+                self.schedule.at(t, partial(self._start_later, node, started))
+            else:
+                now.append(node)
+        self.starting = False
+        self.schedule.run_due(lambda: 0.0)  # faults "at = 0" are there from the start
+        self.start_nodes(now)
+        self._loop()
+        return self._finish_run()
+
+    def _done(self) -> bool:
+        return all(s.status is not None and not s.pending_start for s in self.nodes.values())
+
+    def _loop(self) -> None:
+        limit = self.sc.timeouts.hard_deadline * 3 + 30
+        while not self._done() and self.now() < limit and not self.stop.is_set():
+            with self.cond:
+                due = self.schedule.next_due()
+                wait = 0.05 if due is None else max(0.0, min(0.05, due - self.now()))
+                if not self.inbox:
+                    self.cond.wait(wait)
+                messages, self.inbox = self.inbox, []
+            for message in messages:
+                self._on_message(message)
+            self.schedule.run_due(self.now)
+
+    def _finish_run(self) -> Report:
+        interrupted = self.stop.is_set()  # then end every node now
+        self.world.stop_nodes(grace=0.0 if interrupted else 5.0)
+        for end in list(self.heals.values()):  # pending heals: release, link up...
+            end()
+        leaks = self.world.teardown()
+        for tally in self.tallies:
+            tally()
+        outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
+        faults = sorted(self.records, key=lambda r: r.index)
+        report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
+        report.proxy_events = self.world.link_log() or []
+        if interrupted:  # stopped mid-run: there is nothing to judge
+            report.interrupted = True
+            return report
+        report.violations = check(self.sc, outcomes, leaks=leaks)
+        return report
+
+    def _outcome(self, node: int, state: NodeState) -> NodeOutcome:
+        fields = state.outcome or {}
+        return NodeOutcome(
+            node=node,
+            status=state.status or ("interrupted" if self.stop.is_set() else "hung"),
+            rank=fields.get("rank"),
+            world_size=fields.get("world_size"),
+            run_id=fields.get("run_id"),
+            error_class=fields.get("error_class"),
+            message=fields.get("message"),
+            started=state.started,
+            finished=state.finished,
+            pid=fields.get("pid"),
+            events=state.events,
+            shared_store_ok=fields.get("shared_store_ok"),
+            seen_ranks=fields.get("seen_ranks"),
+            output=self.world.output(node),
+            maxrss_kib=fields.get("maxrss_kib"),
+        )
+
+
+def _check_supported(worlds: WorldFactory, faults: Sequence[tuple[int, Fault]]) -> None:
+    """Raises UnsupportedError: a fault needs something the world cannot do."""
+    for index, fault in faults:
+        lacking = missing(worlds.capabilities, fault.needs)
+        if lacking:
+            raise cannot(worlds.name, lacking[0], f"fault[{index}] is a {fault.kind} fault")
+
+
+def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:
+    """What the world builds: the scenario's nodes and endpoint, and what faults need."""
+    layout = Layout(
+        tag=tag,
+        nodes=scenario.nodes,
+        host=scenario.endpoint.host,
+        via_links=scenario.endpoint.via_proxy,
+        backends=frozenset({scenario.backend}),
+    )
+    for _, fault in faults:
+        layout = fault.shape(layout)
+    return layout
+
+
+def run_scenario(
+    scenario: Scenario,
+    worlds: WorldFactory,
+    seed: int | None = None,
+    stop: threading.Event | None = None,
+) -> Report:
+    """Run ``scenario`` once in a world ``worlds`` makes, with ``seed`` (default: the
+    scenario's, else a fresh one).
+
+    Setting ``stop`` (from any thread) ends the run at once: every node is killed, the
+    world is torn down, and the report is marked ``interrupted`` (not judged).
+
+    Raises:
+        UnsupportedError: a fault needs something the world cannot do (nothing started).
+        HarnessError: the world could not be built (e.g. the proxy is unreachable).
+    """
+    chosen = seed if seed is not None else scenario.seed
+    if chosen is None:
+        chosen = random.SystemRandom().getrandbits(32)
+    run = _Run(scenario, chosen, worlds, stop)
+    try:
+        return run.execute()
+    except BaseException:  # e.g. Ctrl-C in pytest: end the nodes at once
+        run.world.stop_nodes(grace=0.0)
+        run.world.teardown()
+        raise

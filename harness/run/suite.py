@@ -1,0 +1,194 @@
+"""Run many scenarios: pick each one's seed, run them on a thread pool, collect reports.
+
+This is the orchestration behind ``harness run`` (and anything else that wants a whole
+suite): it never raises because one scenario went wrong. A scenario whose run raised comes
+back as a :class:`~harness.run.model.Report` whose ``error`` holds the traceback, so it counts
+as failed and still shows its seed and replay command.
+
+Ctrl-C (``KeyboardInterrupt`` in the main thread) stops the suite promptly: scenarios not
+yet started are cancelled, running ones are told to stop (their nodes are killed by PID
+and their proxies torn down at once, without waiting for the run to end) and come back
+marked ``interrupted``; :class:`SuiteInterrupted` then carries every report there is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
+
+from harness.errors import UnsupportedError
+from harness.proxy.api import ToxiproxyServer
+from harness.proxy.client import ToxiproxyClient
+from harness.run.model import Report
+from harness.run.runner import run_scenario
+from harness.scenario.model import Scenario
+from harness.world.backends import unavailable
+from harness.world.local import LocalWorlds
+
+__all__ = [
+    "ProxyProvider",
+    "SuiteInterrupted",
+    "choose_seed",
+    "embedded_proxy",
+    "run_one",
+    "run_suite",
+    "shared_proxy",
+]
+
+#: Gives each scenario run the Toxiproxy API it drives, for the duration of the run.
+ProxyProvider = Callable[[], AbstractContextManager[ToxiproxyClient]]
+
+
+@contextlib.contextmanager
+def embedded_proxy() -> Iterator[ToxiproxyClient]:
+    """A fresh embedded Toxiproxy-API server for one run: its seed (set by the run) then
+    governs that run's toxics alone, however many scenarios run at once."""
+    with ToxiproxyServer() as server:
+        yield ToxiproxyClient(server.host, server.port)
+
+
+def shared_proxy(client: ToxiproxyClient) -> ProxyProvider:
+    """Every run drives ``client``'s server (a real Toxiproxy: its seed does nothing)."""
+    return lambda: contextlib.nullcontext(client)
+
+
+class SuiteInterrupted(KeyboardInterrupt):
+    """The suite was interrupted (Ctrl-C) and has stopped, its processes and proxies gone.
+
+    Attributes:
+        reports: in input order, the scenarios that ended before the interruption and
+            those it stopped (``interrupted`` set); scenarios never started are not in it.
+    """
+
+    def __init__(self, reports: Sequence[Report]) -> None:
+        super().__init__("interrupted")
+        self.reports = list(reports)
+
+
+#: Called with a scenario when a worker starts it, and with its report when it ends.
+OnStart = Callable[[Scenario], None]
+OnResult = Callable[[Report], None]
+
+
+def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], int]) -> int:
+    """The seed a run uses: the override, else the scenario's own, else ``fresh()``."""
+    if override is not None:
+        return override
+    if scenario.seed is not None:
+        return scenario.seed
+    return fresh()
+
+
+def run_one(
+    scenario: Scenario,
+    proxies: ProxyProvider,
+    seed: int,
+    stop: threading.Event | None = None,
+) -> Report:
+    """Run one scenario with ``seed`` in the local world, its links on the proxy ``proxies``
+    gives; a run that raises becomes a failed report, and a scenario its backend cannot run
+    (``[backends.<name>] unsupported``, or torch missing) or its world cannot carry out (a
+    fault needs what the world lacks) a skipped one. Setting ``stop`` ends the run at once:
+    its nodes are killed, its proxies removed, and the report comes back ``interrupted``.
+
+    ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
+    still propagate (after the runner has cleaned up its processes).
+    """
+    why_not = scenario.variant.unsupported or unavailable(scenario.backend)
+    if why_not is not None:
+        return Report(scenario, seed, outcomes=[], skipped=why_not)
+    began = time.monotonic()
+    try:
+        with proxies() as client:
+            return run_scenario(scenario, LocalWorlds(client), seed, stop)
+    except UnsupportedError as exc:
+        return Report(scenario, seed, outcomes=[], skipped=str(exc))
+    except Exception as exc:
+        detail = "".join(traceback.format_exception(exc)).rstrip()
+        return Report(
+            scenario,
+            seed,
+            outcomes=[],
+            duration=time.monotonic() - began,
+            error=f"the harness failed while running the scenario:\n{detail}",
+        )
+
+
+def run_suite(
+    scenarios: Sequence[Scenario],
+    proxies: ProxyProvider = embedded_proxy,
+    jobs: int = 1,
+    seed: int | None = None,
+    on_result: OnResult | None = None,
+    on_start: OnStart | None = None,
+) -> list[Report]:
+    """Run every scenario, ``jobs`` at a time, and return their reports in input order.
+
+    Args:
+        scenarios: the scenarios to run (e.g. from :func:`harness.scenario.model.load_many`).
+        proxies: gives each run its Toxiproxy API: :func:`embedded_proxy` (default, one
+            fresh embedded server per run) or :func:`shared_proxy` (a real server).
+        jobs: how many scenarios run at once (each in its own thread, with its own nodes).
+        seed: overrides every scenario's seed when given.
+        on_result: called (from a worker thread, one call at a time) with each report as
+            soon as its scenario ends.
+        on_start: called (likewise serialised) with each scenario as a worker starts it.
+
+    Raises:
+        ValueError: ``jobs`` is less than 1.
+        SuiteInterrupted: (a ``KeyboardInterrupt``) Ctrl-C: scenarios not yet started were
+            cancelled, running ones stopped at once (nodes killed, proxies removed); it
+            carries their reports.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    seeds = [choose_seed(sc, seed, lambda: secrets.randbits(32)) for sc in scenarios]
+    callbacks = threading.Lock()
+    stop = threading.Event()
+
+    def work(index: int) -> Report | None:
+        if stop.is_set():
+            return None  # interrupted before it started
+        scenario = scenarios[index]
+        if on_start is not None:
+            with callbacks:
+                on_start(scenario)
+        report = run_one(scenario, proxies, seeds[index], stop)
+        if on_result is not None:
+            with callbacks:
+                on_result(report)
+        return report
+
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="harness-scenario")
+    futures: list[Future[Report | None]] = []
+    try:
+        futures = [pool.submit(work, i) for i in range(len(scenarios))]
+        reports = [f.result() for f in futures]
+    except KeyboardInterrupt:
+        stop.set()
+        _wait_for(pool)
+        ended = [f.result() for f in futures if not f.cancelled() and f.exception() is None]
+        raise SuiteInterrupted([r for r in ended if r is not None]) from None
+    except BaseException:
+        stop.set()
+        _wait_for(pool)
+        raise
+    pool.shutdown(wait=True)
+    return [r for r in reports if r is not None]
+
+
+def _wait_for(pool: ThreadPoolExecutor) -> None:
+    """Cancel what has not started and wait for the running scenarios to stop (they were
+    told to); a further Ctrl-C does not abandon processes they are killing."""
+    while True:
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        except KeyboardInterrupt:
+            continue
+        return

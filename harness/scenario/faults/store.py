@@ -1,0 +1,94 @@
+"""Fault kinds on the store: ``store_op`` (one operation on some keys) and ``squatter`` (a
+listener holding the store's port before node 0 starts)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from harness.scenario.faults.base import Context, Fault, Heal, Timed, Whole
+from harness.scenario.faults.checks import not_node_0
+from harness.scenario.faults.record import FaultRecord
+from harness.scenario.format import Nodes
+from harness.world.base import SQUATTER, STORE_RULES, Layout, SquatterMode, StoreRule, World
+
+__all__ = ["SquatterFault", "StoreOpFault"]
+
+
+def _count_all(record: FaultRecord, acted: dict[str, int]) -> None:
+    for effect, n in acted.items():
+        record.count(effect, n)
+
+
+class StoreOpFault(Timed):
+    """Requests of one operation on matching keys are delayed, dropped or failed."""
+
+    kind: Literal["store_op"]
+    nodes: Nodes = "others"
+    op: Literal[
+        "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS", "DELETE_KEY",
+        "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "QUEUE_PUSH", "QUEUE_POP",
+        "QUEUE_LEN", "LIST_KEYS", "BARRIER",
+    ]  # fmt: skip
+    keys: str = "*"
+    action: Literal["delay", "drop", "fail"]
+    delay: float = Field(default=0.0, ge=0)
+    count: int = Field(default=1, ge=1)
+    needs: ClassVar[frozenset[str]] = frozenset({STORE_RULES})
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.action} {self.op}"
+
+    def check(self, index: int, whole: Whole) -> list[str]:
+        return not_node_0(index, whole, self.nodes)
+
+    def shape(self, layout: Layout) -> Layout:
+        return dataclasses.replace(layout, store_rules=True)
+
+    def inject(self, world: World, ctx: Context) -> None:
+        targets = ctx.targets(self.nodes)
+        rule = StoreRule(
+            self.op, self.keys, self.action, self.delay, self.count, frozenset(targets)
+        )
+        world.add_store_rule(rule)
+        record = ctx.record(targets, f"{self.action} {self.op} on {self.keys}")
+        ctx.tally(lambda: _count_all(record, rule.acted))
+
+
+class SquatterFault(Fault):
+    """Before anything starts, another listener holds node 0's port."""
+
+    kind: Literal["squatter"]
+    mode: SquatterMode
+    duration: float | None = Field(default=None, gt=0)
+    needs: ClassVar[frozenset[str]] = frozenset({SQUATTER})
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.mode}"
+
+    def check(self, index: int, whole: Whole) -> list[str]:
+        earlier = [i for i, f in whole.faults if i < index and isinstance(f, SquatterFault)]
+        if not earlier:
+            return []
+        return [
+            (
+                f"fault[{index}]: only one squatter can hold node 0's port (fault[{earlier[-1]}] "
+                "is one already)"
+            )
+        ]
+
+    def shape(self, layout: Layout) -> Layout:
+        return dataclasses.replace(layout, squatter=self.mode)
+
+    def lasts(self) -> float | None:
+        return self.duration
+
+    def inject(self, world: World, ctx: Context) -> Heal:
+        record = ctx.record([0], self.mode)
+        squatter = world.squatter()
+        ctx.tally(lambda: _count_all(record, squatter.acted))
+        return squatter.release

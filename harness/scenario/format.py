@@ -1,0 +1,61 @@
+"""What every part of the scenario format shares: the model base, node selectors, triggers.
+
+Imports: pydantic and the standard library only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["TRIGGER_EVENTS", "FormatModel", "Nodes", "TriggerEvent", "shown", "targets"]
+
+#: Events a fault may wait for (emitted by the nodes).
+TriggerEvent = Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"]
+TRIGGER_EVENTS: tuple[str, ...] = get_args(TriggerEvent)
+#: A node selector: a list of node indexes, ``"all"``, or ``"others"`` (all but node 0).
+Nodes = list[int] | Literal["all", "others"]
+
+
+class FormatModel(BaseModel):
+    """The base of every scenario-format model: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def targets(count: int, nodes: Nodes) -> list[int]:
+    """Resolve a node selector of a ``count``-node scenario: a list, ``"all"`` or
+    ``"others"`` (all but node 0)."""
+    if nodes == "all":
+        return list(range(count))
+    if nodes == "others":
+        return list(range(1, count))
+    return sorted(set(nodes))
+
+
+_LONGEST_VALUE = 200
+
+
+def shown(value: Any) -> str:
+    """A value as the user wrote it in TOML (lists as ``[...]``, booleans ``true``/``false``),
+    cut after 200 characters."""
+    text = _toml_like(value)
+    if len(text) > _LONGEST_VALUE:
+        text = text[: _LONGEST_VALUE - 4] + " ..."
+    return text
+
+
+def _toml_like(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_like(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k} = {_toml_like(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, int | float):
+        return str(value)
+    return repr(value)

@@ -1,0 +1,269 @@
+"""The scenario format as validated, frozen models; the reference is docs/scenarios.md.
+
+:class:`Scenario` is one file: nodes, timeouts, endpoint, overrides, faults (each validated
+as its own kind through :data:`~harness.scenario.faults.registry.FAULTS`), expectations and
+per-backend variants. Reading files is :mod:`harness.scenario.load`'s job.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+
+from harness.errors import ScenarioError
+from harness.scenario.consistency import consistency
+from harness.scenario.faults.base import Fault
+from harness.scenario.faults.registry import FaultEntry
+from harness.scenario.format import FormatModel, Nodes, targets
+
+__all__ = [
+    "COLLECT",
+    "INVARIANTS",
+    "NAMED_BACKENDS",
+    "OUTCOMES",
+    "BackendVariant",
+    "Endpoint",
+    "Expect",
+    "Fault",
+    "NodeCount",
+    "NodeExpect",
+    "NodeOverride",
+    "Scenario",
+    "Timeouts",
+    "allowed_outcomes",
+    "backend_name",
+]
+
+Outcome = Literal[
+    "ok",
+    "timeout",
+    "connection_error",
+    "state_error",
+    "closed",
+    "error",
+    "killed",
+    "hung",
+    "absent",
+]
+#: Every outcome a node can report.
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
+#: Invariant checks (see :mod:`harness.run.checks`) a backend may be recorded as breaking.
+INVARIANTS: tuple[str, ...] = get_args(Invariant)
+#: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
+NAMED_BACKENDS = ("static", "torch-static")
+
+
+class NodeOverride(FormatModel):
+    """Per-node deviations from the common configuration (a misconfigured node)."""
+
+    nodes: list[int]
+    rank: int | None = Field(default=None, ge=0)
+    world_size: int | None = Field(default=None, ge=1)
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+
+def allowed_outcomes(outcome: Outcome | tuple[Outcome, ...]) -> tuple[str, ...]:
+    """An expectation's outcome as the tuple of outcomes it accepts."""
+    return (outcome,) if isinstance(outcome, str) else tuple(outcome)
+
+
+def _one_or_more(value: Any) -> Any:
+    """``outcome`` is one outcome or a non-empty list meaning "any of these"."""
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("an outcome list needs at least one outcome")
+        return tuple(value)
+    return value
+
+
+class NodeExpect(FormatModel):
+    """What some nodes must report (``outcome`` may list several allowed outcomes)."""
+
+    nodes: Nodes
+    outcome: Outcome | tuple[Outcome, ...]
+    message: str | None = None
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _outcomes(cls, value: Any) -> Any:
+        return _one_or_more(value)
+
+    elapsed: tuple[float, float] | None = None
+
+    @field_validator("elapsed", mode="before")
+    @classmethod
+    def _pair(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and len(value) != 2:
+            raise ValueError("must be [low, high] in seconds")
+        return value
+
+    @field_validator("message")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression ({exc})") from exc
+        return value
+
+    @field_validator("elapsed")
+    @classmethod
+    def _bounds(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 <= value[0] <= value[1]:
+            raise ValueError("must be [low, high] with 0 <= low <= high")
+        return value
+
+
+class Expect(FormatModel):
+    outcome: Outcome | tuple[Outcome, ...] = "ok"
+    nodes: list[NodeExpect] = Field(default_factory=list)
+
+    @field_validator("outcome", mode="before")
+    @classmethod
+    def _outcomes(cls, value: Any) -> Any:
+        return _one_or_more(value)
+
+
+def backend_name(value: str) -> str:
+    """``value`` when it names a backend.
+
+    Raises:
+        ValueError: it is neither a named backend nor ``module:factory``.
+    """
+    if value in NAMED_BACKENDS or re.fullmatch(r"[\w.]+:\w+", value):
+        return value
+    raise ValueError(
+        f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
+    )
+
+
+def _url(value: str) -> str:
+    if not value.startswith(("https://", "http://")):
+        raise ValueError("must be a URL (https://...)")
+    return value
+
+
+BackendName = Annotated[str, AfterValidator(backend_name)]
+NodeCount = Annotated[int, Field(ge=1, le=256)]
+
+
+class BackendVariant(FormatModel):
+    """How the scenario goes on one backend, where that differs from ``[expect]``.
+
+    ``expect`` replaces the scenario's expectations; ``violates`` lists invariants the
+    backend is known to break here (a run that does not break them fails: the record is
+    out of date); ``unsupported`` says why the harness cannot run the scenario on it.
+    """
+
+    note: str | None = None
+    expect: Expect | None = None
+    violates: list[Invariant] = Field(default_factory=list)
+    unsupported: str | None = None
+
+
+class Timeouts(FormatModel):
+    join: float = Field(default=10.0, gt=0)
+    hard: float | None = Field(default=None, gt=0)
+
+    @property
+    def hard_deadline(self) -> float:
+        """Seconds after which a still-running node is killed and reported ``hung``."""
+        return self.hard if self.hard is not None else 2 * self.join + 15
+
+
+class Endpoint(FormatModel):
+    host: str = "127.0.0.1"
+    via_proxy: bool = True
+
+
+class Scenario(FormatModel):
+    """One scenario file, validated."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    description: str = Field(min_length=1)
+    sources: list[Annotated[str, AfterValidator(_url)]] = Field(default_factory=list)
+    field_failure: str | None = Field(default=None, pattern=r"^F\d\d$")
+    seed: int | None = None
+    backend: BackendName = "static"
+    nodes: NodeCount
+    run_id: str | None = None
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    endpoint: Endpoint = Field(default_factory=Endpoint)
+    override: list[NodeOverride] = Field(default_factory=list)
+    fault: list[FaultEntry] = Field(default_factory=list)
+    expect: Expect = Field(default_factory=Expect)
+    backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
+    path: str | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> Scenario:
+        """The checks that need the whole scenario; :func:`parse` collects their problems
+        (through the validation context) instead of stopping at the first."""
+        found = consistency(
+            self.nodes,
+            self.endpoint,
+            list(enumerate(self.fault)),
+            list(enumerate(self.override)),
+            _expectations(self.expect, self.backends),
+        )
+        collector = (info.context or {}).get(COLLECT)
+        if isinstance(collector, list):
+            collector.extend(found)
+        elif found:
+            raise ValueError("; ".join(found))
+        return self
+
+    def targets(self, nodes: Nodes) -> list[int]:
+        """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
+        return targets(self.nodes, nodes)
+
+    @property
+    def variant(self) -> BackendVariant:
+        """What ``[backends.<backend>]`` records for the backend this scenario runs on."""
+        return self.backends.get(self.backend) or BackendVariant()
+
+    def on_backend(self, backend: str) -> Scenario:
+        """A copy that runs on ``backend``.
+
+        Raises:
+            ScenarioError: ``backend`` is not a backend name.
+        """
+        try:
+            backend_name(backend)
+        except ValueError as exc:
+            raise ScenarioError(self.path or self.name, [f"backend: {exc}"]) from None
+        return self.model_copy(update={"backend": backend})
+
+    def expected(self, node: int) -> NodeExpect:
+        """The expectation for ``node`` on this backend (the last matching entry wins)."""
+        expect = self.variant.expect or self.expect
+        found = NodeExpect(nodes=[node], outcome=expect.outcome)
+        for entry in expect.nodes:
+            if node in self.targets(entry.nodes):
+                found = entry
+        return found
+
+    def with_seed(self, seed: int) -> Scenario:
+        """A copy whose seed is ``seed``."""
+        return self.model_copy(update={"seed": seed})
+
+
+def _expectations(
+    expect: Expect, backends: Mapping[str, BackendVariant]
+) -> list[tuple[str, NodeExpect]]:
+    """Every ``[[expect.nodes]]`` entry, the backends' included, with its key path."""
+    found = [(f"expect.nodes[{i}]", e) for i, e in enumerate(expect.nodes)]
+    for name, variant in backends.items():
+        entries = variant.expect.nodes if variant.expect else []
+        found += [(f"backends.{name}.expect.nodes[{i}]", e) for i, e in enumerate(entries)]
+    return found
+
+
+#: The validation-context key under which :func:`harness.scenario.load.parse` collects
+#: the problems :meth:`Scenario._consistent` finds (instead of stopping at the first).
+COLLECT = "harness.scenario.problems"

@@ -1,0 +1,18 @@
+"""Worlds: where the nodes of a run live and how faults reach them.
+
+* ``base``          the :class:`~harness.world.base.World` protocol: its verbs, the layout
+                    it builds, what a node launches, capabilities, the messages coming back
+* ``local``         :class:`~harness.world.local.LocalWorld`: OS processes on this machine,
+                    links through the embedded (or a real) Toxiproxy; the default
+* ``cluster``       the local world's node processes (forkserver): start, signal, reap
+* ``topology``      the local world's network: node 0's port, proxy links, DNS, interposer
+* ``node``          the node process: one rendezvous, its events, one outcome
+* ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
+* ``dns``           the DNS shim a node process installs (a name that stops resolving)
+* ``squatters``     listeners that hold node 0's port (bind faults)
+* ``store_faults``  an interposer that decodes TCPStore requests and applies store rules
+
+Imports: :mod:`harness.proxy`, :mod:`harness.errors`, rdzv. A world knows nothing of scenario
+files, fault kinds, runs or reports. Later worlds (network namespaces, Ray, packed nodes)
+implement the same protocol; see docs/architecture.md.
+"""

@@ -1,0 +1,306 @@
+"""The World protocol: where the nodes of one run live and how faults reach them.
+
+A world runs the N nodes of one scenario run and carries out what the runner and the fault
+kinds ask of them. Everything done to nodes and to their network goes through these verbs,
+in pairs like turmoil's:
+
+========== ======================================================================
+nodes      :meth:`~World.start` / :meth:`~World.kill`; :meth:`~World.pause` /
+           :meth:`~World.resume` (:meth:`~World.paused`: still paused?)
+links      :meth:`~World.add_toxic` -> :class:`Toxic` (``remove``);
+           :meth:`~World.link_down` -> :class:`Link` (``up``)
+names      :meth:`~World.names_down` -> :class:`Names` (``up``)
+store      :meth:`~World.squatter` -> :class:`Squatter` (``release``);
+           :meth:`~World.add_store_rule`
+lifecycle  :meth:`~World.build`, :meth:`~World.stop_nodes`, :meth:`~World.teardown`
+coming     the ``on_message`` callback handed to the :class:`WorldFactory`: node events and
+back       outcomes (:data:`Message`); after the run :meth:`~World.output` and the counts
+           on the handles above (what each fault did)
+========== ======================================================================
+
+Nodes are ints ``0..N-1``; node 0 hosts the store. Nothing here says what a node is (a
+process, a thread, an actor), where it runs, or what an address looks like: the world hands
+nodes their endpoint itself. A world lists what it can do in ``capabilities``
+(:data:`CAPABILITIES` names them); the runner compares them with what a scenario's faults
+need before anything starts, and a verb a world cannot carry out raises
+:class:`~harness.errors.UnsupportedError` -- never a silent no-op.
+
+Imports: the standard library, :mod:`harness.errors`, and (for the types its handles
+return) :mod:`harness.proxy.events` and :mod:`harness.world.store_faults`. A world knows
+nothing of scenario files, fault kinds or reports.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, get_args
+
+from harness.errors import UnsupportedError
+from harness.proxy.events import ToxicEffects
+from harness.world.store_faults import StoreRule
+
+__all__ = [
+    "CAPABILITIES",
+    "KILL",
+    "LINKS",
+    "NAMES",
+    "PAUSE",
+    "RESTART",
+    "SQUATTER",
+    "SQUATTER_MODES",
+    "STORE_RULES",
+    "TOXICS",
+    "Launch",
+    "Layout",
+    "Link",
+    "Message",
+    "Names",
+    "OnMessage",
+    "Squatter",
+    "SquatterMode",
+    "StoreRule",
+    "Toxic",
+    "ToxicEffects",
+    "ToxicSpec",
+    "Uncounted",
+    "World",
+    "WorldFactory",
+    "cannot",
+    "is_ip",
+    "missing",
+]
+
+#: Capabilities: what a world can do to its nodes and their network.
+KILL = "kill"
+PAUSE = "pause"
+RESTART = "restart"
+TOXICS = "toxics"
+LINKS = "links"
+NAMES = "names"
+SQUATTER = "squatter"
+STORE_RULES = "store_rules"
+#: Every capability this module names, with what it means (for "cannot" messages).
+CAPABILITIES: Mapping[str, str] = {
+    KILL: "kill a node",
+    PAUSE: "pause and resume a node",
+    RESTART: "start a node again after it ended",
+    TOXICS: "put toxics on a node's link",
+    LINKS: "take a node's link down",
+    NAMES: "make the endpoint's host name stop resolving",
+    SQUATTER: "hold the store's port with a squatter",
+    STORE_RULES: "apply store-level rules to a node's requests",
+}
+
+#: How a squatter holds the store's port (see :mod:`harness.world.squatters`).
+SquatterMode = Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
+SQUATTER_MODES: tuple[str, ...] = get_args(SquatterMode)
+
+#: What comes back from the nodes (from any thread, in order for each node):
+#: ``("event", node, t, name, fields)`` -- something a node did (``started``, rdzv's
+#: structured log events, ``returned``); ``("outcome", node, t, fields)`` -- how its
+#: rendezvous ended (``fields["status"]`` and details, once per start); ``("exit", node, t,
+#: {"message": why})`` -- it ended without reporting an outcome. ``t`` is on this machine's
+#: monotonic clock (a world whose nodes run elsewhere converts their times).
+Message = tuple[Any, ...]
+OnMessage = Callable[[Message], None]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a world builds for one run, before any node starts.
+
+    Attributes:
+        tag: unique to the run; names its resources (links, namespaces, actors).
+        nodes: how many nodes (``0..nodes-1``).
+        host: the endpoint host the nodes are told; when it is a name (not an IP address)
+            the world makes it resolve, and :meth:`World.names_down` can stop that.
+        via_links: every node but node 0 reaches the store over a link of its own, which
+            toxics and ``link_down`` act on.
+        backends: the rendezvous backends the nodes run (a world may load them ahead).
+        squatter: a squatter of this mode holds the store's port from the start (node 0
+            must bind the port itself and finds it taken); ``None``: no squatter.
+        store_rules: store traffic passes through something that applies store rules.
+    """
+
+    tag: str
+    nodes: int
+    host: str
+    via_links: bool = True
+    backends: frozenset[str] = frozenset({"static"})
+    squatter: str | None = None
+    store_rules: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one node runs: its rendezvous and how it starts (never where, or at what address)."""
+
+    node: int
+    backend: str
+    run_id: str
+    rank: int
+    world_size: int
+    join_timeout: float
+    config: Mapping[str, Any] = field(default_factory=dict)
+    #: The node freezes itself before it does anything (resumed by :meth:`World.resume`).
+    start_paused: bool = False
+
+
+@dataclass(frozen=True)
+class ToxicSpec:
+    """One toxic, in Toxiproxy's terms (see docs/proxy.md)."""
+
+    name: str
+    type: str
+    stream: str = "downstream"
+    toxicity: float = 1.0
+    attributes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Uncounted:
+    """The world cannot tell what a fault did; ``why`` says so in a sentence."""
+
+    why: str
+
+
+class Toxic(Protocol):
+    """A toxic on some nodes' links."""
+
+    def remove(self) -> None:
+        """Take the toxic off every link it is on."""
+
+    def effects(self) -> ToxicEffects | Uncounted:
+        """What it did (read after :meth:`World.teardown`)."""
+
+
+class Link(Protocol):
+    """Some nodes' links, down."""
+
+    def up(self) -> None:
+        """Bring the links up again."""
+
+    def cuts(self) -> int | Uncounted:
+        """How many open connections going down cut (read after :meth:`World.teardown`)."""
+
+
+class Names(Protocol):
+    """The endpoint's host name, not resolving."""
+
+    def up(self) -> None:
+        """Make the name resolve again."""
+
+    def failed(self) -> int:
+        """How many lookups of the name failed since it went down."""
+
+
+class Squatter(Protocol):
+    """The squatter holding the store's port (:attr:`Layout.squatter`)."""
+
+    def release(self) -> None:
+        """Stop holding the port (idempotent)."""
+
+    @property
+    def acted(self) -> dict[str, int]:
+        """What it did so far: effect -> count, non-zero counts only."""
+
+
+class World(Protocol):
+    """Where one run's nodes live; see the module docstring for the verbs."""
+
+    @property
+    def name(self) -> str:
+        """Short and lowercase: ``local``, ``netns``, ``ray``."""
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this world can do (names from :data:`CAPABILITIES`, or a fault kind's own)."""
+
+    def build(self, seed: int) -> None:
+        """Create the network of the :class:`Layout`; ``seed`` seeds the world's own
+        randomness (toxicity rolls, jitter). Cleans up what it made before raising."""
+
+    def start(self, launch: Launch) -> None:
+        """Start node ``launch.node`` (again, after it ended: a new incarnation). May be
+        called from several threads at once."""
+
+    def kill(self, node: int) -> bool:
+        """End the node at once, without warning; False when it was not running."""
+
+    def pause(self, node: int) -> bool:
+        """Freeze the node; False when it was not running."""
+
+    def resume(self, node: int) -> bool:
+        """Let a frozen node go on; False when it was not running."""
+
+    def paused(self, node: int) -> bool:
+        """Whether the node is frozen right now."""
+
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> Toxic:
+        """Put ``toxic`` on the links of ``nodes``."""
+
+    def link_down(self, nodes: Sequence[int]) -> Link:
+        """Take the links of ``nodes`` down: open connections cut, new ones refused."""
+
+    def names_down(self) -> Names:
+        """Make the endpoint's host name stop resolving (``EAI_NONAME``) on every node."""
+
+    def squatter(self) -> Squatter:
+        """The squatter :attr:`Layout.squatter` asked for."""
+
+    def add_store_rule(self, rule: StoreRule) -> None:
+        """Apply ``rule`` to the store requests of its nodes; ``rule.fired`` counts."""
+
+    def stop_nodes(self, grace: float) -> None:
+        """Give the nodes ``grace`` seconds to end, then kill the rest (idempotent)."""
+
+    def teardown(self) -> list[str]:
+        """Remove everything the world made (idempotent). Counts stay readable.
+
+        Returns:
+            What was left behind or could not be removed, one line each (leaks).
+        """
+
+    def output(self, node: int) -> str | None:
+        """The tail of what the node wrote (after :meth:`stop_nodes`); None if nothing."""
+
+    def link_log(self) -> list[dict[str, Any]] | None:
+        """The event log of every link a toxic or link_down acted on (None: none kept)."""
+
+
+class WorldFactory(Protocol):
+    """Makes the world of one run (what :func:`harness.run.runner.run_scenario` takes)."""
+
+    @property
+    def name(self) -> str:
+        """The name of the worlds it makes."""
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What the worlds it makes can do."""
+
+    def __call__(self, layout: Layout, on_message: OnMessage) -> World:
+        """A world for ``layout`` that reports what its nodes do to ``on_message``."""
+
+
+def missing(capabilities: frozenset[str], needs: frozenset[str]) -> list[str]:
+    """The capabilities of ``needs`` a world lacks, sorted."""
+    return sorted(needs - capabilities)
+
+
+def cannot(world: str, capability: str, why: str = "") -> UnsupportedError:
+    """``the <world> world cannot <what the capability means>`` (+ ``: why``)."""
+    what = CAPABILITIES.get(capability, f"do {capability!r}")
+    text = f"the {world} world cannot {what}"
+    return UnsupportedError(f"{text}: {why}" if why else text, world=world, capability=capability)
+
+
+def is_ip(host: str) -> bool:
+    """Whether ``host`` is an IP address literal (not a name to resolve)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

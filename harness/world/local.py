@@ -1,0 +1,289 @@
+"""LocalWorld: nodes as OS processes on this machine, their links through a fault proxy.
+
+The first :class:`~harness.world.base.World`, and the default. Nodes are processes started
+by :class:`~harness.world.cluster.LocalCluster`; the network is a
+:class:`~harness.world.topology.Topology` on loopback: node 0's port (bound by the harness,
+handed over), one Toxiproxy-API link per other node (the embedded proxy or a real
+Toxiproxy, driven through :class:`~harness.proxy.client.ToxiproxyClient`), a DNS shim when
+the endpoint host is a name, a store-fault interposer when store rules are wanted.
+
+The verbs map onto that: kill/pause/resume are SIGKILL/SIGSTOP/SIGCONT; toxics and
+link down/up are proxy API calls, counted from the proxy's event log afterwards; names
+down/up switch the shims' shared flag. It can do everything
+:data:`~harness.world.base.CAPABILITIES` names.
+
+Every process this world starts is tracked by PID and ended here; every port it opened is
+checked after teardown (:func:`listening`): what is left is reported as a leak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from harness.errors import HarnessError
+from harness.proxy.client import ToxiproxyClient
+from harness.proxy.events import link_cuts, toxic_effects
+from harness.world.base import (
+    CAPABILITIES,
+    SQUATTER,
+    Launch,
+    Layout,
+    OnMessage,
+    StoreRule,
+    ToxicEffects,
+    ToxicSpec,
+    Uncounted,
+    cannot,
+)
+from harness.world.cluster import LocalCluster
+from harness.world.node import NodeSpec
+from harness.world.squatters import Squatter
+from harness.world.topology import Topology
+
+__all__ = ["NO_EVENT_LOG", "LocalWorld", "LocalWorlds", "leaks", "listening"]
+
+NAME = "local"
+#: Why the effects of toxics and link downs are not counted on a real Toxiproxy.
+NO_EVENT_LOG = "not counted: the proxy keeps no event log (a real Toxiproxy has none)"
+_HELD = "starts of node 0 while the port was held"
+
+
+def listening(ports: Sequence[int]) -> list[int]:
+    """Which of ``ports`` something on this machine still listens on (TCP)."""
+    wanted = set(ports)
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except psutil.AccessDenied:  # pragma: no cover - not root and not Linux
+        return []
+    found = set()
+    for conn in conns:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] in wanted:
+            found.add(int(conn.laddr[1]))
+    return sorted(found)
+
+
+def leaks(pids: Sequence[int], ports: Sequence[int], problems: Sequence[str]) -> list[str]:
+    """What a run left behind, one line each: processes still running at the end (killed),
+    ``ports`` still listening, and teardown's ``problems``."""
+    found = []
+    if pids:
+        found.append(f"node processes still running at the end: {list(pids)}")
+    still = listening(ports)
+    if still:
+        found.append(f"ports still listening after teardown: {still}")
+    return [*found, *problems]
+
+
+@dataclass(frozen=True)
+class LocalWorlds:
+    """Makes a :class:`LocalWorld` per run, its links on the proxy ``client`` drives."""
+
+    client: ToxiproxyClient
+    name: str = NAME
+    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+
+    def __call__(self, layout: Layout, on_message: OnMessage) -> LocalWorld:
+        return LocalWorld(layout, self.client, on_message)
+
+
+class LocalWorld:
+    """The nodes of one run as local processes; see the module docstring."""
+
+    name = NAME
+    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+
+    def __init__(self, layout: Layout, client: ToxiproxyClient, on_message: OnMessage) -> None:
+        self.layout = layout
+        self.client = client
+        self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
+        self.topo = Topology(layout, client, self.cluster.ctx)
+        self._squatter: _Squatter | None = None
+        self._downs: dict[int, int] = {}  # node -> how many times its link went down
+        self._touched: set[int] = set()  # nodes whose link a toxic or link_down acted on
+        self._log: list[dict[str, Any]] | None = None
+        self._log_read = False
+        self._leftovers: list[int] = []
+        self._torn_down = False
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def build(self, seed: int) -> None:
+        with contextlib.suppress(Exception):  # a real Toxiproxy has no seed to set
+            self.client.set_seed(seed)
+        self.topo.build()
+        if self.topo.squatter is not None:
+            self._squatter = _Squatter(self.topo.squatter)
+
+    def stop_nodes(self, grace: float) -> None:
+        self._leftovers = self.cluster.close(grace=grace)
+
+    def teardown(self) -> list[str]:
+        self._torn_down = True
+        return leaks(self._leftovers, self.topo.ports(), self.topo.teardown())
+
+    # --- nodes ------------------------------------------------------------------------
+
+    def start(self, launch: Launch) -> None:
+        node = launch.node
+        sock = self.topo.take_listen_socket() if node == 0 else None
+        if node == 0 and self._squatter is not None:
+            self._squatter.node0_started()
+        spec = NodeSpec(launch, self.topo.endpoint(node), dns=self.topo.dns_shim(node))
+        try:
+            self.cluster.start(spec, sock)
+        finally:
+            if sock is not None:
+                sock.close()  # node 0 has its own copy; the port dies with node 0
+
+    def kill(self, node: int) -> bool:
+        return self.cluster.kill(node)
+
+    def pause(self, node: int) -> bool:
+        return self.cluster.signal(node, signal.SIGSTOP)
+
+    def resume(self, node: int) -> bool:
+        return self.cluster.signal(node, signal.SIGCONT)
+
+    def paused(self, node: int) -> bool:
+        return self.cluster.stopped(node)
+
+    def output(self, node: int) -> str | None:
+        return self.cluster.outputs.get(node)
+
+    # --- links, names, the store ------------------------------------------------------
+
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> _Toxic:
+        for node in nodes:
+            self.client.add_toxic(
+                self.topo.proxies[node],
+                toxic.type,
+                stream=toxic.stream,
+                name=toxic.name,
+                toxicity=toxic.toxicity,
+                attributes=dict(toxic.attributes),
+            )
+        self._touched.update(nodes)
+        return _Toxic(self, tuple(nodes), toxic)
+
+    def link_down(self, nodes: Sequence[int]) -> _Link:
+        downs = {node: self._downs.get(node, 0) for node in nodes}
+        for node in nodes:
+            self._downs[node] = downs[node] + 1
+            self.client.disable(self.topo.proxies[node])
+        self._touched.update(nodes)
+        return _Link(self, downs)
+
+    def names_down(self) -> _Names:
+        if self.topo.dns_up is None:
+            raise HarnessError(
+                f"names_down: the endpoint host {self.layout.host!r} is an IP address, so "
+                "there is no name to stop resolving (give the endpoint a host name)"
+            )
+        self.topo.dns_up.clear()
+        return _Names(self.topo, self.topo.lookups_failed())
+
+    def squatter(self) -> _Squatter:
+        if self._squatter is None:
+            raise cannot(self.name, SQUATTER, "the layout asked for no squatter")
+        return self._squatter
+
+    def add_store_rule(self, rule: StoreRule) -> None:
+        if self.topo.store_faults is None:
+            raise HarnessError("add_store_rule: the layout asked for no store rules")
+        self.topo.store_faults.add_rule(rule)
+
+    def link_log(self) -> list[dict[str, Any]] | None:
+        """The proxy's events of every link a toxic or link_down acted on, in order (read
+        once, after teardown; None when the proxy keeps no log)."""
+        if self._log_read:
+            return self._log
+        names = sorted({self.topo.proxies[node] for node in self._touched})
+        log: list[dict[str, Any]] | None
+        try:
+            events = [event for name in names for event in self.client.events(proxy=name)]
+        except HarnessError:
+            log = None
+        else:
+            log = sorted(events, key=lambda e: int(e["seq"]))
+        if self._torn_down:
+            self._log, self._log_read = log, True
+        return log
+
+
+@dataclass
+class _Toxic:
+    world: LocalWorld
+    nodes: tuple[int, ...]
+    spec: ToxicSpec
+
+    def remove(self) -> None:
+        for node in self.nodes:
+            self.world.client.remove_toxic(self.world.topo.proxies[node], self.spec.name)
+
+    def effects(self) -> ToxicEffects | Uncounted:
+        log = self.world.link_log()
+        if log is None:
+            return Uncounted(NO_EVENT_LOG)
+        return toxic_effects(log, self.spec.name, self.spec.type)
+
+
+@dataclass
+class _Link:
+    world: LocalWorld
+    downs: dict[int, int]  # node -> how many times its link had gone down before
+
+    def up(self) -> None:
+        for node in self.downs:
+            self.world.client.enable(self.world.topo.proxies[node])
+
+    def cuts(self) -> int | Uncounted:
+        log = self.world.link_log()
+        if log is None:
+            return Uncounted(NO_EVENT_LOG)
+        total = 0
+        for node, nth in self.downs.items():
+            cuts = link_cuts(log, self.world.topo.proxies[node])
+            total += cuts[nth] if nth < len(cuts) else 0
+        return total
+
+
+@dataclass
+class _Names:
+    topo: Topology
+    base: int
+
+    def up(self) -> None:
+        self.topo.dns_up.set()
+
+    def failed(self) -> int:
+        return self.topo.lookups_failed() - self.base
+
+
+@dataclass
+class _Squatter:
+    listener: Squatter
+    released: bool = False
+    held_starts: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def node0_started(self) -> None:
+        with self._lock:
+            if not self.released:
+                self.held_starts += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self.released = True
+        self.listener.release()
+
+    @property
+    def acted(self) -> dict[str, int]:
+        counts = {_HELD: self.held_starts} if self.held_starts else {}
+        return {**counts, **self.listener.acted}

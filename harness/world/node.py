@@ -1,0 +1,177 @@
+"""The node process: run one rendezvous, stream events, report one outcome.
+
+:func:`run_node` is the entry point of every node of the local world (a real OS process
+started by :mod:`harness.world.cluster`). It builds the handler its backend names
+(:mod:`harness.world.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
+return), proves the store is shared (every rank writes a key, every rank reads all of them)
+and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("event", ...)``
+messages that describe what happened on the way (rdzv's structured log events plus
+``started``): the :data:`~harness.world.base.Message` shapes.
+
+A DNS shim (:mod:`harness.world.dns`) can be installed first: the endpoint host name then
+resolves, inside this process only, to the address the harness chose — or fails with
+``EAI_NONAME`` while the harness says DNS is down.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import resource
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harness.world.backends import create_handler
+from harness.world.base import Launch, Message
+from harness.world.dns import DnsShim, install_dns_shim
+from rdzv.events import EVENT_ATTR
+
+__all__ = ["Message", "NodeSpec", "classify", "run_node"]
+
+
+class _Queue(Protocol):
+    def put(self, item: Message) -> None: ...
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Everything one node process needs (picklable): its launch, and where it is."""
+
+    launch: Launch
+    endpoint: str
+    listen_fd: int | None = None
+    dns: DnsShim | None = None
+
+    @property
+    def node(self) -> int:
+        return self.launch.node
+
+
+def classify(exc: BaseException) -> str:
+    """Map an exception to an outcome name (rdzv's classes, torch's, or the builtins)."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "RendezvousClosedError" in names:
+        return "closed"
+    if "RendezvousStateError" in names:
+        return "state_error"
+    if isinstance(exc, TimeoutError) or "RendezvousTimeoutError" in names:
+        return "timeout"
+    if "DistStoreError" in names and re.search(r"timed out|timeout", str(exc), re.IGNORECASE):
+        return "timeout"
+    if isinstance(exc, ConnectionError) or names & {
+        "RendezvousConnectionError",
+        "DistNetworkError",
+    }:
+        return "connection_error"
+    return "error"
+
+
+class _Forward(logging.Handler):
+    """Forward rdzv's structured events to the harness as they happen."""
+
+    def __init__(self, node: int, queue: _Queue) -> None:
+        super().__init__(logging.DEBUG)
+        self.node = node
+        self.queue = queue
+
+    def emit(self, record: logging.LogRecord) -> None:
+        payload = getattr(record, EVENT_ATTR, None)
+        if isinstance(payload, dict):
+            fields = {k: v for k, v in payload.items() if k != "event"}
+            self.queue.put(("event", self.node, time.monotonic(), payload["event"], fields))
+
+
+def _prove_shared(
+    store: Any, rank: int, world_size: int, node: int, result: dict[str, Any]
+) -> bool:
+    """Every rank writes a key and reads everyone's; rank 0 (the usual store host) then
+    waits until every rank is done reading, so its shutdown cannot cut the others off.
+
+    ``result["seen_ranks"]`` records whose keys this node saw — all of them, or, when the
+    wait fails, those present by then: a rank that never wrote never took part in the
+    world the rendezvous returned (the harness judges that, whatever the backend).
+    """
+    store.set(f"harness/rank/{rank}", str(node))
+    keys = [f"harness/rank/{r}" for r in range(world_size)]
+    try:
+        store.wait(keys)
+    except BaseException:
+        result["seen_ranks"] = _present(store, keys)
+        raise
+    result["seen_ranks"] = list(range(world_size))
+    ok = len(store.multi_get(keys)) == world_size
+    store.set(f"harness/done/{rank}", "1")
+    if rank == 0:
+        store.wait([f"harness/done/{r}" for r in range(world_size)])
+    return ok
+
+
+def _present(store: Any, keys: list[str]) -> list[int]:
+    """Indexes of ``keys`` the store holds now ([] when the store cannot be asked)."""
+    try:
+        return [i for i, key in enumerate(keys) if store.check([key])]
+    except Exception:  # the store is gone: nothing can be said
+        return []
+
+
+def run_node(spec: NodeSpec, queue: _Queue) -> None:
+    """Entry point of a node process: never raises; always reports one outcome."""
+    start = time.monotonic()
+    queue.put(("event", spec.node, start, "started", {"pid": os.getpid()}))
+    launch = spec.launch
+    if launch.start_paused:  # frozen before it does anything; the harness sends SIGCONT
+        os.kill(os.getpid(), signal.SIGSTOP)
+    for name in ("rdzv", "torch.distributed"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Forward(spec.node, queue))
+        logger.propagate = False
+    if spec.dns is not None:
+        install_dns_shim(spec.dns)
+    result: dict[str, Any] = {"pid": os.getpid(), "started": start}
+    handler = None
+    try:
+        handler = create_handler(
+            launch.backend,
+            endpoint=spec.endpoint,
+            run_id=launch.run_id,
+            rank=launch.rank,
+            world_size=launch.world_size,
+            timeout=launch.join_timeout,
+            config=dict(launch.config),
+            listen_fd=spec.listen_fd,
+        )
+        info = handler.next_rendezvous()
+        rank, world_size = _rank_and_size(info)
+        result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
+        queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
+        store = _store_of(info)
+        result["shared_store_ok"] = _prove_shared(store, rank, world_size, spec.node, result)
+    except BaseException as exc:  # reported, not raised: the harness judges it
+        after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
+        result.update(
+            status=classify(exc),
+            error_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            message=f"{after}{exc}",
+        )
+    finally:
+        if handler is not None:
+            try:
+                handler.shutdown()
+            except BaseException as exc:
+                result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
+    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put(("outcome", spec.node, time.monotonic(), result))
+
+
+def _rank_and_size(info: Any) -> tuple[int, int]:
+    if isinstance(info, tuple):  # torch's older (store, rank, world_size)
+        return int(info[1]), int(info[2])
+    return int(info.rank), int(info.world_size)
+
+
+def _store_of(info: Any) -> Any:
+    return info[0] if isinstance(info, tuple) else info.store

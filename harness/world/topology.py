@@ -1,0 +1,148 @@
+"""The local world's network: node 0's port, each node's proxy link, DNS, store faults.
+
+* Node 0 serves the store on a socket the harness binds (port 0, read back) but does not
+  listen on, and hands over: the port is never "found free, then closed", and until node 0
+  listens, connections are refused as in the field. A squatter fault holds the port
+  instead, and node 0 must bind it itself — and fails, as in the field.
+* Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
+  Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
+* With store rules (:attr:`~harness.world.base.Layout.store_rules`) a
+  :class:`~harness.world.store_faults.StoreFaultProxy` sits between the links and the store.
+* When the endpoint host is a name, each node resolves it through a shim (``DnsShim``) that
+  the harness can switch off to simulate a name that does not resolve yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.proxy.client import ToxiproxyClient
+from harness.world.base import Layout, is_ip
+from harness.world.dns import DnsShim
+from harness.world.squatters import Squatter
+from harness.world.store_faults import StoreFaultProxy
+
+__all__ = ["Topology"]
+
+
+@dataclass
+class Topology:
+    """Build with :meth:`build`; always :meth:`teardown` (idempotent)."""
+
+    layout: Layout
+    client: ToxiproxyClient
+    ctx: Any
+    store_port: int = 0
+    listen_socket: socket.socket | None = None
+    squatter: Squatter | None = None
+    store_faults: StoreFaultProxy | None = None
+    proxies: dict[int, str] = field(default_factory=dict)
+    proxy_ports: dict[int, int] = field(default_factory=dict)
+    dns_up: Any = None
+    dns_failures: Any = None
+    _torn_down: bool = False
+
+    def build(self) -> Topology:
+        """Bind, start proxies, create links. Raises whatever setup failed (after cleanup)."""
+        try:
+            self._build()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def _build(self) -> None:
+        layout = self.layout
+        if layout.squatter is not None:
+            self.squatter = Squatter(layout.squatter)
+            self.store_port = self.squatter.port
+        else:
+            family = socket.AF_INET6 if ":" in self._bind_address else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            # Bound, not listening: until node 0 adopts it and listens, connections to the
+            # port are refused, exactly as when no server has started yet.
+            sock.bind((self._bind_address, 0))
+            self.listen_socket = sock
+            self.store_port = sock.getsockname()[1]
+        upstream = {i: self.store_port for i in range(layout.nodes)}
+        if layout.store_rules:
+            self.store_faults = StoreFaultProxy(("127.0.0.1", self.store_port)).start()
+            upstream = {i: self.store_faults.listen(i) for i in range(1, layout.nodes)}
+        if layout.via_links and layout.nodes > 1:
+            wanted = {f"{layout.tag}-node{node}": node for node in range(1, layout.nodes)}
+            # One request for every link (POST /populate), however many nodes.
+            created = self.client.populate(
+                [
+                    {"name": name, "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream[n]}"}
+                    for name, n in wanted.items()
+                ]
+            )
+            for info in created:
+                node = wanted[info.name]
+                self.proxies[node] = info.name
+                self.proxy_ports[node] = info.listen_address[1]
+        elif self.store_faults is not None:
+            self.proxy_ports = {i: upstream[i] for i in range(1, layout.nodes)}
+        if not is_ip(layout.host):
+            self.dns_up = self.ctx.Event()
+            self.dns_up.set()
+            self.dns_failures = self.ctx.Array("q", layout.nodes, lock=False)
+
+    @property
+    def _bind_address(self) -> str:
+        host = self.layout.host
+        return host if is_ip(host) else "127.0.0.1"
+
+    def endpoint(self, node: int) -> str:
+        """The ``host:port`` node ``node`` is told to rendezvous at."""
+        host = self.layout.host
+        port = self.proxy_ports.get(node, self.store_port) if node else self.store_port
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def dns_shim(self, node: int) -> DnsShim | None:
+        """The resolver shim node ``node`` installs, when the endpoint host is a name."""
+        if self.dns_up is None:
+            return None
+        host = self.layout.host
+        return DnsShim(host, self._bind_address, self.dns_up, self.dns_failures, node)
+
+    def lookups_failed(self) -> int:
+        """How many lookups of the endpoint name the shims have failed so far (all nodes)."""
+        return 0 if self.dns_failures is None else sum(self.dns_failures)
+
+    def take_listen_socket(self) -> socket.socket | None:
+        """The socket node 0 serves on, handed over once (None afterwards, and when node 0
+        must bind the port itself: after a restart it binds, like a restarted server)."""
+        sock, self.listen_socket = self.listen_socket, None
+        return sock
+
+    def ports(self) -> list[int]:
+        """Every port this topology listened on (for the leak check)."""
+        return [self.store_port, *self.proxy_ports.values()]
+
+    def teardown(self) -> list[str]:
+        """Remove links, stop interposers, release squatters, close sockets.
+
+        Returns:
+            Problems met on the way (a proxy that could not be deleted, ...).
+        """
+        if self._torn_down:
+            return []
+        self._torn_down = True
+        problems = []
+        for name in self.proxies.values():
+            try:
+                self.client.delete_proxy(name)
+            except Exception as exc:
+                problems.append(f"could not delete proxy {name}: {exc}")
+        if self.store_faults is not None:
+            self.store_faults.stop()
+        if self.squatter is not None:
+            self.squatter.release()
+        if self.listen_socket is not None:
+            with contextlib.suppress(OSError):
+                self.listen_socket.close()
+        return problems

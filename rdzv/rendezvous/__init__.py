@@ -1,0 +1,22 @@
+"""The static rendezvous: torch's rendezvous API over the TCP store of :mod:`rdzv.store`.
+
+Modules, lowest first; each imports only modules listed before it, except two lazy
+imports: ``api`` reaches ``registry`` (as torch's API module does) and ``registry`` imports
+``static`` only when it creates a ``static`` handler:
+
+* ``api``             torch's ``RendezvousHandler`` ABC, parameters and results
+* ``registry``        backend name -> handler factory (``static`` + entry-point plugins)
+* ``_static_config``  the ``static`` backend's options, validated once (pure)
+* ``_liveness`` ``_round_state``  is a claimant alive; store keys, identities, verdicts
+* ``_round_failures`` the errors and messages users see (pure)
+* ``_connection``     a node's connections to the store: dial, a fresh one, close
+* ``_round_io``       one round's store calls: bounded by the deadline, failures raised
+* ``_exit``           the exit barriers (after a round, at shutdown)
+* ``_join``           the join protocol of one round
+* ``_lost_member``    the hosting node's watch for members that vanish mid-round
+* ``_node``           one handler's node across rounds: connection, watch, rounds
+* ``static``          ``StaticTCPRendezvous``, the ``static`` backend (torch's surface)
+
+Imports: the standard library, :mod:`rdzv.errors`, :mod:`rdzv.events`,
+:mod:`rdzv.endpoint` and :mod:`rdzv.store` (which never imports this package).
+"""

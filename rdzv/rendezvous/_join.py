@@ -1,0 +1,335 @@
+"""The static join protocol: one round of a fixed-size rendezvous over a shared store.
+
+The keys it uses are described in :mod:`rdzv.rendezvous._round_state`. A member's happy
+path costs four round trips after connecting: compare_set(first), compare_set(claim),
+add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-way
+messages, and the node that completes the round spends one more (a WAIT for every rank's
+confirmation). Failure paths may spend more (a timed-out node checks every claim to name
+the missing ranks). How each store operation is bounded and how its failures are raised
+is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers that follow a
+join are :mod:`rdzv.rendezvous._exit`'s.
+
+Invariants:
+
+1. A round has exactly one verdict, written with compare_set("", ...) on ``done``; every
+   node that waits, waits on that one key, so a fast failure on any node (duplicate rank,
+   world-size mismatch, a passed deadline, close, a member that lost its store connection)
+   reaches every node at once.
+2. ``complete`` is written only by a node whose ``add`` made ``count`` reach the world size,
+   and only once every rank's ``confirmed`` key exists. Claims are unique per rank, every
+   claimant sets ``confirmed`` after its ``add``, so a complete round holds exactly the ranks
+   0..N-1, each counted. (A takeover may count a rank twice; ``count`` is only the trigger,
+   the ``confirmed`` keys decide.)
+3. A node whose own deadline passes tries to write ``aborted``; if ``complete`` won the race
+   it returns success instead: the verdict, not the local clock, decides.
+4. ``set_closed`` writes ``closed`` and a ``closed`` verdict on the closer's next round, so
+   nodes waiting in (or later joining) that round fail with ``RendezvousClosedError``.
+5. A node that finds its rank already claimed in a round with a verdict reports that
+   (closed run, or a round that completed without it: stale state) instead of joining.
+6. Takeover: a node that finds its rank claimed by a process of the same machine (host name
+   and machine tag, see :mod:`rdzv.rendezvous._liveness`) that no longer exists replaces
+   that claim with compare_set(old identity -> own identity), then adds to ``count`` and
+   confirms like any claimant, whether or not its predecessor had. A live claimant, another
+   machine, or a round that already has a verdict: a duplicate rank, as without takeovers.
+7. A member whose store connection breaks mid-join (before its deadline) spends at most
+   ``PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
+   ``connection_lost``) naming itself and the cause, so the others fail at once with
+   ``RendezvousConnectionError`` instead of at their deadline. If that fails too, it still
+   raises its own error.
+8. If the connection that wrote a claim closes before the round has a verdict and no
+   restarted process takes the claim over (invariant 6) within ``MEMBER_GRACE``, the
+   hosting node writes an ``aborted`` verdict (reason ``member_lost``) naming the rank
+   (:mod:`rdzv.rendezvous._lost_member`); a member whose round completed is the exit
+   barrier's business.
+9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
+   and publishing the verdict get what is left (else the ranks are "not determined"), and a
+   connection that ends then is a timeout, never published as lost. Figures count from
+   ``started``, never below the timeout when that deadline is what passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from rdzv.errors import (
+    RendezvousClosedError,
+    RendezvousError,
+    RendezvousStateError,
+    RendezvousTimeoutError,
+    StoreError,
+    StoreTimeoutError,
+)
+from rdzv.rendezvous import _exit
+from rdzv.rendezvous._liveness import process_alive
+from rdzv.rendezvous._round_failures import (
+    closed_message,
+    duplicate_message,
+    mismatch_message,
+    stale_message,
+    timeout_message,
+    verdict_error,
+)
+from rdzv.rendezvous._round_io import RoundIO
+from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict
+from rdzv.rendezvous._static_config import StaticConfig
+
+if TYPE_CHECKING:
+    from rdzv.store.base import Store
+
+__all__ = ["RoundProtocol"]
+
+_VERDICT_RESERVE: Final = 0.2  # of the overshoot, kept for publishing the timeout verdict
+_FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
+_CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
+_MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
+
+
+class RoundProtocol(RoundIO):
+    """Runs round ``round_index`` of ``cfg.run_id`` for one node over ``store``.
+
+    Takes the arguments of :class:`~rdzv.rendezvous._round_io.RoundIO`, and:
+
+    Args:
+        alive: whether a pid of this machine still runs (invariant 6).
+
+    Attributes:
+        took_over: the dead predecessor whose claim this node took over, if any.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        cfg: StaticConfig,
+        me: Identity,
+        round_index: int,
+        deadline: float,
+        clock: Callable[[], float],
+        wall: Callable[[], float],
+        reconnect: Callable[[float], Store] | None = None,
+        alive: Callable[[int], bool] = process_alive,
+        started: float | None = None,
+    ) -> None:
+        super().__init__(store, cfg, me, round_index, deadline, clock, wall, reconnect, started)
+        self.alive = alive
+        self.took_over: Identity | None = None
+
+    # -- the join -------------------------------------------------------------------------
+
+    def join(self) -> None:
+        """Join the round and return once it is complete with every rank.
+
+        Raises:
+            RendezvousClosedError: the rendezvous was closed (before or during the round).
+            RendezvousStateError: duplicate rank, world-size mismatch, or a round that
+                already ended (stale state).
+            RendezvousTimeoutError: the deadline passed (here or on another node); the
+                message names how many joined, the missing ranks and the time waited.
+            RendezvousConnectionError: the store connection failed or the store vanished
+                (here, or on another member, which reported it in the verdict).
+        """
+        self._joining = True
+        try:
+            self._join()
+        finally:
+            self._joining = False
+
+    def _join(self) -> None:
+        k, me = self.round, self.me
+        first_key = self.keys.of(k, "first")
+        raw_first = self.call(self.store.compare_set, first_key, "", me.raw)
+        first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
+        if first.world_size != me.world_size:
+            self._reject("world_size_mismatch", mismatch_message(self.where, me, first))
+        claim_key = self.keys.claim(k, me.rank)
+        raw_holder = self.call(self.store.compare_set, claim_key, "", me.raw)
+        if raw_holder != me.raw:
+            self._take_over(claim_key, raw_holder)
+        joined = self.call(self.store.add, self.keys.of(k, "count"), 1)
+        self.call(self.store.set, self.keys.confirmed(k, me.rank), me.raw)
+        self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
+        if joined >= me.world_size:
+            self._complete_when_confirmed()
+        else:
+            self._await_verdict()
+
+    def _take_over(self, claim_key: str, raw: bytes) -> None:
+        """Replace the claim ``raw`` of a dead predecessor by this node's (invariant 6)."""
+        done = self.keys.of(self.round, "done")
+        for _ in range(_MAX_TAKEOVERS):
+            holder = Identity.decode(raw, claim_key)
+            if not self.me.same_machine(holder) or self.alive(holder.pid):
+                break
+            if self.call(self.store.check, [done]):  # a finished round is not rejoined
+                self._refuse(self.call(self.store.get, done))
+            raw = self.call(self.store.compare_set, claim_key, raw, self.me.raw)
+            if raw == self.me.raw:
+                self.took_over = holder
+                self.event(
+                    "claim_taken_over",
+                    logging.WARNING,
+                    previous=holder.describe(),
+                    previous_pid=holder.pid,
+                    host=holder.host,
+                )
+                return
+        holder = Identity.decode(raw, claim_key)
+        self._reject("duplicate_rank", duplicate_message(self.where, holder, self.me))
+
+    def _complete_when_confirmed(self) -> None:
+        """As the node whose add reached the world size: complete the round once every rank
+        confirmed (invariant 2), unless another verdict comes first or the deadline passes.
+
+        Polls with CHECK (backing off to ``_CONFIRM_POLL``): a short WAIT would need a
+        CANCEL_WAIT answered in time each round, which a slow link cannot give.
+        """
+        confirmations = [self.keys.confirmed(self.round, r) for r in range(self.me.world_size)]
+        done = self.keys.of(self.round, "done")
+        pause = _FIRST_POLL
+        while True:
+            if self.call(self.store.check, confirmations):
+                self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
+                return
+            if self.call(self.store.check, [done]):
+                self._act_on(self.call(self.store.get, done))
+                return
+            if (remaining := self.deadline - self.clock()) <= 0:
+                break
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, _CONFIRM_POLL)
+        self._on_deadline()
+
+    def _await_verdict(self) -> None:
+        """Block (bounded by the deadline) until the round's verdict exists; act on it."""
+        done = self.keys.of(self.round, "done")
+        remaining = self.deadline - self.clock()
+        try:
+            if remaining <= 0:
+                raise StoreTimeoutError(f"join deadline of {self.where} passed before waiting")
+            self.store.set_timeout(remaining)
+            raw = self.store.get(done)  # one round trip: WAIT + GET
+        except StoreTimeoutError:
+            self._on_deadline()
+            return
+        except StoreError as exc:
+            self.raise_store(exc, "waiting for the other nodes")
+        self._act_on(raw)
+
+    def _on_deadline(self) -> None:
+        """The deadline passed: name the missing ranks and publish that, within what is left
+        of the overshoot (invariant 9); a complete verdict that won the race still wins."""
+        confirmed, claimed, unknown = self._diagnose()
+        waited = self.waited()
+        message = timeout_message(self.cfg, self.where, waited, confirmed, claimed, unknown)
+        encoded = encode_verdict(self.aborted("timeout", message))
+        try:
+            if self.hard_end - self.clock() <= 0:
+                raise StoreTimeoutError("no time was left to publish the verdict")
+            self.store.set_timeout(self.hard_end - self.clock())
+            raw = self.store.compare_set(self.keys.of(self.round, "done"), "", encoded)
+        except StoreError as exc:  # the others learn it at their own deadline
+            self.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
+            self.fail(RendezvousTimeoutError(message))
+        self._act_on(raw)
+
+    def _diagnose(self) -> tuple[list[int] | None, list[int], str]:
+        """Which ranks confirmed, which only claimed, before ``hard_end`` minus the time kept
+        for the verdict; ``(None, [], why)`` when the store could not tell in time."""
+        k, until = self.round, self.hard_end - _VERDICT_RESERVE
+        confirmed: list[int] = []
+        claimed: list[int] = []
+        try:
+            for rank in range(self.me.world_size):
+                for key, into in (
+                    (self.keys.confirmed(k, rank), confirmed),
+                    (self.keys.claim(k, rank), claimed),
+                ):
+                    if (left := until - self.clock()) <= 0:
+                        return None, [], "no time was left to ask the store"
+                    self.store.set_timeout(left)
+                    if self.store.check([key]):
+                        into.append(rank)
+                        break
+        except StoreTimeoutError:
+            return None, [], "the store did not answer in time"
+        except StoreError as exc:
+            return None, [], f"the store could not be asked: {exc}"
+        return confirmed, claimed, ""
+
+    def _reject(self, reason: str, message: str) -> NoReturn:
+        """Abort the round from a node that is not (and will not be) a member of it."""
+        done = self.keys.of(self.round, "done")
+        encoded = encode_verdict(self.aborted(reason, message))
+        self._refuse(self.call(self.store.compare_set, done, "", encoded))
+
+    def _refuse(self, raw: bytes) -> NoReturn:
+        """As a non-member: raise what the round's verdict ``raw`` means for this node."""
+        if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] == "complete":
+            if self.call(self.store.check, [self.keys.closed]):
+                self._raise_closed(self.call(self.store.get, self.keys.closed))
+            self._raise_stale()
+        self._raise_verdict(raw)
+
+    def _settle(self, proposal: dict[str, Any]) -> None:
+        """As a member: propose a verdict; return if the winning verdict is complete."""
+        done = self.keys.of(self.round, "done")
+        encoded = encode_verdict(proposal)
+        self._act_on(self.call(self.store.compare_set, done, "", encoded))
+
+    def _act_on(self, raw: bytes) -> None:
+        """As a member: return if ``raw`` is a complete verdict, else raise what it says.
+
+        Either way the member first acknowledges that it read the verdict: the hosting node
+        keeps the store up until its members have (see :meth:`wait_for_readers`,
+        :meth:`linger`), so a verdict that ends the round reaches every member.
+        """
+        self._read_verdict = True
+        if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] != "complete":
+            with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
+                self._acknowledge()
+            self._raise_verdict(raw)
+        self._acknowledge()
+        self.event("complete", world_size=self.me.world_size)
+
+    def _raise_verdict(self, raw: bytes) -> NoReturn:
+        """Raise the error an aborted or closed verdict stands for."""
+        verdict = decode_verdict(raw, self.keys.of(self.round, "done"))
+        if verdict["status"] == "closed":
+            self._raise_closed(raw)
+        self.fail(verdict_error(verdict, self.me, self.waited()))
+
+    def _acknowledge(self) -> None:
+        self.call(self.store.set, self.keys.of(self.round, f"ack/{self.me.rank}"), b"1")
+
+    def wait_for_readers(self, timeout: float) -> None:
+        """Exit barrier of the hosting node whose round completed: return once every node
+        read the verdict (see :func:`rdzv.rendezvous._exit.wait_for_readers`).
+
+        Raises:
+            RendezvousTimeoutError: some ranks did not read it within ``timeout`` seconds.
+            RendezvousConnectionError: the store connection failed.
+        """
+        _exit.wait_for_readers(self, timeout)
+
+    def linger(self, timeout: float) -> None:
+        """Exit barrier of a hosting node whose round failed (see
+        :func:`rdzv.rendezvous._exit.linger`): best effort, bounded by ``timeout`` seconds;
+        never raises a store error."""
+        keys, world_size = self.keys, self.me.world_size
+        error = _exit.linger(self.store, keys, self.round, world_size, timeout, self.clock)
+        if error is not None:
+            self.event("linger_ended", error=error)
+
+    # -- failures -------------------------------------------------------------------------
+
+    def _raise_closed(self, raw: bytes) -> NoReturn:
+        record = decode_verdict(raw, self.keys.closed)
+        by = Identity(**record["by"])
+        self.fail(RendezvousClosedError(closed_message(self.cfg, by, self.me, self.round)))
+
+    def _raise_stale(self) -> NoReturn:
+        self.fail(RendezvousStateError(stale_message(self.where, self.me)))

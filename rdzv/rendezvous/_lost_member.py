@@ -1,0 +1,215 @@
+"""The hosting node's watch for members that vanish before their round completes.
+
+Invariant 8 of :mod:`rdzv.rendezvous._join`. The hosting node runs the store server
+in-process, so it sees a member's store connection close (a SIGKILL, a crash, a network
+failure the kernel reports). Through the server's generic writer watch
+(:meth:`rdzv.store.server.StoreServer.watch_writers`) it learns when the connection that
+wrote a rank's claim closes. It then waits :data:`MEMBER_GRACE` seconds, in which a restarted
+process of that node may take the claim over (invariant 6), and checks over a connection of
+its own: if the round still has no verdict and the claim still holds the vanished identity,
+it writes the round's verdict, ``aborted`` with reason ``member_lost`` and ``lost`` (the
+identity), with ``compare_set("", ...)`` on ``done`` (one verdict per round, invariant 1).
+Every node waiting in that round then fails at once with ``RendezvousConnectionError``
+naming the rank; a node that arrives later reads the same verdict.
+
+Rounds the hosting node has settled (it read their verdict) are not checked: a member whose
+round completed is the exit barrier's business. Events on ``rdzv.rendezvous``:
+``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``, ``first``: whether this
+verdict won) and ``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Final
+
+from rdzv.errors import RendezvousStateError, StoreError
+from rdzv.events import emit
+from rdzv.rendezvous._connection import close_store, reconnect
+from rdzv.rendezvous._round_failures import member_lost_message
+from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
+from rdzv.rendezvous._static_config import StaticConfig
+
+if TYPE_CHECKING:
+    from rdzv.store.base import Store
+    from rdzv.store.server import StoreServer
+
+__all__ = ["MEMBER_GRACE", "LostMemberWatch", "watch_members"]
+
+_log: Final = logging.getLogger("rdzv.rendezvous")
+
+#: Seconds a restarted process has to take over the claim of its vanished predecessor
+#: before the hosting node fails the round. A supervisor that restarts at once through a warm
+#: launcher takes about 0.1-0.3 s from the kill to the takeover, on a loaded machine up to
+#: 0.75 s was measured (scenarios/restart-after-join.toml); 2 s keeps a margin.
+MEMBER_GRACE: Final = 2.0
+_CHECK_SECONDS: Final = 1.0  # bound of each store operation of one check
+_CONNECT_SECONDS: Final = 5.0  # the watch dials the server of its own process
+
+
+def watch_members(
+    store: Store, cfg: StaticConfig, me: Identity, wall: Callable[[], float]
+) -> LostMemberWatch | None:
+    """Start watching the members of the server ``store`` hosts, over a connection of the
+    watch's own; None when ``store`` hosts no server, or when that connection could not be
+    opened (event ``member_watch_failed``: the rounds still run, a vanished member then
+    times out)."""
+    server: StoreServer | None = getattr(store, "server", None)
+    if server is None:
+        return None
+    try:
+        own = reconnect(store, _CONNECT_SECONDS)
+    except StoreError as exc:
+        emit(
+            _log,
+            "member_watch_failed",
+            logging.WARNING,
+            run_id=cfg.run_id,
+            rank=cfg.rank,
+            endpoint=cfg.endpoint,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        return None
+    return LostMemberWatch(server, own, cfg, me, wall)
+
+
+class LostMemberWatch:
+    """Fails a round whose member's store connection closed (see the module doc).
+
+    Args:
+        server: the store server this node hosts.
+        store: a connection of the watch's own to ``server`` (closed by :meth:`close`).
+        cfg: this node's settings.
+        me: this node's identity (the verdict's author; its own claim is not watched).
+        wall: a wall clock (seconds since the epoch) for the verdict's timestamp.
+        grace: seconds a restarted process has to take a claim over; default
+            :data:`MEMBER_GRACE`.
+    """
+
+    def __init__(
+        self,
+        server: StoreServer,
+        store: Store,
+        cfg: StaticConfig,
+        me: Identity,
+        wall: Callable[[], float],
+        grace: float | None = None,
+    ) -> None:
+        self._store = store
+        self._cfg = cfg
+        self._me = me
+        self._wall = wall
+        self._grace = MEMBER_GRACE if grace is None else grace
+        self._keys = RoundKeys(cfg.run_id)
+        # Keys reach the server with the TCPStore client's leading "/" (torch's too).
+        self._head = f"/{self._keys.prefix}/round/".encode()
+        self._claim = re.compile(re.escape(self._head) + rb"(\d+)/claim/(\d+)")
+        self._settled = -1
+        self._closed = False
+        self._timers: set[threading.Thread] = set()
+        self._lock = threading.Lock()  # _settled, _closed, _timers
+        self._io = threading.Lock()  # the watch's own connection
+        self._cancel = server.watch_writers(self._selects, self._on_close)
+
+    def settled(self, round_index: int) -> None:
+        """This node read the verdict of rounds up to ``round_index``: stop checking them."""
+        with self._lock:
+            self._settled = max(self._settled, round_index)
+
+    def close(self) -> None:
+        """Stop watching, cancel pending checks, close the watch's connection (idempotent;
+        a check in progress ends first, within a few seconds at most)."""
+        self._cancel()
+        with self._lock:
+            self._closed = True
+            timers, self._timers = self._timers, set()
+        for timer in timers:
+            if isinstance(timer, threading.Timer):
+                timer.cancel()
+        with self._io:
+            close_store(self._store)
+
+    # -- on the server's loop thread --------------------------------------------------------
+
+    def _selects(self, key: bytes) -> bool:
+        return key.startswith(self._head) and self._claim.fullmatch(key) is not None
+
+    def _on_close(self, key: bytes, value: bytes | None) -> None:
+        match = self._claim.fullmatch(key)
+        if match is None or value is None:
+            return
+        round_index, rank = int(match[1]), int(match[2])
+        with self._lock:
+            if self._closed or rank == self._me.rank or round_index <= self._settled:
+                return
+            timer = threading.Timer(self._grace, self._check, (round_index, rank, value))
+            timer.daemon = True
+            self._timers.add(timer)
+        timer.start()
+
+    # -- on a timer thread ---------------------------------------------------------------
+
+    def _check(self, round_index: int, rank: int, value: bytes) -> None:
+        try:
+            with self._io:
+                if self._closed:
+                    return
+                outcome = self._abort_if_gone(round_index, rank, value)
+        except (StoreError, RendezvousStateError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self._event("member_loss_not_reported", round_index, lost_rank=rank, error=error)
+        else:
+            if outcome is not None:
+                lost, first = outcome
+                self._event(
+                    "member_lost",
+                    round_index,
+                    lost_rank=rank,
+                    lost=lost.describe(),
+                    grace=self._grace,
+                    first=first,
+                )
+        finally:
+            with self._lock:
+                self._timers.discard(threading.current_thread())
+
+    def _abort_if_gone(
+        self, round_index: int, rank: int, value: bytes
+    ) -> tuple[Identity, bool] | None:
+        """Write the ``member_lost`` verdict unless the round has one or the claim moved on;
+        return the vanished identity and whether this verdict won, or None."""
+        done = self._keys.of(round_index, "done")
+        claim = self._keys.claim(round_index, rank)
+        store = self._store
+        store.set_timeout(_CHECK_SECONDS)
+        if store.check([done]) or store.get(claim) != value:
+            return None  # the round ended, or a restarted process took the claim over
+        lost = Identity.decode(value, claim)
+        where = f"round {round_index} of run '{self._cfg.run_id}' at {self._cfg.endpoint}"
+        verdict = {
+            "status": "aborted",
+            "reason": "member_lost",
+            "message": member_lost_message(where, lost, self._grace),
+            "by": asdict(self._me),
+            "at": self._wall(),
+            "lost": asdict(lost),
+        }
+        encoded = encode_verdict(verdict)
+        return lost, store.compare_set(done, "", encoded) == encoded
+
+    def _event(self, name: str, round_index: int, **fields: Any) -> None:
+        cfg = self._cfg
+        emit(
+            _log,
+            name,
+            logging.WARNING,
+            run_id=cfg.run_id,
+            round=round_index,
+            rank=cfg.rank,
+            endpoint=cfg.endpoint,
+            **fields,
+        )

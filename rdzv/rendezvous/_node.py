@@ -1,0 +1,189 @@
+"""One handler's node across rounds: its store connection, its member watch, its rounds.
+
+The connection is dialled at the first round and kept: the store handed to users is that
+connection, scoped to the run. A connection that broke mid-round is dropped and closed, so
+the next round dials again (node 0 may be back). The hosting node also watches its members
+(:mod:`rdzv.rendezvous._lost_member`) for as long as it keeps the connection.
+
+A round is the join (:mod:`rdzv.rendezvous._join`) followed, on the hosting node, by an exit
+barrier (:mod:`rdzv.rendezvous._exit`): after a complete round, until every member read the
+verdict; after a failed one, a bounded linger so the verdict reaches every member. Leaving
+the run (``shutdown()``) is the last exit barrier.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
+from rdzv.events import emit
+from rdzv.rendezvous._connection import close_store, dial, reconnect
+from rdzv.rendezvous._exit import leave
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._lost_member import LostMemberWatch, watch_members
+from rdzv.rendezvous._round_failures import connect_error
+from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._static_config import StaticConfig
+
+if TYPE_CHECKING:
+    from rdzv.store.base import Store
+
+__all__ = ["Node"]
+
+_log: Final = logging.getLogger("rdzv.rendezvous")
+_LINGER_SECONDS: Final = 10.0
+
+
+class Node:
+    """This node's side of a static rendezvous, round after round (see the module doc).
+
+    Args:
+        cfg: this node's validated settings.
+        clock: the monotonic clock join deadlines are measured on.
+
+    Attributes:
+        me: this node's identity (the token tells two handlers in one process apart).
+        keys: the store keys of the run.
+        store: the connection, or None (before the first round, after it broke, after
+            :meth:`leave`).
+        next_round: the index the next :meth:`join_next` joins.
+    """
+
+    def __init__(self, cfg: StaticConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg = cfg
+        self.clock = clock
+        self.me = Identity.local(cfg.rank, cfg.world_size)
+        self.keys = RoundKeys(cfg.run_id)
+        self.store: Store | None = None
+        self.next_round = 0
+        self._members: LostMemberWatch | None = None
+        self._joined_last_round = False
+
+    def join_next(self) -> Store:
+        """Join the next round; return the (unscoped) store once every rank joined it.
+
+        Raises:
+            RendezvousError: the subclasses and cases that
+                :meth:`rdzv.rendezvous.static.StaticTCPRendezvous.next_rendezvous` lists.
+        """
+        cfg = self.cfg
+        started = self.clock()
+        deadline = started + cfg.join_timeout.total_seconds()
+        round_index = self.next_round
+        self.event("join_start", round_index, 0.0, world_size=cfg.world_size)
+        self.next_round += 1
+        self._joined_last_round = False
+        store = self._connect(round_index, started, deadline)
+        self._watch_members(store)
+        protocol = RoundProtocol(
+            store,
+            cfg,
+            self.me,
+            round_index,
+            deadline,
+            self.clock,
+            time.time,
+            reconnect=partial(reconnect, store),
+            started=started,
+        )
+        try:
+            try:
+                protocol.join()
+            except RendezvousError:
+                if cfg.start_daemon and not protocol.connection_lost:
+                    # let the verdict reach every member before leaving
+                    protocol.linger(min(cfg.read_timeout.total_seconds(), _LINGER_SECONDS))
+                raise
+            if cfg.start_daemon:
+                store.set_timeout(cfg.read_timeout)
+                protocol.wait_for_readers(cfg.read_timeout.total_seconds())
+        except RendezvousError:
+            if protocol.connection_lost:
+                self.store = None  # broken: the next round dials again (node 0 may be back)
+                self._unwatch_members()
+                close_store(store)
+            raise
+        finally:
+            store.set_timeout(cfg.read_timeout)
+            if self._members is not None:
+                self._members.settled(round_index)
+        self._joined_last_round = True
+        return store
+
+    def leave(self) -> tuple[int | None, str | None]:
+        """Leave the run: the ``shutdown()`` exit barrier of the last round this node joined
+        (:func:`rdzv.rendezvous._exit.leave`), then close the connection (and the server, if
+        hosted) and the member watch.
+
+        Returns:
+            How many other nodes left (hosting node; None on the others, or when there was
+            no connection or no joined round), and why leaving failed, if it did (store
+            failures are reported this way, never raised).
+        """
+        store, self.store = self.store, None
+        left: int | None = None
+        error: str | None = None
+        if store is not None:
+            last = self.next_round - 1
+            try:
+                if self._joined_last_round:
+                    report = partial(self._report, last)
+                    left = leave(store, self.cfg, self.keys, last, report)
+            except RendezvousConnectionError as exc:
+                error = str(exc)
+            finally:
+                self._unwatch_members()
+                close_store(store)
+        return left, error
+
+    def event(
+        self,
+        name: str,
+        round_index: int,
+        elapsed: float,
+        level: int = logging.INFO,
+        **fields: Any,
+    ) -> None:
+        """Emit event ``name`` of round ``round_index`` (see :mod:`rdzv.events`)."""
+        cfg = self.cfg
+        emit(
+            _log,
+            name,
+            level,
+            run_id=cfg.run_id,
+            round=round_index,
+            rank=cfg.rank,
+            endpoint=cfg.endpoint,
+            elapsed=elapsed,
+            **fields,
+        )
+
+    def _report(self, round_index: int, name: str, level: int, **fields: Any) -> None:
+        self.event(name, round_index, 0.0, level, **fields)
+
+    def _connect(self, round_index: int, started: float, deadline: float) -> Store:
+        if self.store is not None:
+            return self.store
+        cfg = self.cfg
+        try:
+            self.store = dial(cfg, max(round(deadline - self.clock(), 3), 0.0))
+        except StoreError as exc:
+            error = connect_error(cfg, exc, self.clock() - started)
+            elapsed = round(self.clock() - started, 6)
+            kind = type(error).__name__
+            self.event("failed", round_index, elapsed, error=kind, message=str(error))
+            raise error from exc
+        return self.store
+
+    def _watch_members(self, store: Store) -> None:
+        if self._members is None and self.cfg.start_daemon:
+            self._members = watch_members(store, self.cfg, self.me, time.time)
+
+    def _unwatch_members(self) -> None:
+        members, self._members = self._members, None
+        if members is not None:
+            members.close()

@@ -1,0 +1,194 @@
+"""How one node uses the store during one round: bounded, translated, reported.
+
+:class:`RoundIO` is what the join (:class:`rdzv.rendezvous._join.RoundProtocol`) and the
+hosting node's exit barrier (:func:`rdzv.rendezvous._exit.wait_for_readers`) share. It keeps
+two invariants of :mod:`rdzv.rendezvous._join`:
+
+* 7: a member whose store connection breaks mid-join (before its deadline) spends at most
+  ``PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
+  ``connection_lost``) naming itself and the cause; if that fails too, it still raises its
+  own error.
+* 9: every store operation is bounded by the join deadline, and past it by what is left of
+  ``OVERSHOOT``; a connection that ends then is a timeout, never published as lost.
+  Figures count from ``started``, never below the timeout when that deadline is what passed.
+
+Every failure is reported (event ``failed``) before it is raised.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from rdzv.errors import (
+    RendezvousConnectionError,
+    RendezvousError,
+    StoreConnectionError,
+    StoreError,
+    StoreProtocolError,
+)
+from rdzv.events import emit
+from rdzv.rendezvous._connection import publish
+from rdzv.rendezvous._round_failures import (
+    after_deadline_failure,
+    lost_connection_message,
+    store_failure,
+)
+from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
+from rdzv.rendezvous._static_config import StaticConfig
+
+if TYPE_CHECKING:
+    from rdzv.store.base import Store
+
+__all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]
+
+_log: Final = logging.getLogger("rdzv.rendezvous")
+_MIN_OP_SECONDS: Final = 0.05
+#: How long a join may outlive its deadline (invariant 9).
+OVERSHOOT: Final = 0.5
+#: Bound of the fresh connection that reports a lost one (invariant 7).
+PUBLISH_SECONDS: Final = 1.0
+
+
+class RoundIO:
+    """Round ``round_index`` of ``cfg.run_id`` as one node sees it: the store, the deadline,
+    and how store operations are bounded, failures raised and events reported.
+
+    Args:
+        store: the raw store (not prefixed) every node shares.
+        cfg: this node's validated settings.
+        me: this node's identity.
+        round_index: which round (the n-th ``next_rendezvous`` call of this handler).
+        deadline: monotonic time by which the round must have completed.
+        clock: the monotonic clock ``deadline`` refers to.
+        wall: a wall clock (seconds since the epoch) for timestamps in verdicts.
+        reconnect: opens a fresh connection to the same store within the given seconds
+            (invariant 7); None: a lost connection is not reported to the others.
+        started: where the deadline started (``clock`` time; the caller computed the
+            deadline from it before connecting): what every "after X s" counts from.
+            Default: now.
+
+    Attributes:
+        connection_lost: this node's own store connection broke (as opposed to a verdict
+            that reports another node's broken connection).
+        where: "round k of run 'x' at host:port", as messages name the round.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        cfg: StaticConfig,
+        me: Identity,
+        round_index: int,
+        deadline: float,
+        clock: Callable[[], float],
+        wall: Callable[[], float],
+        reconnect: Callable[[float], Store] | None = None,
+        started: float | None = None,
+    ) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.me = me
+        self.round = round_index
+        self.deadline = deadline
+        self.clock = clock
+        self.wall = wall
+        self.reconnect = reconnect
+        self.started = clock() if started is None else started
+        self.hard_end = deadline + OVERSHOOT
+        self.keys = RoundKeys(cfg.run_id)
+        self.connection_lost = False
+        self.where = f"round {round_index} of run '{cfg.run_id}' at {cfg.endpoint}"
+        self._joining = False  # inside the join (not its exit barrier)
+        self._read_verdict = False  # this node read the round's verdict
+
+    def call(self, op: Callable[..., Any], *args: Any) -> Any:
+        """Run one store operation bounded by the deadline (past it: by the overshoot,
+        invariant 9); translate store errors (see :meth:`raise_store`)."""
+        now = self.clock()
+        end = self.deadline if now < self.deadline else self.hard_end
+        remaining = max(end - now, _MIN_OP_SECONDS)
+        try:
+            self.store.set_timeout(remaining)
+            return op(*args)
+        except StoreError as exc:
+            self.raise_store(exc, f"calling {getattr(op, '__name__', 'a store operation')}")
+
+    def raise_store(self, exc: StoreError, doing: str) -> NoReturn:
+        """Raise the rendezvous error a store failure while ``doing`` stands for; a broken
+        connection mid-join is first published to the others (invariant 7).
+
+        Raises:
+            RendezvousTimeoutError: the store did not answer in time, or the connection
+                ended past the join deadline.
+            RendezvousConnectionError: the connection broke, or the peer is not a store.
+        """
+        passed = self.clock() >= self.deadline
+        late = passed and self._joining and not self._read_verdict
+        if late and isinstance(exc, StoreConnectionError):
+            # Too late to tell the others (invariant 9): they are past their deadline too.
+            self.connection_lost = True
+            error: RendezvousError = after_deadline_failure(
+                self.cfg, self.where, self.waited(), exc
+            )
+            error.__cause__ = exc
+            self.fail(error)
+        timeout = self.cfg.join_timeout.total_seconds() if passed else 0.0
+        error = store_failure(exc, self.cfg.endpoint, self.where, doing, self.waited(), timeout)
+        error.__cause__ = exc
+        if isinstance(error, RendezvousConnectionError) and not isinstance(exc, StoreProtocolError):
+            self.connection_lost = True
+            if self._joining:
+                self._publish_lost(doing, exc)
+        self.fail(error)
+
+    def _publish_lost(self, doing: str, exc: StoreError) -> None:
+        """Best effort, bounded: tell the others, over a fresh connection, that this node
+        lost its own (invariant 7). Failures are reported as an event, never raised."""
+        budget = min(self.deadline - self.clock(), PUBLISH_SECONDS)
+        if self.reconnect is None or budget <= 0:
+            self.event("failure_not_published", error="no time left or no way to reconnect")
+            return
+        message = lost_connection_message(self.where, self.me, doing, exc)
+        encoded = encode_verdict(self.aborted("connection_lost", message))
+        try:
+            first = publish(self.reconnect, budget, self.keys.of(self.round, "done"), encoded)
+        except StoreError as failure:
+            self.event("failure_not_published", error=f"{type(failure).__name__}: {failure}")
+            return
+        self.event("failure_published", first=first)
+
+    def aborted(self, reason: str, message: str) -> dict[str, Any]:
+        """An ``aborted`` verdict written by this node."""
+        return {
+            "status": "aborted",
+            "reason": reason,
+            "message": message,
+            "by": asdict(self.me),
+            "at": self.wall(),
+        }
+
+    def fail(self, error: RendezvousError) -> NoReturn:
+        """Report ``error`` (event ``failed``), then raise it."""
+        self.event("failed", error=type(error).__name__, message=str(error))
+        raise error
+
+    def waited(self) -> float:
+        """Seconds since the join deadline started."""
+        return self.clock() - self.started
+
+    def event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
+        """Emit event ``name`` with this round's fields (see :mod:`rdzv.events`)."""
+        if _log.isEnabledFor(level):  # skip building the fields when nobody listens
+            emit(_log, name, level, **self._fields(), **fields)
+
+    def _fields(self) -> dict[str, Any]:
+        return {
+            "run_id": self.cfg.run_id,
+            "round": self.round,
+            "rank": self.me.rank,
+            "endpoint": self.cfg.endpoint,
+            "elapsed": round(self.waited(), 6),
+        }

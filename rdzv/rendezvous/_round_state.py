@@ -1,0 +1,177 @@
+"""Rendezvous state in the store: key names, node identities, verdicts (no network I/O).
+
+Keys (all under ``__rdzv__/<run_id, percent-quoted>/``, so runs never see each other's keys
+and a user's ``PrefixStore(run_id)`` keys never collide with them)::
+
+    closed                 who closed the rendezvous (JSON); set by set_closed()
+    round/<k>/first        identity of the first node to join round k (holds its world size)
+    round/<k>/claim/<r>    identity of the node that claimed rank r (compare_set: one winner)
+    round/<k>/count        add(1) by every claimant (a takeover adds again, so it may exceed
+                           N); a node that sees it reach N completes the round once every
+                           rank has confirmed
+    round/<k>/confirmed/<r>  identity of rank r's claimant, set right after its add(count):
+                           "this rank is counted" (what a timeout diagnosis reports as joined)
+    round/<k>/done         the round's single verdict (compare_set: the first writer wins):
+                           complete | aborted (reason, message) | closed
+    round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node
+                           waits for all of them before returning (the exit barrier)
+    round/<k>/exit/<r>     set by rank r in shutdown(); the hosting node waits for every
+                           other rank's before it stops the store (see rdzv.rendezvous._exit.leave)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+from urllib.parse import quote
+
+from rdzv.errors import RendezvousStateError
+from rdzv.rendezvous._liveness import local_machine
+
+__all__ = [
+    "Identity",
+    "RoundKeys",
+    "closed_record",
+    "decode_verdict",
+    "encode_verdict",
+    "format_ranks",
+    "name_ranks",
+]
+
+
+def _msg(*parts: str) -> str:
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who claims a rank: enough to tell two claimants apart, to name them, and to tell
+    whether a claimant is a dead predecessor on this machine (see
+    :mod:`rdzv.rendezvous._liveness`)."""
+
+    host: str
+    pid: int
+    rank: int
+    world_size: int
+    token: str
+    machine: str = ""
+
+    @classmethod
+    def local(cls, rank: int, world_size: int) -> Identity:
+        """This process's identity; the token tells two handlers in one process apart."""
+        return cls(
+            socket.gethostname(),
+            os.getpid(),
+            rank,
+            world_size,
+            os.urandom(8).hex(),
+            local_machine(),
+        )
+
+    def same_machine(self, other: Identity) -> bool:
+        """Whether ``other`` was recorded on this identity's host, kernel and pid namespace."""
+        return (self.host, self.machine) == (other.host, other.machine)
+
+    def encode(self) -> bytes:
+        """The stored form (computed once: claims compare it byte for byte)."""
+        return self.raw
+
+    @cached_property
+    def raw(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, key: str) -> Identity:
+        """Parse a stored identity.
+
+        Raises:
+            RendezvousStateError: ``raw`` is not an identity (the key was written by others).
+        """
+        try:
+            return cls(**json.loads(raw))
+        except (ValueError, TypeError) as exc:
+            raise RendezvousStateError(
+                _msg(
+                    f"the store key {key!r} holds {raw[:80]!r}, not a rendezvous identity;",
+                    "another program writes under rdzv's reserved key prefix.",
+                )
+            ) from exc
+
+    def describe(self) -> str:
+        return f"rank {self.rank} ({self.host} pid {self.pid})"
+
+
+class RoundKeys:
+    """Key names of one run (see the module docstring)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.prefix = f"__rdzv__/{quote(run_id, safe='')}"
+        self.closed = f"{self.prefix}/closed"
+
+    def of(self, round_index: int, name: str) -> str:
+        return f"{self.prefix}/round/{round_index}/{name}"
+
+    def claim(self, round_index: int, rank: int) -> str:
+        return self.of(round_index, f"claim/{rank}")
+
+    def confirmed(self, round_index: int, rank: int) -> str:
+        return self.of(round_index, f"confirmed/{rank}")
+
+
+def format_ranks(ranks: list[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``; ``[]`` -> ``"none"``."""
+    if not ranks:
+        return "none"
+    spans: list[str] = []
+    start = prev = ranks[0]
+    for rank in [*ranks[1:], None]:
+        if rank is not None and rank == prev + 1:
+            prev = rank
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if rank is not None:
+            start = prev = rank
+    return ", ".join(spans)
+
+
+def name_ranks(ranks: list[int]) -> str:
+    """``[2]`` -> ``"rank 2"``; ``[1, 2, 5]`` -> ``"ranks 1-2, 5"``; ``[]`` -> ``"no rank"``."""
+    if not ranks:
+        return "no rank"
+    return f"{'rank' if len(ranks) == 1 else 'ranks'} {format_ranks(ranks)}"
+
+
+def decode_verdict(raw: bytes, key: str) -> dict[str, Any]:
+    """Parse a verdict or a closed record stored at ``key``.
+
+    Raises:
+        RendezvousStateError: ``raw`` is not one (another program wrote the key).
+    """
+    try:
+        value = json.loads(raw)
+        Identity(**value["by"])
+        status = value["status"]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RendezvousStateError(
+            _msg(
+                f"the store key {key!r} holds {raw[:80]!r}, not a rendezvous verdict;",
+                "another program writes under rdzv's reserved key prefix.",
+            )
+        ) from exc
+    if status not in ("complete", "aborted", "closed"):
+        raise RendezvousStateError(f"the store key {key!r} holds an unknown status {status!r}")
+    return dict(value)
+
+
+def encode_verdict(verdict: dict[str, Any]) -> bytes:
+    """The stored form of a verdict or a closed record (what :func:`decode_verdict` reads)."""
+    return json.dumps(verdict, sort_keys=True).encode()
+
+
+def closed_record(me: Identity, at: float) -> bytes:
+    """The JSON written to ``closed`` and to an open round's ``done`` by ``set_closed``."""
+    return encode_verdict({"status": "closed", "by": asdict(me), "at": at})

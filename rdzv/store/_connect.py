@@ -1,0 +1,247 @@
+"""Connecting a client: resolve, dial with bounded retries, handshake.
+
+Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None`` = none).
+Connect and handshake retry on refused / reset / unresolvable name / a peer that closes
+during the handshake, with exponential backoff and full jitter drawn from the caller's
+``random.Random``, until the deadline; the final error names the endpoint, the attempt
+count, the elapsed time (measured from the start, never shown below the timeout once it
+passed), the timeout and the last cause, in words or with a public exception name. Peers
+are never reverse-resolved.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from rdzv.errors import StoreConnectionError, StoreProtocolError
+from rdzv.events import emit
+from rdzv.store import _wire
+from rdzv.store._convert import format_elapsed
+from rdzv.store._kv import PROBE_KEY
+from rdzv.store._transport import Channel, Expired
+
+__all__ = ["Backoff", "Connected", "connect", "describe", "endpoint_text"]
+
+_log = logging.getLogger("rdzv.client")
+
+_HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
+_RETRYABLE: Final = (OSError, StoreProtocolError)
+
+
+class _Silent(Expired):
+    """The peer accepted a connection but never answered the handshake."""
+
+
+class _CutShort(Expired):
+    """The connect deadline passed early in a handshake: no evidence about the peer."""
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
+
+    rng: random.Random
+    initial: float = 0.025
+    cap: float = 1.0
+    attempt: int = 0
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap, self.initial * 2**self.attempt)
+        self.attempt += 1
+        return self.rng.uniform(ceiling / 4, ceiling)
+
+
+def endpoint_text(host: str, port: int) -> str:
+    """``host:port``, bracketing IPv6 literals."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _resolve(host: str, port: int, deadline: float | None) -> list[tuple[int, tuple[object, ...]]]:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+        return [(family, (host, port))]
+    result: list[list[tuple[int, tuple[object, ...]]]] = []
+    error: list[BaseException] = []
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            result.append([(info[0], info[4]) for info in infos])
+        except BaseException as exc:  # handed back to the caller's thread
+            error.append(exc)
+
+    worker = threading.Thread(target=lookup, name=f"rdzv-resolve:{host}", daemon=True)
+    worker.start()
+    worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if error:
+        raise error[0]
+    if not result:
+        raise TimeoutError(f"resolving {host!r} did not finish before the deadline")
+    return result[0]
+
+
+def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
+    last: OSError | None = None
+    for family, address in _resolve(host, port, deadline):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last or OSError(f"{host!r} resolved to no address")
+
+
+@dataclass
+class Connected:
+    """A connected, validated socket and what the handshake learned."""
+
+    channel: Channel
+    pipelined: bool
+    attempts: int
+    elapsed: float
+
+
+def connect(
+    host: str,
+    port: int,
+    timeout: float | None,
+    rng: random.Random,
+    limits: _wire.Limits,
+) -> Connected:
+    """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds.
+
+    Raises:
+        StoreConnectionError: no store answered in time (or something that is not a store
+            did); the message names the endpoint, timeout, elapsed time, attempts and the
+            last cause.
+    """
+    endpoint = endpoint_text(host, port)
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    backoff = Backoff(rng)
+    attempts = 0
+    last: BaseException | None = None
+    foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
+    while True:
+        attempts += 1
+        try:
+            sock = _dial(host, port, deadline)
+        except _RETRYABLE as exc:
+            last = exc
+        else:
+            channel = Channel(sock, endpoint, limits)
+            try:
+                pipelined = _handshake(channel, timeout, deadline)
+            except (OSError, StoreProtocolError, Expired) as exc:
+                channel.close()
+                if not (isinstance(exc, _CutShort) and last is not None):
+                    last = exc  # an attempt cut short says less than the one before it
+                if isinstance(exc, StoreProtocolError | _Silent):
+                    foreign = exc
+            else:
+                elapsed = time.monotonic() - start
+                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
+                return Connected(channel, pipelined, attempts, elapsed)
+        emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            break
+        pause = backoff.next_delay()
+        if deadline is not None and now + pause >= deadline:
+            # An attempt starting at the deadline could only fail and would hide the
+            # cause seen so far: wait out the budget and report.
+            time.sleep(max(0.0, deadline - now))
+            break
+        time.sleep(pause)
+    raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last, foreign)
+
+
+def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
+    nonce = os.getpid() & 0xFFFFFFFF
+    probe = _wire.encode_request(_wire.Check((PROBE_KEY,)))
+    # A silent acceptor must not eat the whole budget: bound one handshake attempt.
+    budget = 10.0 if timeout is None else max(1.0, timeout / 4)
+    started = time.monotonic()
+    hs_deadline = started + budget
+    if deadline is not None:
+        hs_deadline = min(hs_deadline, deadline)
+    payload = _HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + probe
+    try:
+        channel.send(payload, "handshake", hs_deadline)
+        echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
+    except Expired:
+        waited = time.monotonic() - started
+        if waited < min(budget, 0.5):  # cut short by the overall deadline: no evidence
+            raise _CutShort(
+                f"the connect deadline passed {format_elapsed(waited)} s into the handshake"
+            ) from None
+        raise _Silent(
+            "the peer accepted the connection but did not answer the handshake within "
+            f"{format_elapsed(waited, 1)} s"
+        ) from None
+    if echoed != nonce:
+        raise StoreProtocolError(
+            f"not a rendezvous store: the PING reply was {channel.peek_sent_back(echoed)!r} "
+            f"instead of the nonce {nonce}"
+        )
+    return channel.read(_wire.read_u8, hs_deadline, "handshake") == _wire.READY
+
+
+def describe(exc: BaseException | None) -> str | None:
+    """A cause for a message: ``PublicName: text``, or only the text for this module's own
+    private signals (their class names mean nothing to a user)."""
+    if exc is None:
+        return None
+    if isinstance(exc, Expired):
+        return str(exc) or "the deadline passed"
+    name = type(exc).__name__
+    if name.startswith("_"):
+        return str(exc) or "an unnamed error"
+    return f"{name}: {exc}"
+
+
+def _seconds(value: float | None) -> str:
+    return "none" if value is None else f"{value:g} s"
+
+
+def _give_up(
+    endpoint: str,
+    timeout: float | None,
+    elapsed: float,
+    attempts: int,
+    last: BaseException | None,
+    foreign: StoreProtocolError | _Silent | None,
+) -> StoreConnectionError:
+    if isinstance(foreign, _Silent):
+        head = (
+            f"something at {endpoint} accepts connections but never answers the handshake: "
+            "it is not a rendezvous store, or a stalled one"
+        )
+    elif foreign is not None:
+        head = f"something answered at {endpoint} but it is {foreign}"
+    else:
+        head = f"no rendezvous store answered at {endpoint}"
+    shown = elapsed if timeout is None else max(elapsed, timeout)  # the deadline passed
+    tries = "1 connection attempt" if attempts == 1 else f"{attempts} connection attempts"
+    error = StoreConnectionError(
+        f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
+        f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
+    )
+    error.__cause__ = last
+    return error

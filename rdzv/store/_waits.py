@@ -1,0 +1,162 @@
+"""A blocking WAIT on one connection, its cancellation, and the request that follows it.
+
+The protocol (torch's, which an rdzv server also speaks): WAIT is answered with
+STOP_WAITING once every key exists. At the caller's deadline the client sends CANCEL_WAIT;
+the server answers WAIT_CANCELED, or, if the keys arrived in the race, has already sent
+STOP_WAITING (then the reply to a pipelined follow-up request) and answers WAIT_CANCELED
+after it. An rdzv server that shuts down sends waiting clients WAIT_CANCELED unprompted.
+
+Invariants:
+
+1. :meth:`Wait.then` returns or raises by the caller's deadline plus :data:`GRACE`
+   (a ``None`` deadline waits forever, as the caller asked).
+2. Afterwards the connection is either in step (no reply outstanding) or closed, with the
+   reason recorded; a reply is never left to be read as the answer to a later request.
+3. A timeout message names the keys and the configured timeout, and says whether the store
+   answered the cancel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
+from rdzv.store import _wire
+from rdzv.store._convert import format_ms
+from rdzv.store._transport import Channel, Expired, closed_error
+
+__all__ = ["GRACE", "Wait"]
+
+T = TypeVar("T")
+
+GRACE: Final = 0.4
+"""Seconds past a caller's deadline that a wait may still take to end: the store's answer
+to CANCEL_WAIT, or the rest of a reply whose keys arrived as the deadline passed."""
+
+_CANCEL: Final = _wire.encode_request(_wire.CancelWait())
+
+
+@dataclass
+class Wait:
+    """WAIT for ``keys`` (shown as ``names``) on behalf of ``op`` until ``deadline``, which
+    was set ``seconds`` from the start of the call (the figure messages show)."""
+
+    channel: Channel
+    keys: tuple[bytes, ...]
+    names: list[str]
+    op: str
+    seconds: float | None
+    deadline: float | None
+
+    @property
+    def _end(self) -> float | None:
+        return None if self.deadline is None else self.deadline + GRACE
+
+    @property
+    def _timed_out(self) -> str:
+        shown = ", ".join("/" + n for n in self.names)
+        where = self.channel.endpoint
+        return f"wait timeout after {format_ms(self.seconds)}, keys: {shown} (store at {where})"
+
+    def then(
+        self, follow: _wire.Request | None, read: _wire.Reader[T] | None, pipelined: bool
+    ) -> T | None:
+        """Wait, then (if given) send ``follow`` and return its reply, parsed by ``read``.
+
+        With ``pipelined`` (an rdzv server) WAIT and ``follow`` go out in one write.
+
+        Raises:
+            StoreTimeoutError: the keys did not all arrive by the deadline, or the store did
+                not finish answering by :data:`GRACE` after it (the connection was closed).
+            StoreClosedError: the connection ended, or the store shut down.
+            StoreProtocolError: the store answered with bytes the protocol does not allow.
+        """
+        op, end, channel = self.op, self._end, self.channel
+        pipelined = pipelined and follow is not None
+        payload = _wire.encode_request(_wire.Wait(self.keys))
+        if pipelined and follow is not None:
+            payload += _wire.encode_request(follow)
+        channel.submit(payload, op, self.deadline, self.seconds)
+        late = False
+        try:
+            first = channel.read(_wire.read_u8, self.deadline, op)
+        except Expired:
+            first = self._cancel()
+            late = True
+        if first == _wire.WAIT_CANCELED:  # unprompted: the server is shutting down
+            channel.seen = "shutdown"
+            channel.close(f"the store shut down while this client waited ({op})")
+            raise closed_error(
+                f"the store at {channel.endpoint} shut down while this client waited for "
+                f"{', '.join(self.names)} ({op})",
+                "shutdown",
+            )
+        if first != _wire.STOP_WAITING:
+            raise self._junk(f"unexpected reply {first} to WAIT ({op})")
+        if late and not pipelined and not self._acked():
+            if follow is None:
+                return None  # the keys are there; only the connection is lost
+            raise StoreTimeoutError(
+                f"{self._timed_out}: the keys arrived as the deadline passed, but the store did "
+                f"not acknowledge CANCEL_WAIT within {GRACE:g} s after it, so {op} was not "
+                "sent and the connection was closed"
+            )
+        if follow is None or read is None:
+            return None
+        if not pipelined:
+            channel.submit(_wire.encode_request(follow), op, end, self.seconds)
+        try:
+            value = channel.read(read, end, op)
+        except Expired:
+            channel.close(f"no reply to {op} arrived in time")
+            raise StoreTimeoutError(
+                f"{self._timed_out}: the keys arrived, but the store did not send its reply to "
+                f"{op} by {GRACE:g} s after the deadline; the connection was closed"
+            ) from None
+        if late and pipelined:
+            self._acked()  # the value is in hand either way
+        return value
+
+    def _cancel(self) -> int:
+        """Send CANCEL_WAIT after the deadline; return STOP_WAITING if the keys won the race.
+
+        Raises:
+            StoreTimeoutError: the store answered WAIT_CANCELED (the connection stays
+                usable), or did not answer in time (the connection was closed).
+        """
+        try:
+            self.channel.send(_CANCEL, "CANCEL_WAIT", self._end)
+            byte = self.channel.read(_wire.read_u8, self._end, "CANCEL_WAIT")
+        except StoreClosedError as exc:
+            raise closed_error(f"{self._timed_out}, and then {exc}", exc.seen) from exc
+        except Expired:
+            self.channel.close(f"the store did not answer CANCEL_WAIT after a timed-out {self.op}")
+            raise StoreTimeoutError(
+                f"{self._timed_out}; the store did not answer CANCEL_WAIT within {GRACE:g} s "
+                "after that deadline either, so the connection was closed"
+            ) from None
+        if byte == _wire.WAIT_CANCELED:
+            raise StoreTimeoutError(self._timed_out)
+        if byte != _wire.STOP_WAITING:
+            raise self._junk(f"unexpected reply {byte} to CANCEL_WAIT")
+        return byte
+
+    def _acked(self) -> bool:
+        """Read the WAIT_CANCELED that follows a late STOP_WAITING; False (and the
+        connection closed) if it did not come in time."""
+        try:
+            byte = self.channel.read(_wire.read_u8, self._end, "CANCEL_WAIT")
+        except Expired:
+            self.channel.close(
+                f"the store did not acknowledge CANCEL_WAIT after a late STOP_WAITING ({self.op})"
+            )
+            return False
+        if byte != _wire.WAIT_CANCELED:
+            raise self._junk(f"expected WAIT_CANCELED after a late STOP_WAITING, got {byte}")
+        return True
+
+    def _junk(self, what: str) -> StoreProtocolError:
+        """Close the connection (its reply stream is out of step) and describe the junk."""
+        self.channel.close(f"the store broke the protocol: {what}")
+        return StoreProtocolError(f"{what} from the store at {self.channel.endpoint}")

@@ -1,0 +1,203 @@
+"""The package layout keeps its layers: read from every module's imports (ast), never run.
+
+Layers, lowest first: ``rdzv.errors`` / ``rdzv.events`` / ``rdzv.endpoint``, then
+``rdzv.store``, then ``rdzv.rendezvous``, then the top-level facade (``rdzv/__init__``,
+the alias modules, ``__main__``). A module may import its own layer and the ones below.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import rdzv
+
+ROOT = Path(rdzv.__file__).resolve().parent
+FOUNDATION = {"rdzv.errors", "rdzv.events", "rdzv.endpoint"}
+SANS_IO = [
+    "rdzv.store._messages",
+    "rdzv.store._wire",
+    "rdzv.store._decoder",
+    "rdzv.store._table",
+    "rdzv.store._kv",
+    "rdzv.store._droplog",
+    "rdzv.store._convert",
+    "rdzv.rendezvous._round_failures",
+    "rdzv.rendezvous._static_config",
+]
+IO_MODULES = {"socket", "asyncio", "time", "random", "selectors", "select", "ssl"}
+#: The paths torch users know, kept as aliases of the modules that hold the code.
+ALIASES = {
+    "rdzv.api": "rdzv.rendezvous.api",
+    "rdzv.registry": "rdzv.rendezvous.registry",
+    "rdzv.static": "rdzv.rendezvous.static",
+    "rdzv.client": "rdzv.store.client",
+    "rdzv.server": "rdzv.store.server",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement's target, and how it runs."""
+
+    module: str  # the imported module (a submodule when ``from pkg import submodule``)
+    at_import_time: bool  # module level and not under ``if TYPE_CHECKING``
+    optional: bool  # inside a ``try`` that catches ImportError
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _catches_import_error(node: ast.Try) -> bool:
+    names = {"ImportError", "ModuleNotFoundError"}
+    for handler in node.handlers:
+        caught = handler.type
+        elts = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if any(isinstance(e, ast.Name) and e.id in names for e in elts):
+            return True
+    return False
+
+
+def _imports(name: str) -> list[Import]:
+    path = ROOT.parent.joinpath(*name.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, top: bool, optional: bool) -> None:
+        if isinstance(node, ast.Import):
+            found.extend(Import(alias.name, top, optional) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.append(Import(sub if _is_module(sub) else base, top, optional))
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                visit(child, False, optional)
+            for child in node.orelse:
+                visit(child, top, optional)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for child in ast.iter_child_nodes(node):
+                visit(child, False, optional)
+        elif isinstance(node, ast.Try):
+            for child in node.body:
+                visit(child, top, optional or _catches_import_error(node))
+            for child in [*node.handlers, *node.orelse, *node.finalbody]:
+                visit(child, top, optional)
+        else:
+            for child in ast.iter_child_nodes(node):
+                visit(child, top, optional)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), True, False)
+    return found
+
+
+MODULES = sorted(_module_name(path) for path in ROOT.rglob("*.py"))
+
+
+def _layer(module: str) -> int:
+    if module in FOUNDATION:
+        return 0
+    if module == "rdzv.store" or module.startswith("rdzv.store."):
+        return 1
+    if module == "rdzv.rendezvous" or module.startswith("rdzv.rendezvous."):
+        return 2
+    return 3
+
+
+def test_the_tree_has_the_store_and_the_rendezvous_subpackages() -> None:
+    assert {"rdzv.store", "rdzv.rendezvous", "rdzv.store._wire", "rdzv.rendezvous._join"} <= set(
+        MODULES
+    )
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _layer(m) == 1])
+def test_the_store_never_imports_the_rendezvous(module: str) -> None:
+    rendezvous = [i.module for i in _imports(module) if _layer(i.module) == 2]
+    assert rendezvous == [], f"{module} imports {rendezvous}"
+
+
+@pytest.mark.parametrize("module", SANS_IO)
+def test_the_sans_io_modules_import_no_socket_asyncio_time_or_random(module: str) -> None:
+    io = [i.module for i in _imports(module) if i.module.partition(".")[0] in IO_MODULES]
+    assert io == [], f"{module} imports {io}"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_rdzv_imports_only_the_standard_library_and_itself(module: str) -> None:
+    # An optional accelerator (uvloop) is allowed where an ImportError falls back.
+    foreign = [
+        i.module
+        for i in _imports(module)
+        if not i.optional
+        and i.module.partition(".")[0] not in sys.stdlib_module_names | {"rdzv", "__future__"}
+    ]
+    assert foreign == [], f"{module} imports {foreign}"
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_layer_imports_only_itself_and_the_layers_below(module: str) -> None:
+    higher = [i.module for i in _imports(module) if i.module.startswith("rdzv")]
+    higher = [m for m in higher if _layer(m) > _layer(module)]
+    assert higher == [], f"{module} (layer {_layer(module)}) imports {higher}"
+
+
+def test_no_module_imports_itself_back_at_import_time() -> None:
+    graph = {
+        m: {i.module for i in _imports(m) if i.at_import_time and i.module in MODULES}
+        for m in MODULES
+    }
+    done: set[str] = set()
+
+    def walk(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = " -> ".join([*path[path.index(module) :], module])
+            pytest.fail(f"import cycle: {cycle}")
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            walk(target, [*path, module])
+        done.add(module)
+
+    for module in MODULES:
+        walk(module, [])
+
+
+@pytest.mark.parametrize(("alias", "target"), sorted(ALIASES.items()))
+def test_the_torch_shaped_import_paths_reach_the_same_objects(alias: str, target: str) -> None:
+    old, new = importlib.import_module(alias), importlib.import_module(target)
+    assert sorted(old.__all__) == sorted(new.__all__)
+    for name in new.__all__:
+        assert getattr(old, name) is getattr(new, name), name
+
+
+def test_the_old_store_module_names_are_importable_from_the_store_package() -> None:
+    from rdzv import store
+    from rdzv.store import base
+
+    assert (store.Store, store.HashStore, store.PrefixStore) == (
+        base.Store,
+        base.HashStore,
+        base.PrefixStore,
+    )
+
+
+def test_every_public_name_of_rdzv_resolves() -> None:
+    for name in rdzv.__all__:
+        assert getattr(rdzv, name) is not None, name
