@@ -15,7 +15,10 @@ layer: it may import every other part of the harness; nothing imports it.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.metadata
+import signal
+import sys
 from collections.abc import Sequence
 
 from harness.cli.fuzz import add_commands as add_fuzz_commands
@@ -58,7 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``harness`` console script; returns the exit status."""
+    """Entry point of the ``harness`` console script; returns the exit status.
+
+    ``kill -USR1 <pid>`` makes a running harness print every thread's stack to stderr and
+    go on: the way to see where a run that seems stuck is waiting.
+    """
     args = build_parser().parse_args(argv)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
     status: int = args.func(args)
     return status

@@ -42,20 +42,28 @@ def harness(
 
 class Background:
     """A ``harness`` process running in the background; its stdout is read line by line
-    on a thread, so a test can wait for a line without blocking on the pipe."""
+    and its stderr whole, each on a thread, so a test can wait for a line without blocking
+    on a pipe and a chatty process never blocks on a full one."""
 
     def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._seen: list[str] = []
+        self._err: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self._lines.put(line)
         self._lines.put(None)
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self._err.append(self.proc.stderr.read())
 
     def line(self, starting: str, timeout: float = 120) -> str:
         """The next stdout line that starts with ``starting`` (fails after ``timeout``
@@ -72,14 +80,57 @@ class Background:
                 return line
 
     def finish(self, timeout: float = 120) -> tuple[int, str, str]:
-        """Wait for the exit: ``(status, all of stdout, all of stderr)``."""
-        assert self.proc.stderr is not None
-        err = self.proc.stderr.read()
-        status = self.proc.wait(timeout)
+        """Wait for the exit: ``(status, all of stdout, all of stderr)``.
+
+        A harness that has not exited within ``timeout`` seconds is asked for its threads'
+        stacks (SIGUSR1, see ``harness.cli.main``), killed with every process below it, and
+        the test fails showing those stacks and the processes that were still alive; so
+        does one whose output pipes stay open after it exited (a leftover process holds them).
+        """
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            alive = _describe_tree(self.proc.pid)
+            with suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGUSR1)
+            self._err_reader.join(3)  # a moment to print the stacks (the pipe stays open)
+            _kill_tree(self.proc.pid)
+            self._err_reader.join(10)
+            raise AssertionError(
+                f"the harness did not exit within {timeout} s; alive then: {alive}\n"
+                f"its stderr (with its threads' stacks):\n{''.join(self._err)}"
+            ) from None
         self._reader.join(timeout)
+        self._err_reader.join(timeout)
+        if self._reader.is_alive() or self._err_reader.is_alive():
+            raise AssertionError(
+                f"the harness exited ({status}) but its output pipes stayed open for {timeout} s:"
+                " a process it started outlived it"
+            )
         while (line := self._lines.get(timeout=timeout)) is not None:
             self._seen.append(line)
-        return status, "".join(self._seen), err
+        return status, "".join(self._seen), "".join(self._err)
+
+
+def _describe_tree(pid: int) -> list[str]:
+    """``PID STATUS COMMAND`` of ``pid`` and every process below it that still exists."""
+    described = []
+    with suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with suppress(psutil.Error):
+                command = " ".join(proc.cmdline())[:100]
+                described.append(f"{proc.pid} {proc.status()} {command}")
+    return described
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it (by PID; gone ones are skipped)."""
+    with suppress(psutil.Error):
+        root = psutil.Process(pid)
+        for proc in [*root.children(recursive=True), root]:
+            with suppress(psutil.Error):
+                proc.send_signal(signal.SIGKILL)
 
 
 @contextmanager
@@ -103,11 +154,7 @@ def harness_process(
         yield Background(proc)
     finally:
         if proc.poll() is None:
-            with suppress(psutil.Error):
-                for child in psutil.Process(proc.pid).children(recursive=True):
-                    with suppress(psutil.Error):
-                        child.send_signal(signal.SIGKILL)
-            proc.kill()
+            _kill_tree(proc.pid)
         proc.wait(60)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
