@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 
 from harness.errors import UnsupportedError
@@ -169,6 +169,7 @@ def run_suite(
     futures: list[Future[Report | None]] = []
     try:
         futures = [pool.submit(work, i) for i in range(len(scenarios))]
+        _await(futures)
         reports = [f.result() for f in futures]
     except KeyboardInterrupt:
         stop.set()
@@ -181,6 +182,23 @@ def run_suite(
         raise
     pool.shutdown(wait=True)
     return [r for r in reports if r is not None]
+
+
+#: How often the main thread wakes while scenarios run. A process-directed SIGINT may be
+#: taken by any thread; Python then raises ``KeyboardInterrupt`` in the main thread only
+#: once that thread runs again, which a wait without a timeout would postpone for as long as
+#: the scenarios run (a "waits forever" scenario: forever).
+_WAKE_SECONDS = 0.2
+
+
+def _await(futures: list[Future[Report | None]]) -> None:
+    """Wait until every future is done (or one failed), waking every ``_WAKE_SECONDS`` so
+    that Ctrl-C is acted on promptly whichever thread the signal reached."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=_WAKE_SECONDS, return_when=FIRST_EXCEPTION)
+        if any(f.exception() is not None for f in done if not f.cancelled()):
+            return
 
 
 def _wait_for(pool: ThreadPoolExecutor) -> None:

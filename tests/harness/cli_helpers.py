@@ -142,8 +142,26 @@ def harness_process(
     On the way out, if it is still running, it and every process below it are killed by
     PID, so a failing test leaves nothing behind.
     """
+    with _background([sys.executable, "-m", "harness.cli", *args], cwd, env) as run:
+        yield run
+
+
+@contextmanager
+def harness_script(
+    script: Path, *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> Iterator[Background]:
+    """``python SCRIPT ARGS`` (a test driver that uses the harness in-process) running in
+    the background, ended like :func:`harness_process`."""
+    with _background([sys.executable, str(script), *args], cwd, env) as run:
+        yield run
+
+
+@contextmanager
+def _background(
+    command: list[str], cwd: Path, env: Mapping[str, str] | None
+) -> Iterator[Background]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", *args],
+        command,
         cwd=cwd,
         env=_env(200, env),
         stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import harness, harness_process
+from cli_helpers import harness, harness_process, harness_script
 from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
@@ -368,3 +368,15 @@ def test_ctrl_c_stops_the_run_at_once_kills_every_node_and_says_interrupted(
     error = cases["waits-forever"].find("error")
     assert error is not None and error.get("type") == "Interrupted"
     assert "interrupted (Ctrl-C)" in (error.get("message") or "")
+
+
+def test_ctrl_c_taken_by_a_worker_thread_still_stops_the_run(tmp_path: Path) -> None:
+    # A process-directed SIGINT may be taken by any thread: Python raises KeyboardInterrupt
+    # in the main thread only once it wakes, so the suite must not sleep on its scenarios.
+    scenario = tmp_path / "forever.toml"
+    scenario.write_text(FOREVER)
+    driver = Path(__file__).with_name("interrupt_driver.py")
+    with harness_script(driver, str(scenario), "3", cwd=tmp_path) as run:
+        status, out, err = run.finish(timeout=120)
+    assert status == 130, out + err
+    assert out.strip() == "INTERRUPTED 1 True"
