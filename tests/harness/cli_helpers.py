@@ -142,7 +142,8 @@ def harness_process(
     On the way out, if it is still running, it and every process below it are killed by
     PID, so a failing test leaves nothing behind.
     """
-    with _background([sys.executable, "-m", "harness.cli", *args], cwd, env) as run:
+    command = [sys.executable, "-c", _AS_AT_A_TERMINAL, "-m", "harness.cli", *args]
+    with _background(command, cwd, env) as run:
         yield run
 
 
@@ -152,8 +153,21 @@ def harness_script(
 ) -> Iterator[Background]:
     """``python SCRIPT ARGS`` (a test driver that uses the harness in-process) running in
     the background, ended like :func:`harness_process`."""
-    with _background([sys.executable, str(script), *args], cwd, env) as run:
+    command = [sys.executable, "-c", _AS_AT_A_TERMINAL, str(script), *args]
+    with _background(command, cwd, env) as run:
         yield run
+
+
+#: Runs the rest of its command line with SIGINT back at its default action. A test suite
+#: started in the background of a non-interactive shell (``cmd &``, ``nohup``, some CI
+#: runners) runs with SIGINT ignored, every process it starts inherits that, and Python then
+#: never turns SIGINT into ``KeyboardInterrupt``; these tests act as a user pressing Ctrl-C
+#: at a terminal, where SIGINT is not ignored. (An exec wrapper, not ``preexec_fn``, which
+#: is unsafe in a process with threads.)
+_AS_AT_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
 
 
 @contextmanager
