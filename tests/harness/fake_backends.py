@@ -45,3 +45,20 @@ class _EagerHandler:
 def eager(params: Any) -> _EagerHandler:
     """A handler that returns without waiting for the other nodes."""
     return _EagerHandler(params)
+
+
+class _OfflineHandler:
+    def __init__(self, params: Any) -> None:
+        self.rank = int(params.config["rank"])
+
+    def next_rendezvous(self) -> Any:
+        raise RuntimeError(f"offline rank {self.rank} never touches the network")
+
+    def shutdown(self) -> bool:
+        return True
+
+
+def offline(params: Any) -> _OfflineHandler:
+    """A handler that fails at once without touching the network (so it reports no
+    connection attempts)."""
+    return _OfflineHandler(params)

@@ -235,3 +235,27 @@ def test_a_run_records_a_reset_peer_window_behind_latency_as_not_acting() -> Non
     assert report.idle_faults == [reset]
     assert (late.kind, late.start, late.end) == ("late_start", 0.0, 0.5)
     assert late.acted == {"nodes started late": 1}
+
+
+def test_a_link_down_whose_refusals_the_backend_cannot_report_is_not_counted_not_idle() -> None:
+    # The nodes never dial, so nothing is cut; whether connections would have been refused
+    # is unknowable without the nodes' connect events: "not counted", never "did not act".
+    scenario = parse(
+        {
+            "name": "link-down-unseen",
+            "description": "A link goes down under nodes whose backend reports no connects.",
+            "nodes": 3,
+            "backend": "fake_backends:offline",
+            "timeouts": {"join": 1},
+            "fault": [{"kind": "link_down", "nodes": [1, 2], "at": 0, "duration": 0.5}],
+        },
+        "<test>",
+    )
+    report = run_one(scenario, embedded_proxy, 5)
+    (link,) = report.faults
+    assert link.acted is None
+    assert link.uncounted == (
+        "no connection was cut, and the nodes' backend reports no connection attempts, so "
+        "refused ones could not be counted"
+    )
+    assert report.idle_faults == []

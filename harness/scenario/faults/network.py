@@ -81,6 +81,10 @@ def _reach(applied: int, skipped: int, toxic_type: str) -> str:
     return f"in place on {applied} connection{s}, but no {what} there"
 
 
+#: Node events that show connection attempts (rdzv emits them; torch's handler does not).
+_CONNECT_EVENTS = frozenset({"connect_attempt", "connected"})
+
+
 class LinkFault(Timed):
     """The targeted links go down: open connections are cut, new ones refused."""
 
@@ -116,6 +120,14 @@ class LinkFault(Timed):
             else:
                 record.count("connections cut", cut)
             record.count("connection attempts refused (as the nodes saw them)", refused)
+            reported = any(
+                event.event in _CONNECT_EVENTS for node in targets for event in ctx.events(node)
+            )
+            if record.idle and not reported:  # refusals it may have caused went unseen
+                record.not_counted(
+                    "no connection was cut, and the nodes' backend reports no connection "
+                    "attempts, so refused ones could not be counted"
+                )
 
         ctx.tally(tally)
         return link.up
