@@ -215,7 +215,14 @@ def cluster() -> Iterator[Cluster]:
 
 
 def reserved_port() -> socket.socket:
-    """A loopback socket bound to port 0 and not listening: connects to it are refused."""
+    """A loopback socket bound to port 0 and not listening: connects to it are refused.
+
+    With ``SO_REUSEADDR``, as a launcher that pre-binds a server port sets it (and as rdzv
+    binds its own): the connections node 0 accepts on it inherit the flag, so once node 0
+    has closed them, the port can be bound again at once even while a peer has not closed
+    its end yet (the server's end then lingers in FIN_WAIT2, which only blocks a bind when
+    the listener lacked the flag)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
