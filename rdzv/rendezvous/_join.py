@@ -3,9 +3,11 @@
 The keys it uses are described in :mod:`rdzv.rendezvous._round_state`. A member's happy
 path costs four round trips after connecting: compare_set(first), compare_set(claim),
 add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-way
-messages, and the node that completes the round spends one more (a WAIT for every rank's
-confirmation). Failure paths may spend more (a timed-out node checks every claim to name
-the missing ranks). How each store operation is bounded and how its failures are raised
+messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
+``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
+the node that completes the round spends one more (a CHECK of every rank's confirmation).
+Failure paths may spend more (a timed-out node checks every claim to name the missing
+ranks). How each store operation is bounded and how its failures are raised
 is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers that follow a
 join are :mod:`rdzv.rendezvous._exit`'s.
 
@@ -149,8 +151,13 @@ class RoundProtocol(RoundIO):
         raw_holder = self.call(self.store.compare_set, claim_key, "", me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
-        joined = self.call(self.store.add, self.keys.of(k, "count"), 1)
-        self.call(self.store.set, self.keys.confirmed(k, me.rank), me.raw)
+        count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
+        add_then_set = getattr(self.store, "add_then_set", None)
+        if callable(add_then_set):  # one write: every confirmation is in when count is full
+            joined = self.call(add_then_set, count, 1, confirmed, me.raw, name="add")
+        else:
+            joined = self.call(self.store.add, count, 1)
+            self.call(self.store.set, confirmed, me.raw)
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
         if joined >= me.world_size:
             self._complete_when_confirmed()

@@ -57,6 +57,7 @@ class Node:
         self.cfg = cfg
         self.clock = clock
         self.me = Identity.local(cfg.rank, cfg.world_size)
+        self.me.encode()  # computed once, here: the claims compare it byte for byte
         self.keys = RoundKeys(cfg.run_id)
         self.store: Store | None = None
         self.next_round = 0

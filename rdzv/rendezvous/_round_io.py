@@ -104,9 +104,10 @@ class RoundIO:
         self._joining = False  # inside the join (not its exit barrier)
         self._read_verdict = False  # this node read the round's verdict
 
-    def call(self, op: Callable[..., Any], *args: Any) -> Any:
+    def call(self, op: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
         """Run one store operation bounded by the deadline (past it: by the overshoot,
-        invariant 9); translate store errors (see :meth:`raise_store`)."""
+        invariant 9); translate store errors (see :meth:`raise_store`), naming the
+        operation ``name`` (default: ``op``'s name)."""
         now = self.clock()
         end = self.deadline if now < self.deadline else self.hard_end
         remaining = max(end - now, _MIN_OP_SECONDS)
@@ -114,7 +115,8 @@ class RoundIO:
             self.store.set_timeout(remaining)
             return op(*args)
         except StoreError as exc:
-            self.raise_store(exc, f"calling {getattr(op, '__name__', 'a store operation')}")
+            name = name or getattr(op, "__name__", "a store operation")
+            self.raise_store(exc, f"calling {name}")
 
     def raise_store(self, exc: StoreError, doing: str) -> NoReturn:
         """Raise the rendezvous error a store failure while ``doing`` stands for; a broken

@@ -2,8 +2,11 @@
 
 Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None`` = none).
 Connect and handshake retry on refused / reset / unresolvable name / a peer that closes
-during the handshake, with exponential backoff and full jitter drawn from the caller's
-``random.Random``, until the deadline; the final error names the endpoint, the attempt
+during the handshake until the deadline, pausing with jitter drawn from the caller's
+``random.Random``: after a refused connection within :data:`FAST_WINDOW` seconds of the
+start, :data:`FAST_RETRY` (the host is up and answers at once, its store is merely still
+starting: a node 0 late by a few ms must not cost its peers a long back-off), otherwise an
+exponential backoff (:class:`Backoff`); the final error names the endpoint, the attempt
 count, the elapsed time (measured from the start, never shown below the timeout once it
 passed), the timeout and the last cause, in words or with a public exception name. Peers
 are never reverse-resolved.
@@ -11,7 +14,6 @@ are never reverse-resolved.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import random
@@ -28,11 +30,25 @@ from rdzv.store._convert import format_elapsed
 from rdzv.store._kv import PROBE_KEY
 from rdzv.store._transport import Channel, Expired
 
-__all__ = ["Backoff", "Connected", "connect", "describe", "endpoint_text"]
+__all__ = [
+    "FAST_RETRY",
+    "FAST_WINDOW",
+    "Backoff",
+    "Connected",
+    "connect",
+    "describe",
+    "endpoint_text",
+    "retry_pause",
+]
 
 _log = logging.getLogger("rdzv.client")
 
+#: Seconds from the start of a connect during which a refused attempt is retried after
+#: :data:`FAST_RETRY` (with jitter: between half of it and all of it).
+FAST_WINDOW: Final = 1.0
+FAST_RETRY: Final = 0.02
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
+_PROBE: Final = _wire.encode_request(_wire.Check((PROBE_KEY,)))
 _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
@@ -59,18 +75,26 @@ class Backoff:
         return self.rng.uniform(ceiling / 4, ceiling)
 
 
+def retry_pause(last: BaseException | None, since_start: float, backoff: Backoff) -> float:
+    """Seconds to wait before the next attempt, given why the last one failed and how long
+    ago the connect started: :data:`FAST_RETRY` (jittered) after a refusal within
+    :data:`FAST_WINDOW`, else the backoff's next delay."""
+    if isinstance(last, ConnectionRefusedError) and since_start < FAST_WINDOW:
+        return backoff.rng.uniform(FAST_RETRY / 2, FAST_RETRY)
+    return backoff.next_delay()
+
+
 def endpoint_text(host: str, port: int) -> str:
     """``host:port``, bracketing IPv6 literals."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _resolve(host: str, port: int, deadline: float | None) -> list[tuple[int, tuple[object, ...]]]:
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    else:
-        family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    for family in (socket.AF_INET, socket.AF_INET6):  # an IP literal needs no lookup
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
         return [(family, (host, port))]
     result: list[list[tuple[int, tuple[object, ...]]]] = []
     error: list[BaseException] = []
@@ -158,11 +182,12 @@ def connect(
                 elapsed = time.monotonic() - start
                 emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
                 return Connected(channel, pipelined, attempts, elapsed)
-        emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
+        if _log.isEnabledFor(logging.DEBUG):  # describing the cause costs on every attempt
+            emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             break
-        pause = backoff.next_delay()
+        pause = retry_pause(last, now - start, backoff)
         if deadline is not None and now + pause >= deadline:
             # An attempt starting at the deadline could only fail and would hide the
             # cause seen so far: wait out the budget and report.
@@ -174,14 +199,13 @@ def connect(
 
 def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
     nonce = os.getpid() & 0xFFFFFFFF
-    probe = _wire.encode_request(_wire.Check((PROBE_KEY,)))
     # A silent acceptor must not eat the whole budget: bound one handshake attempt.
     budget = 10.0 if timeout is None else max(1.0, timeout / 4)
     started = time.monotonic()
     hs_deadline = started + budget
     if deadline is not None:
         hs_deadline = min(hs_deadline, deadline)
-    payload = _HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + probe
+    payload = _HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + _PROBE
     try:
         channel.send(payload, "handshake", hs_deadline)
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")

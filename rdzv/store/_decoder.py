@@ -69,7 +69,7 @@ class RequestDecoder:
         """Bytes received but not yet decoded (a partial frame)."""
         return len(self._buf) - self._pos
 
-    def feed(self, data: bytes) -> list[Request]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Request]:
         """Append ``data`` and return every request now complete, in order.
 
         Raises:

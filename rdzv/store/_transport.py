@@ -34,6 +34,10 @@ __all__ = ["Channel", "Expired", "closed_error"]
 T = TypeVar("T")
 
 
+_RECV: Final = 65536
+_BIG_RECV: Final = 1 << 20
+
+
 class Expired(Exception):
     """A read passed its deadline (the caller turns this into a named timeout)."""
 
@@ -161,8 +165,11 @@ class Channel:
         # Past the deadline, still take what has already arrived (a poll that does not wait).
         if not _ready(self._readable, deadline):
             raise Expired
+        # 64 KiB unless a large reply is arriving: a bigger request makes the allocator map
+        # and unmap memory on every call (four system calls and a page fault per reply).
+        size = _BIG_RECV if len(self._buf) - self._pos >= _RECV else _RECV
         try:
-            chunk = self.sock.recv(262144, socket.MSG_DONTWAIT)
+            chunk = self.sock.recv(size, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return  # a spurious wake-up: the caller reads again (and checks the deadline)
         except ConnectionResetError as exc:

@@ -5,7 +5,8 @@ Differences from torch's client, all deliberate:
 * Against an rdzv server, ``get``/``multi_get``/blocking ``queue_pop`` send WAIT and the read
   in one round trip (the handshake learns whether the server serves requests in order
   behind a WAIT); against a torch server they take torch's two round trips.
-* Connect retries use 25 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
+* Connect retries pause 10-20 ms after a refusal in the first second (node 0 still
+  starting), else 25 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
   timeout; the final error says what was tried, for how long, how often and why it failed.
 * Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
   error names the endpoint. No reverse DNS, ever.
@@ -217,6 +218,16 @@ class TCPStore(Store):
     def add(self, key: str, amount: int) -> int:
         return self._raw_add(self._key(key), amount)
 
+    def add_then_set(self, key: str, amount: int, set_key: str, value: str | bytes) -> int:
+        """``add(key, amount)`` then ``set(set_key, value)`` in one write; return the sum.
+
+        An rdzv extension: the store applies the two in order, as if called one after the
+        other, but the SET does not wait for the ADD's reply (one round trip, one write).
+        Fails like ``add``; when it fails, the SET may or may not have been applied.
+        """
+        then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        return self._raw_add(self._key(key), amount, then=then)
+
     def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
         req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
         return self._call(req, _read_bytes_for(self._limits), "COMPARE_SET")
@@ -316,14 +327,16 @@ class TCPStore(Store):
         read: _wire.Reader[_T],
         op: str,
         deadline: float | None = None,
+        then: bytes = b"",
     ) -> _T:
-        """Send ``req`` and read its reply, both by ``deadline`` (default: the store timeout
-        from now). A reply that never comes closes the connection: later replies could no
-        longer be matched to their requests."""
+        """Send ``req`` (followed, in the same write, by ``then``: encoded requests that have
+        no reply) and read its reply, both by ``deadline`` (default: the store timeout from
+        now). A reply that never comes closes the connection: later replies could no longer
+        be matched to their requests."""
         if deadline is None:
             deadline = _deadline(self._timeout)
         with self._lock:
-            self._channel.submit(_wire.encode_request(req), op, deadline, self._timeout)
+            self._channel.submit(_wire.encode_request(req) + then, op, deadline, self._timeout)
             try:
                 return self._read(read, deadline, op)
             except Expired:
@@ -345,12 +358,14 @@ class TCPStore(Store):
                 ) from exc
             raise
 
-    def _raw_add(self, raw: bytes, amount: int, deadline: float | None = None) -> int:
+    def _raw_add(
+        self, raw: bytes, amount: int, deadline: float | None = None, then: bytes = b""
+    ) -> int:
         if isinstance(amount, bool) or not isinstance(amount, int):
             raise TypeError(f"add amount must be an int, got {amount!r}")
         if not -(2**63) <= amount < 2**63:
             raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
-        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline)
+        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline, then)
 
     def _wait_then(
         self,

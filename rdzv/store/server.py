@@ -45,6 +45,7 @@ PARTIAL_REQUEST_TIMEOUT: Final = 30.0
 _HIGH_WATER: Final = 4 * 1024 * 1024
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
+_READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
@@ -102,6 +103,7 @@ class StoreServer:
         self._closed = threading.Event()
         self.kv = WatchingKV()
         self.port = port
+        self._inbox = memoryview(bytearray(_READ_SIZE))  # see _Connection
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -249,8 +251,12 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One client connection: bytes in, decoded requests to the KV, replies out.
+
+    Bytes are received into the server's one read buffer (every connection is served on
+    the loop's thread, one read at a time) and decoded from there, so a read allocates
+    nothing.
 
     Memory per connection stays bounded: requests are applied in small batches and not at
     all while the peer leaves more than ``_HIGH_WATER`` bytes of replies unread (reading
@@ -287,7 +293,13 @@ class _Connection(asyncio.Protocol):
         self.partial_since = asyncio.get_running_loop().time()  # the first request is due
         self._arm_partial_timer(self.partial_since)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.server._inbox
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server._inbox[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
             if self.held_bytes > _MAX_HELD_BYTES:

@@ -1,0 +1,107 @@
+"""What makes a rendezvous at scale fast, and that it changes no behaviour.
+
+* ``add_then_set``: the join's ADD and its confirmation SET in one write;
+* the connect retry pause: short after a refusal early on, exponential otherwise;
+* the server's one read buffer, shared by every connection.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Iterator
+
+import pytest
+from scripted_peer import ScriptedPeer
+
+from conftest import InThread
+from rdzv.store import _wire
+from rdzv.store._connect import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
+from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
+
+
+@pytest.fixture
+def server() -> Iterator[StoreServer]:
+    with StoreServer("127.0.0.1", 0) as started:
+        yield started
+
+
+# --- add_then_set ------------------------------------------------------------------------
+
+
+def test_add_then_set_returns_the_sum_and_leaves_the_set_value_behind(
+    server: StoreServer,
+) -> None:
+    with TCPStore("127.0.0.1", server.port, timeout=10.0) as client:
+        client.add("count", 2)
+        assert client.add_then_set("count", 1, "confirmed/1", b"me") == 3
+        assert client.get("confirmed/1") == b"me"
+        assert client.add("count", 0) == 3
+
+
+def test_add_then_set_sends_the_set_before_the_add_is_answered() -> None:
+    peer = ScriptedPeer(pipelined=True)
+    try:
+        with TCPStore("127.0.0.1", peer.port, timeout=10.0) as client:
+            adding = InThread(client.add_then_set, "count", 1, "confirmed/1", b"me")
+            peer.expect(_wire.Add)
+            peer.expect(_wire.Set)  # arrived while the ADD still waits for its reply
+            assert not adding.done.is_set()
+            peer.send(_wire.encode_i64(7))
+            assert adding.outcome() == 7
+    finally:
+        peer.close()
+
+
+def test_add_then_set_fails_like_add_when_the_store_hangs_up() -> None:
+    peer = ScriptedPeer(pipelined=True)
+    try:
+        with TCPStore("127.0.0.1", peer.port, timeout=10.0) as client:
+            peer.hang_up_on(_wire.Add)
+            with pytest.raises(ConnectionError, match=r"closed the connection \(EOF\) during ADD"):
+                client.add_then_set("count", 1, "confirmed/1", b"me")
+    finally:
+        peer.close()
+
+
+# --- the connect retry pause -------------------------------------------------------------
+
+
+def test_a_refusal_early_in_a_connect_is_retried_after_a_short_pause() -> None:
+    backoff = Backoff(random.Random(1))
+    refused = ConnectionRefusedError(111, "Connection refused")
+    pauses = [retry_pause(refused, FAST_WINDOW * i / 20, backoff) for i in range(20)]
+    assert all(FAST_RETRY / 2 <= pause <= FAST_RETRY for pause in pauses)
+    assert backoff.attempt == 0  # the exponential backoff has not started
+
+
+def test_a_late_refusal_or_another_failure_backs_off_exponentially() -> None:
+    refused = ConnectionRefusedError(111, "Connection refused")
+    late = Backoff(random.Random(1))
+    other = Backoff(random.Random(1))
+    for attempt in range(8):
+        ceiling = min(late.cap, late.initial * 2**attempt)
+        assert ceiling / 4 <= retry_pause(refused, FAST_WINDOW, late) <= ceiling
+        assert ceiling / 4 <= retry_pause(ConnectionResetError(), 0.0, other) <= ceiling
+
+
+# --- the server's shared read buffer -----------------------------------------------------
+
+
+def test_partial_requests_of_two_connections_do_not_mix(server: StoreServer) -> None:
+    """Each connection sends half of a SET, then the other half; the halves interleave."""
+    sets = [_wire.encode_request(_wire.Set(f"/k{i}".encode(), b"v%d" % i * 50)) for i in (1, 2)]
+    conns = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in sets]
+    try:
+        for conn, data in zip(conns, sets, strict=True):
+            conn.sendall(_wire.encode_request(_wire.Validate()) + data[: len(data) // 2])
+        with TCPStore("127.0.0.1", server.port, timeout=10.0) as probe:
+            assert not probe.check(["k1"]) and not probe.check(["k2"])
+            for conn, data in zip(reversed(conns), reversed(sets), strict=True):
+                conn.sendall(data[len(data) // 2 :])
+            assert probe.get("k1") == b"v1" * 50
+            assert probe.get("k2") == b"v2" * 50
+    finally:
+        for conn in conns:
+            conn.close()
