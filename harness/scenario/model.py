@@ -149,7 +149,7 @@ def _url(value: str) -> str:
 
 
 BackendName = Annotated[str, AfterValidator(backend_name)]
-NodeCount = Annotated[int, Field(ge=1, le=256)]
+NodeCount = Annotated[int, Field(ge=1, le=16384)]
 
 
 class BackendVariant(FormatModel):
