@@ -14,6 +14,8 @@ import contextlib
 import dataclasses
 import io
 import os
+import select
+import selectors
 import signal
 import socket
 import tempfile
@@ -26,7 +28,6 @@ from typing import Any, Final
 import multiprocess
 import psutil
 from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
-from multiprocess.connection import wait
 from multiprocess.context import set_spawning_popen
 
 from harness.world.backends import preload
@@ -64,6 +65,8 @@ class LocalCluster:
     backends: frozenset[str] = frozenset({"static"})
     _procs: dict[int, list[_Incarnation]] = field(default_factory=dict)
     _channels: dict[Any, tuple[int, _Incarnation]] = field(default_factory=dict)
+    #: Channels started but not yet registered with the reader's selector (it owns it).
+    _new_channels: list[Any] = field(default_factory=list)
     _reader: threading.Thread | None = None
     _closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -81,7 +84,9 @@ class LocalCluster:
         if self.ctx is None:
             self.ctx = multiprocess.get_context("forkserver")
             # The forkserver is one per harness process: the first cluster's list counts.
-            self.ctx.set_forkserver_preload(["harness.world.node", *preload(set(self.backends))])
+            self.ctx.set_forkserver_preload(
+                ["harness.world.cluster", "harness.world.node", *preload(set(self.backends))]
+            )
         self._process_class = _node_process_class(self.ctx)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
@@ -112,6 +117,7 @@ class LocalCluster:
         with self._lock:
             self._procs.setdefault(spec.node, []).append(incarnation)
             self._channels[reader] = (spec.node, incarnation)
+            self._new_channels.append(reader)
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")  # listen to the new channel now, not after a poll
         pid: int = process.pid
@@ -180,7 +186,7 @@ class LocalCluster:
         if self._reader is not None:
             self._reader.join(_REAP_TIMEOUT)
         with self._lock:
-            leftovers, self._channels = list(self._channels), {}
+            leftovers, self._channels, self._new_channels = list(self._channels), {}, []
         for channel in leftovers:
             channel.close()
         self._wake_r.close()
@@ -217,22 +223,32 @@ class LocalCluster:
             return runs[-1] if runs else None
 
     def _read(self) -> None:
-        while True:
-            with self._lock:
-                channels = list(self._channels)
-            if not channels and self._closing.is_set():
-                return
-            for channel in wait([self._wake_r, *channels], timeout=_POLL):
-                if channel is self._wake_r:
-                    with contextlib.suppress(OSError):
-                        self._wake_r.recv(4096)
-                    continue
-                try:
-                    message = channel.recv()
-                except (EOFError, OSError):
-                    self._ended(channel)
-                else:
-                    self.on_message(message)
+        # One selector for the cluster's life: each channel is registered once, so a message
+        # costs the same with 1024 nodes as with 4 (a fresh wait() over every channel per
+        # message made a large start-up quadratic).
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while True:
+                with self._lock:
+                    fresh, self._new_channels = self._new_channels, []
+                    idle = not self._channels
+                for new in fresh:
+                    selector.register(new, selectors.EVENT_READ)
+                if idle and self._closing.is_set():
+                    return
+                for key, _ in selector.select(timeout=_POLL):
+                    channel: Any = key.fileobj
+                    if channel is self._wake_r:
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                        continue
+                    try:
+                        message = channel.recv()
+                    except (EOFError, OSError):
+                        selector.unregister(channel)
+                        self._ended(channel)
+                    else:
+                        self.on_message(message)
 
     def _ended(self, channel: Any) -> None:
         with self._lock:
@@ -266,6 +282,18 @@ class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
     take 20 s to start. The node entry point lives in this importable module, so children
     need no ``__main__``. Otherwise this is multiprocess's own ``_launch``.
     """
+
+    def poll(self, flag: int = os.WNOHANG) -> int | None:
+        # multiprocess polls every live child at each start (``_cleanup``), through a fresh
+        # selector per child: quadratic in the number of nodes. A non-blocking check of the
+        # sentinel alone is enough to know the process has not ended.
+        if self.returncode is None and flag == os.WNOHANG:
+            check = select.poll()
+            check.register(self.sentinel, select.POLLIN)
+            if not check.poll(0):
+                return None
+        result: int | None = super().poll(flag)
+        return result
 
     def _launch(self, process_obj: Any) -> None:
         prep_data = spawn.get_preparation_data(process_obj._name)
