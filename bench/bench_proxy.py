@@ -4,6 +4,8 @@ Prints: added round-trip overhead against a direct connection (64-byte echo), th
 a 20 ms latency toxic (observed round trip minus configured delay, p50/p99), bulk
 throughput through a link with no toxic, and how many concurrent proxied connections were
 held (1000 asked). Goals (issue 4): overhead <= 80 us, p99 error <= 1 ms, bulk >= 350 MB/s.
+Then a run's links at scale (issue 13): 4096 proxies made in one request, a toxic put on
+and taken off all of them, all down and up, idle CPU and memory per link, bulk delete.
 
 The proxy and the echo/sink peer each run in their own process, as they would in use.
 Overhead is measured twice: as the OS schedules the three processes, and with all three
@@ -165,6 +167,49 @@ def hold_many(address: tuple[str, int], count: int) -> int:
             sock.close()
 
 
+def _cpu_and_rss(pid: int) -> tuple[float, int]:
+    """CPU seconds and resident bytes of process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    rss = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    return cpu, rss
+
+
+def many_links(client: ToxiproxyClient, pid: int, upstream: str, n: int) -> None:
+    """A run's links: ``n`` proxies made, a toxic on all, held idle, down/up, deleted."""
+    names = [f"bench_link{i}" for i in range(n)]
+    _, rss0 = _cpu_and_rss(pid)
+    start = time.perf_counter()
+    client.populate(
+        [{"name": name, "listen": "127.0.0.1:0", "upstream": upstream} for name in names]
+    )
+    made = time.perf_counter() - start
+    _, rss1 = _cpu_and_rss(pid)
+    timed: dict[str, float] = {}
+    for label, action in (
+        ("toxic on all", lambda: client.bulk.add_toxic(names, "latency", name="lat")),
+        ("toxic off all", lambda: client.bulk.remove_toxic(names, "lat")),
+        ("all down", lambda: client.bulk.set_enabled(names, False)),
+        ("all up", lambda: client.bulk.set_enabled(names, True)),
+    ):
+        start = time.perf_counter()
+        action()
+        timed[label] = time.perf_counter() - start
+    cpu0, _ = _cpu_and_rss(pid)
+    time.sleep(2.0)  # idle: what holding n links costs when nothing happens
+    cpu1, _ = _cpu_and_rss(pid)
+    start = time.perf_counter()
+    problems = client.delete_proxies(names)
+    gone = time.perf_counter() - start
+    each = "; ".join(f"{label} {seconds * 1e3:.0f} ms" for label, seconds in timed.items())
+    print(
+        f"{n} links: made in {made:.2f} s (one /populate), {each}; idle for 2 s: "
+        f"{(cpu1 - cpu0) * 1e3:.0f} ms CPU; memory {(rss1 - rss0) / n / 1024:.1f} KiB per link; "
+        f"deleted in {gone * 1e3:.0f} ms{f' ({len(problems)} problems)' if problems else ''}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -224,6 +269,7 @@ def main() -> None:
 
         held = hold_many(echo.listen_address, 1000)
         print(f"concurrent proxied connections held and echoing: {held} of 1000")
+        many_links(client, proxy.pid, f"127.0.0.1:{echo_port}", 256 if args.quick else 4096)
 
 
 if __name__ == "__main__":

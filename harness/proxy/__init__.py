@@ -8,6 +8,9 @@
 * ``loop``      the proxy's event loop (stdlib asyncio, sub-millisecond timers)
 * ``netaddr``   ``host:port`` parsing and listening sockets, with Go-style errors
 * ``api``       the Toxiproxy-compatible HTTP control plane: ``ToxiproxyServer``
+* ``api_json``  JSON bodies in and out of the control plane, as Toxiproxy reads and writes them
+* ``bulk_api``  the bulk extension: one request acts on many proxies
+* ``bulk_client`` ``client.bulk``: many proxies in one call (falls back to one per request)
 * ``client``    ``ToxiproxyClient``: one typed client, whichever server is behind it
 * ``info``      proxies and toxics as a server reports them (typed values)
 * ``address``   a Toxiproxy API address as users write it (``HOST:PORT``)

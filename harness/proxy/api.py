@@ -6,6 +6,7 @@ Routes, status codes, JSON shapes and error bodies follow Toxiproxy 2.12 (see
 * ``GET /events?since=N&proxy=NAME``: the event log (which toxic acted on which
   connection and when) as ``{"events": [...], "last": seq, "dropped": n}``.
 * ``GET /seed`` / ``POST /seed {"seed": N}``: the seed behind every random choice.
+* ``POST /bulk/...``: one request acting on many proxies (:mod:`harness.proxy.bulk_api`).
 
 :func:`serve` runs the control plane on the current loop (the CLI uses it);
 :class:`ToxiproxyServer` runs it on its own thread for tests and the harness.
@@ -25,6 +26,8 @@ from typing import Any
 from aiohttp import web
 
 from harness.errors import InvalidRequestError, ProxyApiError
+from harness.proxy.api_json import decode_json, json_response
+from harness.proxy.bulk_api import bulk_routes
 from harness.proxy.events import Event
 from harness.proxy.loop import new_event_loop
 from harness.proxy.netaddr import bind_listen, join_address
@@ -36,31 +39,6 @@ __all__ = ["TOXIPROXY_VERSION", "ToxiproxyServer", "build_app", "decode_json", "
 TOXIPROXY_VERSION = "2.12.0"
 _HUB: web.AppKey[ProxyCollection] = web.AppKey("hub", ProxyCollection)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def decode_json(raw: bytes) -> object:
-    """Decode a request body as Go's decoder does (first value only; NaN/Infinity refused).
-
-    Raises:
-        InvalidRequestError: the body is empty or not JSON.
-    """
-
-    def reject(constant: str) -> object:
-        raise ValueError(f"invalid JSON constant {constant}")
-
-    text = raw.decode("utf-8", errors="replace").strip()
-    if not text:
-        raise InvalidRequestError("bad request body: EOF")
-    try:
-        value, _ = json.JSONDecoder(parse_constant=reject).raw_decode(text)
-    except ValueError as exc:
-        raise InvalidRequestError(f"bad request body: {exc}") from exc
-    return value
-
-
-def _json(body: object, status: int = 200) -> web.Response:
-    text = json.dumps(body, separators=(",", ":"))
-    return web.Response(status=status, text=text, content_type="application/json")
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -104,12 +82,12 @@ def _hub(request: web.Request) -> ProxyCollection:
 
 async def _proxies(request: web.Request) -> web.Response:
     hub = _hub(request)
-    return _json({name: hub.proxies[name].to_json() for name in sorted(hub.proxies)})
+    return json_response({name: hub.proxies[name].to_json() for name in sorted(hub.proxies)})
 
 
 async def _create_proxy(request: web.Request) -> web.Response:
     proxy = await _hub(request).create(await _body(request))
-    return _json(proxy.to_json(), 201)
+    return json_response(proxy.to_json(), 201)
 
 
 async def _populate(request: web.Request) -> web.Response:
@@ -123,18 +101,20 @@ async def _populate(request: web.Request) -> web.Response:
         done, error = await _hub(request).populate(body)
     proxies = None if done is None else [proxy.to_json() for proxy in done]
     if error is None:
-        return _json({"proxies": proxies}, 201)
-    return _json({"error": error.detail, "status": error.status, "proxies": proxies}, error.status)
+        return json_response({"proxies": proxies}, 201)
+    return json_response(
+        {"error": error.detail, "status": error.status, "proxies": proxies}, error.status
+    )
 
 
 async def _get_proxy(request: web.Request) -> web.Response:
-    return _json(_hub(request).get(request.match_info["proxy"]).to_json())
+    return json_response(_hub(request).get(request.match_info["proxy"]).to_json())
 
 
 async def _update_proxy(request: web.Request) -> web.Response:
     proxy = _hub(request).get(request.match_info["proxy"])
     await proxy.update(await _body(request))
-    return _json(proxy.to_json())
+    return json_response(proxy.to_json())
 
 
 async def _delete_proxy(request: web.Request) -> web.Response:
@@ -144,24 +124,24 @@ async def _delete_proxy(request: web.Request) -> web.Response:
 
 async def _toxics(request: web.Request) -> web.Response:
     proxy = _hub(request).get(request.match_info["proxy"])
-    return _json(proxy.to_json()["toxics"])
+    return json_response(proxy.to_json()["toxics"])
 
 
 async def _create_toxic(request: web.Request) -> web.Response:
     proxy = _hub(request).get(request.match_info["proxy"])
-    return _json(toxic_json(proxy.add_toxic(await _body(request))))
+    return json_response(toxic_json(proxy.add_toxic(await _body(request))))
 
 
 async def _get_toxic(request: web.Request) -> web.Response:
     proxy = _hub(request).get(request.match_info["proxy"])
-    return _json(toxic_json(proxy.find(request.match_info["toxic"])))
+    return json_response(toxic_json(proxy.find(request.match_info["toxic"])))
 
 
 async def _update_toxic(request: web.Request) -> web.Response:
     proxy = _hub(request).get(request.match_info["proxy"])
     proxy.find(request.match_info["toxic"])
     toxic = proxy.update_toxic(request.match_info["toxic"], await _body(request))
-    return _json(toxic_json(toxic))
+    return json_response(toxic_json(toxic))
 
 
 async def _delete_toxic(request: web.Request) -> web.Response:
@@ -192,7 +172,7 @@ def _int_query(request: web.Request, key: str) -> int:
 async def _events(request: web.Request) -> web.Response:
     hub = _hub(request)
     events: list[Event] = hub.events.since(_int_query(request, "since"), request.query.get("proxy"))
-    return _json(
+    return json_response(
         {
             "events": [event.to_json() for event in events],
             "last": hub.events.last_seq,
@@ -202,7 +182,7 @@ async def _events(request: web.Request) -> web.Response:
 
 
 async def _get_seed(request: web.Request) -> web.Response:
-    return _json({"seed": _hub(request).seed})
+    return json_response({"seed": _hub(request).seed})
 
 
 async def _set_seed(request: web.Request) -> web.Response:
@@ -212,7 +192,7 @@ async def _set_seed(request: web.Request) -> web.Response:
         expected = '{"seed": <integer>}'
         raise InvalidRequestError(f"bad request body: expected {expected}, got {body!r:.80}")
     _hub(request).reseed(seed)
-    return _json({"seed": seed})
+    return json_response({"seed": seed})
 
 
 def build_app(hub: ProxyCollection) -> web.Application:
@@ -240,6 +220,7 @@ def build_app(hub: ProxyCollection) -> web.Application:
             web.get("/events", _events),
             web.get("/seed", _get_seed),
             web.post("/seed", _set_seed),
+            *bulk_routes(_hub),
         ]
     )
     return app

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
@@ -30,7 +29,6 @@ import toxiproxy.exceptions
 
 from harness.errors import (
     AlreadyExistsError,
-    HarnessError,
     InvalidRequestError,
     NotFoundError,
     ProxyApiError,
@@ -39,6 +37,7 @@ from harness.errors import (
     ToxiproxyTimeoutError,
     ToxiproxyUnreachableError,
 )
+from harness.proxy.bulk_client import BulkOps
 from harness.proxy.info import ProxyInfo, ToxicInfo
 
 __all__ = ["ProxyInfo", "ToxicInfo", "ToxiproxyClient"]
@@ -84,6 +83,7 @@ class ToxiproxyClient:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8474, *, timeout: float = 10.0):
         self.host, self.port, self.timeout = host, port, timeout
+        self._bulk: BulkOps | None = None
 
     @classmethod
     def from_url(cls, url: str, *, timeout: float = 10.0) -> ToxiproxyClient:
@@ -221,22 +221,20 @@ class ToxiproxyClient:
         data = self._raw("POST", "/populate", list(map(dict, proxies)), ok=201)
         return [ProxyInfo.from_json(p) for p in data["proxies"]]
 
-    def delete_proxies(self, names: Sequence[str], *, parallel: int = 8) -> list[str]:
-        """Delete many proxies, ``parallel`` requests at a time (a run tears down hundreds).
+    def delete_proxies(self, names: Sequence[str]) -> list[str]:
+        """Delete many proxies in one call (see :meth:`bulk`).
 
         Returns:
             One problem line per proxy that could not be deleted (empty when all were).
         """
+        return self.bulk.delete(names)
 
-        def delete(name: str) -> str | None:
-            try:
-                self._raw("DELETE", self._path(name), ok=204)
-            except HarnessError as exc:
-                return f"could not delete proxy {name}: {exc}"
-            return None
-
-        with ThreadPoolExecutor(parallel, thread_name_prefix="toxiproxy-delete") as pool:
-            return [problem for problem in pool.map(delete, names) if problem is not None]
+    @property
+    def bulk(self) -> BulkOps:
+        """Calls acting on many proxies at once (one request on the embedded server)."""
+        if self._bulk is None:
+            self._bulk = BulkOps(self)
+        return self._bulk
 
     # ------------------------------------------------------------------ proxies
     def proxies(self) -> dict[str, ProxyInfo]:

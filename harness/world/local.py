@@ -160,15 +160,14 @@ class LocalWorld:
     # --- links, names, the store ------------------------------------------------------
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> _Toxic:
-        for node in nodes:
-            self.client.add_toxic(
-                self.topo.proxies[node],
-                toxic.type,
-                stream=toxic.stream,
-                name=toxic.name,
-                toxicity=toxic.toxicity,
-                attributes=dict(toxic.attributes),
-            )
+        self.client.bulk.add_toxic(
+            [self.topo.proxies[node] for node in nodes],
+            toxic.type,
+            stream=toxic.stream,
+            name=toxic.name,
+            toxicity=toxic.toxicity,
+            attributes=dict(toxic.attributes),
+        )
         self._touched.update(nodes)
         return _Toxic(self, tuple(nodes), toxic)
 
@@ -176,7 +175,7 @@ class LocalWorld:
         downs = {node: self._downs.get(node, 0) for node in nodes}
         for node in nodes:
             self._downs[node] = downs[node] + 1
-            self.client.disable(self.topo.proxies[node])
+        self.client.bulk.set_enabled([self.topo.proxies[node] for node in nodes], False)
         self._touched.update(nodes)
         return _Link(self, downs)
 
@@ -224,8 +223,8 @@ class _Toxic:
     spec: ToxicSpec
 
     def remove(self) -> None:
-        for node in self.nodes:
-            self.world.client.remove_toxic(self.world.topo.proxies[node], self.spec.name)
+        proxies = [self.world.topo.proxies[node] for node in self.nodes]
+        self.world.client.bulk.remove_toxic(proxies, self.spec.name)
 
     def effects(self) -> ToxicEffects | Uncounted:
         log = self.world.link_log()
@@ -240,8 +239,8 @@ class _Link:
     downs: dict[int, int]  # node -> how many times its link had gone down before
 
     def up(self) -> None:
-        for node in self.downs:
-            self.world.client.enable(self.world.topo.proxies[node])
+        proxies = [self.world.topo.proxies[node] for node in self.downs]
+        self.world.client.bulk.set_enabled(proxies, True)
 
     def cuts(self) -> int | Uncounted:
         log = self.world.link_log()

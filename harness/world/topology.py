@@ -133,11 +133,10 @@ class Topology:
             return []
         self._torn_down = True
         problems = []
-        for name in self.proxies.values():
-            try:
-                self.client.delete_proxy(name)
-            except Exception as exc:
-                problems.append(f"could not delete proxy {name}: {exc}")
+        try:
+            problems += self.client.delete_proxies(list(self.proxies.values()))
+        except Exception as exc:
+            problems.append(f"could not delete the proxies of {self.layout.tag}: {exc}")
         if self.store_faults is not None:
             self.store_faults.stop()
         if self.squatter is not None:
