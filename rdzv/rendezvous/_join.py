@@ -89,6 +89,20 @@ _VERDICT_RESERVE: Final = 0.2  # of the overshoot, kept for publishing the timeo
 _FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
 _CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
 _MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
+_CLAIMS_ASKED: Final = 64  # a timeout diagnosis asks for at most this many claims
+
+
+class _NoTimeLeft(Exception):
+    """The diagnosis ran out of its share of the overshoot."""
+
+
+def _ranks_in(raw: bytes, world_size: int) -> set[int]:
+    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
+    ranks = set()
+    for part in raw.split(b","):
+        if part.strip().isdigit() and int(part) < world_size:
+            ranks.add(int(part))
+    return ranks
 
 
 class RoundProtocol(RoundIO):
@@ -158,6 +172,8 @@ class RoundProtocol(RoundIO):
         else:
             joined = self.call(self.store.add, count, 1)
             self.call(self.store.set, confirmed, me.raw)
+        # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
+        self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
         if joined >= me.world_size:
             self._complete_when_confirmed()
@@ -244,28 +260,38 @@ class RoundProtocol(RoundIO):
         self._act_on(raw)
 
     def _diagnose(self) -> tuple[list[int] | None, list[int], str]:
-        """Which ranks confirmed, which only claimed, before ``hard_end`` minus the time kept
-        for the verdict; ``(None, [], why)`` when the store could not tell in time."""
+        """Which ranks joined, which only claimed, before ``hard_end`` minus the time kept
+        for the verdict; ``(None, [], why)`` when the store could not tell in time.
+
+        A few requests whatever the world size: the ``joined`` list in one GET, then the
+        claims of at most :data:`_CLAIMS_ASKED` missing ranks (at 4096 nodes, asking for
+        every rank's keys one by one took longer than the overshoot allows, and every node
+        whose deadline passed at once asked at the same time).
+        """
         k, until = self.round, self.hard_end - _VERDICT_RESERVE
-        confirmed: list[int] = []
+        joined_key = self.keys.of(k, "joined")
         claimed: list[int] = []
+
+        def ask(call: Callable[..., Any], *args: Any) -> Any:
+            if (left := until - self.clock()) <= 0:
+                raise _NoTimeLeft
+            self.store.set_timeout(left)
+            return call(*args)
+
         try:
-            for rank in range(self.me.world_size):
-                for key, into in (
-                    (self.keys.confirmed(k, rank), confirmed),
-                    (self.keys.claim(k, rank), claimed),
-                ):
-                    if (left := until - self.clock()) <= 0:
-                        return None, [], "no time was left to ask the store"
-                    self.store.set_timeout(left)
-                    if self.store.check([key]):
-                        into.append(rank)
-                        break
+            raw = ask(self.store.get, joined_key) if ask(self.store.check, [joined_key]) else b""
+            joined = _ranks_in(raw, self.me.world_size)
+            missing = [rank for rank in range(self.me.world_size) if rank not in joined]
+            for rank in missing[:_CLAIMS_ASKED]:
+                if ask(self.store.check, [self.keys.claim(k, rank)]):
+                    claimed.append(rank)
+        except _NoTimeLeft:
+            return None, [], "no time was left to ask the store"
         except StoreTimeoutError:
             return None, [], "the store did not answer in time"
         except StoreError as exc:
             return None, [], f"the store could not be asked: {exc}"
-        return confirmed, claimed, ""
+        return sorted(joined), claimed, ""
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -10,7 +10,9 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
                            N); a node that sees it reach N completes the round once every
                            rank has confirmed
     round/<k>/confirmed/<r>  identity of rank r's claimant, set right after its add(count):
-                           "this rank is counted" (what a timeout diagnosis reports as joined)
+                           "this rank is counted"
+    round/<k>/joined       "r," appended by rank r right after its confirmation: what a timeout
+                           diagnosis reads (one GET) and reports as joined
     round/<k>/done         the round's single verdict (compare_set: the first writer wins):
                            complete | aborted (reason, message) | closed
     round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node

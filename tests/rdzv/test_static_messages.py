@@ -180,6 +180,45 @@ def test_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
     assert verdict["reason"] == "timeout"  # still published, within the overshoot
 
 
+class _CountingDeadlineStore(_DeadlineStore):
+    """Counts the requests made once the deadline passed (each CHECK costs 1 ms)."""
+
+    def __init__(self, clock: _Clock, at: float) -> None:
+        super().__init__(clock, at, check_cost=0.001)
+        self.after = 0
+
+    def check(self, keys: Any) -> bool:
+        self.after += self.clock.now >= self.at
+        return super().check(keys)
+
+    def get(self, key: str) -> bytes:
+        self.after += self.clock.now >= self.at
+        return super().get(key)
+
+
+def test_naming_the_missing_ranks_of_4096_takes_a_few_requests_not_one_per_rank() -> None:
+    clock = _Clock()
+    store = _CountingDeadlineStore(clock, at=3.0)
+    world = 4096
+    missing = {7, 777, 4095}
+    for rank in range(world):
+        if rank not in missing and rank != 1:
+            who = _identity(rank, world)
+            store.set(KEYS.claim(0, rank), who.raw)
+            store.append(KEYS.of(0, "joined"), f"{rank},")
+    store.set(KEYS.claim(0, 777), _identity(777, world).raw)  # claimed, never confirmed
+
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"4093 of 4096 nodes joined; missing ranks: 7, 777, 4095\. Rank 777 claimed its"
+        r" place but never confirmed",
+    ):
+        _protocol(store, clock, world_size=world).join()
+    # the joined list (CHECK + GET), one CHECK per missing rank, the verdict: every node whose
+    # deadline passes asks this much, where asking for every rank's keys took 8192 CHECKs
+    assert store.after <= 10
+
+
 class _SilentAfterTheDeadline(_DeadlineStore):
     def check(self, keys: Any) -> bool:
         raise StoreTimeoutError("no reply to CHECK within 300ms; the connection was closed")

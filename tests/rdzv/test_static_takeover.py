@@ -82,6 +82,7 @@ def _joined_earlier(store: HashStore, who: Identity, *, counted: bool = True) ->
     if counted:
         store.add(KEYS.of(0, "count"), 1)
         store.set(KEYS.confirmed(0, who.rank), who.raw)
+        store.append(KEYS.of(0, "joined"), f"{who.rank},")
 
 
 @pytest.mark.parametrize("counted", [True, False], ids=["predecessor-counted", "never-counted"])
