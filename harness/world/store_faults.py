@@ -57,7 +57,8 @@ def request_keys(req: _wire.Request) -> list[str]:
 
 @dataclass
 class StoreRule:
-    """One store-level fault: which operation, on which keys, from which nodes, what to do."""
+    """One store-level fault: which operation (``"*"``: any), on which keys, from which
+    nodes, what to do."""
 
     op: str
     keys: str
@@ -69,7 +70,7 @@ class StoreRule:
 
     def matches(self, node: int, req: _wire.Request) -> bool:
         """True if this rule still has firings left and applies to ``req`` from ``node``."""
-        if self.fired >= self.count or request_op(req) != self.op:
+        if self.fired >= self.count or self.op not in ("*", request_op(req)):
             return False
         if self.nodes is not None and node not in self.nodes:
             return False
@@ -79,10 +80,11 @@ class StoreRule:
     def acted(self) -> dict[str, int]:
         """What the rule did so far, for the report: ``{"WAIT requests held": 1}`` (empty
         when it never fired)."""
+        what = "requests" if self.op == "*" else f"{self.op} requests"
         effect = {
-            "delay": f"{self.op} requests held",
-            "drop": f"{self.op} requests dropped",
-            "fail": f"{self.op} requests failed (connection closed)",
+            "delay": f"{what} held",
+            "drop": f"{what} dropped",
+            "fail": f"{what} failed (connection closed)",
         }[self.action]
         return {effect: self.fired} if self.fired else {}
 

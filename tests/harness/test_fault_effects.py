@@ -23,6 +23,7 @@ from harness.scenario.load import parse
 from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.squatters import HTTP_REPLY, Squatter
 from harness.world.store_faults import StoreRule
+from rdzv.store import _wire
 
 # --- the record -------------------------------------------------------------------------
 
@@ -167,6 +168,18 @@ def test_a_store_rule_counts_each_firing_as_what_its_action_did() -> None:
     assert rule.acted == {"WAIT requests held": 2}
     dropped = StoreRule("ADD", "*", "drop", fired=1)
     assert dropped.acted == {"ADD requests dropped": 1}
+
+
+def test_a_store_rule_for_any_op_matches_every_operation_on_its_keys_and_nodes() -> None:
+    rule = StoreRule("*", "__rdzv__/*", "delay", delay=0.005, count=3, nodes=frozenset({1}))
+    add, wait = _wire.Add(b"/__rdzv__/count", 1), _wire.Wait([b"/__rdzv__/done"])
+    assert rule.matches(1, add) and rule.matches(1, wait)
+    assert not rule.matches(2, add)  # another node's request
+    assert not rule.matches(1, _wire.Get(b"/harness/rank/1"))  # another key
+    rule.fired = 2
+    assert rule.acted == {"requests held": 2}
+    rule.fired = 3
+    assert not rule.matches(1, add)  # its count is spent
 
 
 def test_an_http_squatter_counts_the_connections_it_answered() -> None:

@@ -321,3 +321,15 @@ def test_backend_sections_are_validated_like_the_rest() -> None:
 def test_switching_to_an_unknown_backend_names_the_scenario() -> None:
     with pytest.raises(ScenarioError, match="backend: unknown backend 'bogus'"):
         scenario().on_backend("bogus")
+
+
+def test_a_store_fault_may_hit_any_op_every_time_and_bad_counts_are_named() -> None:
+    fault = {"kind": "store_op", "op": "*", "action": "delay", "delay": 0.005}
+    sc = scenario(fault=[{**fault, "count": "all"}])
+    assert sc.fault[0].count == "all"
+    assert problems(fault=[{**fault, "count": 0}]) == [
+        "fault[0].count: got 0; allowed: 'all' or must be at least 1"
+    ]
+    assert problems(fault=[{**fault, "count": "many"}]) == [
+        "fault[0].count: got 'many'; allowed: 'all' or a whole number"
+    ]

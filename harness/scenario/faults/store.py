@@ -4,7 +4,8 @@ listener holding the store's port before node 0 starts)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal
+import sys
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
@@ -28,19 +29,19 @@ class StoreOpFault(Timed):
     kind: Literal["store_op"]
     nodes: Nodes = "others"
     op: Literal[
-        "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS", "DELETE_KEY",
+        "*", "SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT", "GETNUMKEYS", "DELETE_KEY",
         "APPEND", "MULTI_GET", "MULTI_SET", "CANCEL_WAIT", "QUEUE_PUSH", "QUEUE_POP",
         "QUEUE_LEN", "LIST_KEYS", "BARRIER",
     ]  # fmt: skip
     keys: str = "*"
     action: Literal["delay", "drop", "fail"]
     delay: float = Field(default=0.0, ge=0)
-    count: int = Field(default=1, ge=1)
+    count: Annotated[int, Field(ge=1)] | Literal["all"] = 1
     needs: ClassVar[frozenset[str]] = frozenset({STORE_RULES})
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.action} {self.op}"
+        return f"{self.kind} {self.action} {'any op' if self.op == '*' else self.op}"
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes)
@@ -50,9 +51,8 @@ class StoreOpFault(Timed):
 
     def inject(self, world: World, ctx: Context) -> None:
         targets = ctx.targets(self.nodes)
-        rule = StoreRule(
-            self.op, self.keys, self.action, self.delay, self.count, frozenset(targets)
-        )
+        count = sys.maxsize if self.count == "all" else self.count
+        rule = StoreRule(self.op, self.keys, self.action, self.delay, count, frozenset(targets))
         world.add_store_rule(rule)
         record = ctx.record(targets, f"{self.action} {self.op} on {self.keys}")
         ctx.tally(lambda: _count_all(record, rule.acted))
