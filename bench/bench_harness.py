@@ -1,57 +1,156 @@
-"""Harness throughput: N nodes start, rendezvous and report; the whole scenario suite.
+"""Harness throughput: N nodes start, rendezvous and are reported; the whole scenario suite.
 
-* ``nodes``: a fault-free scenario with N nodes (default 64 and 256), each through its own
-  proxy link, timed from the run's start to the last node's report, with the peak RSS of a
-  node process (each node reports its own ``ru_maxrss``). Goal: 64 nodes in < 3 s.
-* ``suite``: wall time of ``harness run scenarios/ -j 2``. Goal: < 5 min.
+* ``nodes``: a fault-free scenario with N nodes (default 256 and 1024, one process each),
+  each through its own proxy link, timed from the run's start until its report is written
+  (console line, JUnit and HTML), with the whole run's memory: the peak, over the run, of
+  the summed PSS and USS of the harness and every process it started (forkserver, nodes),
+  sampled from ``/proc/<pid>/smaps_rollup`` every ``--sample`` seconds (the sampling costs
+  some CPU; it is the same for every row). A sum of RSS would count the pages the node
+  processes share with their forkserver once per node. Goals: 1024 nodes in < 30 s and
+  < 8 GiB.
+* ``packed``: the same with nodes packed K per process as threads (``--packed 4096
+  --pack 512``), when the scenario format has ``pack``. Goal: 4096 nodes in < 60 s, < 8 GiB.
+* ``suite``: wall time of ``harness run scenarios/*.toml -j 2``. Goal: < 5 min.
 
-Usage: ``python bench/bench_harness.py [--nodes 64 256] [--repeat 3] [--no-suite]``
+Usage: ``python bench/bench_harness.py [--nodes 256 1024] [--packed 4096] [--pack 512]
+[--repeat 2] [--no-suite]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
-from harness.proxy.api import ToxiproxyServer
-from harness.proxy.client import ToxiproxyClient
-from harness.run.runner import run_scenario
+from harness.report.html import write_html
+from harness.report.junit import write_junit
+from harness.report.text import result_line
+from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
-from harness.world.local import LocalWorlds
+from harness.scenario.model import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
+MIB = 1024 * 1024
 
 
-def bench_nodes(client: ToxiproxyClient, n: int, repeat: int) -> None:
-    scenario = parse(
-        {"name": f"bench-{n}", "description": "fault-free", "nodes": n, "timeouts": {"join": 60}},
-        "<bench>",
-    )
-    walls, rss = [], []
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc: children of each task)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def _pss_uss(pid: int) -> tuple[int, int]:
+    """PSS and USS (private clean + dirty) of one process, in bytes (0, 0 if it is gone)."""
+    fields: dict[str, int] = {}
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    for line in text.splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            fields[name] = int(parts[0]) * 1024
+    return fields.get("Pss", 0), fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
+
+
+class MemorySampler:
+    """The peak summed PSS and USS of this process and its descendants, sampled on a thread."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.peak_pss = self.peak_uss = self.peak_processes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            pids = _tree(os.getpid())
+            pss = uss = 0
+            for pid in pids:
+                p, u = _pss_uss(pid)
+                pss, uss = pss + p, uss + u
+            if pss > self.peak_pss:
+                self.peak_pss, self.peak_uss, self.peak_processes = pss, uss, len(pids)
+            if self._stop.wait(self.every):
+                return
+
+
+def fault_free(n: int, pack: int | None = None) -> Scenario:
+    data: dict[str, object] = {
+        "name": f"bench-{n}" + (f"-pack{pack}" if pack else ""),
+        "description": "fault-free",
+        "nodes": n,
+        "timeouts": {"join": 120},
+    }
+    if pack:
+        data["pack"] = pack
+    return parse(data, "<bench>")
+
+
+def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> None:
+    try:
+        scenario = fault_free(n, pack)
+    except Exception as exc:
+        print(f"N={n} pack {pack}: not run ({exc})".replace("\n", " "))
+        return
+    label = f"N={n}" + (f" packed {pack} per process" if pack else " (one process per node)")
+    walls, pss, uss = [], [], []
     for r in range(repeat):
-        start = time.monotonic()
-        report = run_scenario(scenario, LocalWorlds(client), seed=r)
-        walls.append(time.monotonic() - start)
+        with tempfile.TemporaryDirectory(prefix="bench-harness-") as out:
+            start = time.monotonic()
+            with MemorySampler(sample) as memory:
+                report = run_one(scenario, embedded_proxy, seed=r)
+            line = result_line(report)
+            write_junit([report], Path(out) / "junit.xml")
+            write_html([report], Path(out) / "report.html")
+            walls.append(time.monotonic() - start)
+            html_kib = (Path(out) / "report.html").stat().st_size / 1024
+        pss.append(memory.peak_pss)
+        uss.append(memory.peak_uss)
         if not report.passed:
-            print(f"  run {r} FAILED: {[v.message for v in report.violations][:3]}")
-        rss += [o.maxrss_kib for o in report.outcomes if o.maxrss_kib]
-        last = max(o.finished or 0 for o in report.outcomes)
-        print(f"  N={n} run {r}: wall {walls[-1]:.2f}s (last report at {last:.2f}s)", flush=True)
+            print(f"  run {r} FAILED: {line}")
+        print(
+            f"  {label} run {r}: start -> reported {walls[-1]:.2f} s (run {report.duration:.2f} s,"
+            f" HTML {html_kib:.0f} KiB); peak PSS {memory.peak_pss / MIB:.0f} MiB, USS"
+            f" {memory.peak_uss / MIB:.0f} MiB over {memory.peak_processes} processes",
+            flush=True,
+        )
+    per_node = statistics.median(pss) / n / MIB
     print(
-        f"N={n}: median wall {statistics.median(walls):.2f}s over {repeat} runs; "
-        f"peak RSS per node median {statistics.median(rss) / 1024:.1f} MiB, "
-        f"max {max(rss) / 1024:.1f} MiB"
+        f"{label}: median start -> reported {statistics.median(walls):.2f} s over {repeat} runs;"
+        f" whole-run peak PSS {statistics.median(pss) / MIB:.0f} MiB ({per_node:.1f} MiB per"
+        f" node), USS {statistics.median(uss) / MIB:.0f} MiB"
     )
 
 
 def bench_suite() -> None:
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").glob("*.toml"))
     start = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "scenarios/", "-j", "2"],
+        [sys.executable, "-m", "harness", "run", *files, "-j", "2"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -59,19 +158,22 @@ def bench_suite() -> None:
     )
     wall = time.monotonic() - start
     tail = result.stdout.strip().splitlines()[-1:] if result.stdout else []
-    print(f"suite: harness run scenarios/ -j 2: {wall:.1f}s, exit {result.returncode} {tail}")
+    print(f"suite: harness run scenarios/*.toml -j 2: {wall:.1f}s, exit {result.returncode} {tail}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--nodes", type=int, nargs="*", default=[256, 1024])
+    parser.add_argument("--packed", type=int, nargs="*", default=[4096])
+    parser.add_argument("--pack", type=int, default=512, help="nodes per process when packed")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--sample", type=float, default=1.0, help="memory sampling period, s")
     parser.add_argument("--no-suite", action="store_true")
     args = parser.parse_args()
-    with ToxiproxyServer() as server:
-        client = ToxiproxyClient(server.host, server.port)
-        for n in args.nodes:
-            bench_nodes(client, n, args.repeat)
+    for n in args.nodes:
+        bench_nodes(n, args.repeat, args.sample)
+    for n in args.packed:
+        bench_nodes(n, args.repeat, args.sample, pack=args.pack)
     if not args.no_suite:
         bench_suite()
     return 0
