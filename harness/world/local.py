@@ -69,15 +69,24 @@ def listening(ports: Sequence[int]) -> list[int]:
     return sorted(found)
 
 
-def leaks(pids: Sequence[int], ports: Sequence[int], problems: Sequence[str]) -> list[str]:
+def leaks(
+    pids: Sequence[int],
+    ports: Sequence[int],
+    problems: Sequence[str],
+    threads: Sequence[threading.Thread] = (),
+) -> list[str]:
     """What a run left behind, one line each: processes still running at the end (killed),
-    ``ports`` still listening, and teardown's ``problems``."""
+    ``ports`` still listening, ``threads`` of the world still running after teardown, and
+    teardown's ``problems``."""
     found = []
     if pids:
         found.append(f"node processes still running at the end: {list(pids)}")
     still = listening(ports)
     if still:
         found.append(f"ports still listening after teardown: {still}")
+    running = [thread.name for thread in threads if thread.is_alive()]
+    if running:
+        found.append(f"threads still running after teardown: {running}")
     return [*found, *problems]
 
 
@@ -126,7 +135,14 @@ class LocalWorld:
 
     def teardown(self) -> list[str]:
         self._torn_down = True
-        return leaks(self._leftovers, self.topo.ports(), self.topo.teardown())
+        problems = self.topo.teardown()
+        return leaks(self._leftovers, self.topo.ports(), problems, self._threads())
+
+    def _threads(self) -> list[threading.Thread]:
+        """The threads this world started (node messages, store faults, a squatter)."""
+        owners = (self.cluster, self.topo.store_faults, self.topo.squatter)
+        found = [getattr(owner, name, None) for owner in owners for name in ("_reader", "_thread")]
+        return [thread for thread in found if isinstance(thread, threading.Thread)]
 
     # --- nodes ------------------------------------------------------------------------
 

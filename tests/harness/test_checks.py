@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Any
 
 from harness.run.checks import check
 from harness.run.model import NodeEvent, NodeOutcome
+from harness.run.runner import run_scenario
+from harness.run.suite import embedded_proxy
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.local import leaks, listening
+from harness.world.local import LocalWorlds, leaks, listening
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -114,6 +117,47 @@ def test_a_port_still_listening_is_found_and_reported() -> None:
         found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=leaks([], [port], []))
         assert [v.message for v in found] == [f"ports still listening after teardown: [{port}]"]
     assert listening([port]) == []
+
+
+def test_a_thread_of_the_world_still_running_after_teardown_is_a_leak() -> None:
+    release = threading.Event()
+    running = threading.Thread(target=release.wait, name="harness-inbox")
+    ended = threading.Thread(target=lambda: None, name="harness-store-faults")
+    running.start()
+    ended.start()
+    ended.join()
+    try:
+        found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=leaks([], [], [], [running, ended]))
+    finally:
+        release.set()
+        running.join()
+    assert [v.message for v in found] == ["threads still running after teardown: ['harness-inbox']"]
+
+
+def test_a_run_with_store_faults_and_a_squatter_leaves_no_thread_of_its_world() -> None:
+    before = set(threading.enumerate())
+    sc = parse(
+        {
+            "name": "threads",
+            "description": "a squatter and a store fault: both start threads",
+            "nodes": 3,
+            "timeouts": {"join": 3},
+            "fault": [
+                {"kind": "squatter", "mode": "http", "duration": 0.5},
+                {"kind": "store_op", "op": "SET", "action": "delay", "delay": 0.01},
+            ],
+            "expect": {"outcome": ["ok", "error", "timeout", "connection_error"]},
+        },
+        "<threads>",
+    )
+    with embedded_proxy() as client:
+        report = run_scenario(sc, LocalWorlds(client), seed=1)
+    assert not [v for v in report.violations if v.check == "leaks"], report.violations
+    assert [f.acted for f in report.faults if f.kind == "squatter"] != [{}]
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+    assert not [
+        name for name in left if name.startswith(("harness-inbox", "harness-store", "squatter"))
+    ]
 
 
 def returned(node: int, status: str, seen: list[int], rank: int | None = None) -> NodeOutcome:
