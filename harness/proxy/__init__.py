@@ -3,7 +3,8 @@
 * ``toxics``    toxics as Toxiproxy's API describes them: names, attributes, validation
 * ``stages``    what each toxic does to a link's bytes, in virtual time (pure)
 * ``relay``     one proxied connection: two sockets, two links, toxic stages
-* ``proxies``   proxies and their collection: listeners, chains, seed, event log
+* ``proxies``   one proxy: listener (its port kept while disabled), chains, connections
+* ``collection`` all proxies of a server: create, populate, delete, reset; seed, event log
 * ``events``    the proxy's bounded event log (which toxic acted, when) and its readers
 * ``loop``      the proxy's event loop (stdlib asyncio, sub-millisecond timers)
 * ``netaddr``   ``host:port`` parsing and listening sockets, with Go-style errors

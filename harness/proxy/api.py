@@ -28,10 +28,10 @@ from aiohttp import web
 from harness.errors import InvalidRequestError, ProxyApiError
 from harness.proxy.api_json import decode_json, json_response
 from harness.proxy.bulk_api import bulk_routes
+from harness.proxy.collection import Proxy, ProxyCollection
 from harness.proxy.events import Event
 from harness.proxy.loop import new_event_loop
 from harness.proxy.netaddr import bind_listen, join_address
-from harness.proxy.proxies import Proxy, ProxyCollection
 from harness.proxy.toxics import toxic_json
 
 __all__ = ["TOXIPROXY_VERSION", "ToxiproxyServer", "build_app", "decode_json", "serve"]

@@ -23,7 +23,7 @@ from aiohttp import web
 
 from harness.errors import InvalidRequestError, NotFoundError
 from harness.proxy.api_json import decode_json, json_response
-from harness.proxy.proxies import Proxy, ProxyCollection
+from harness.proxy.collection import Proxy, ProxyCollection
 
 __all__ = ["bulk_routes"]
 

@@ -61,10 +61,40 @@ async def bind_listen(listen: str) -> socket.socket:
     return _listen_socket(*await resolve_listen(listen))
 
 
-def _listen_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
+def _shareable(family: socket.AddressFamily) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if hasattr(socket, "SO_REUSEPORT"):  # lets hold_port() keep the port (Linux, BSD)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    return sock
+
+
+def hold_port(listener: socket.socket) -> socket.socket | None:
+    """A socket bound to ``listener``'s address that does not listen: once the listener is
+    closed, connections to the port are refused, and nothing else can bind it (an outgoing
+    connection's automatic port included) until this socket listens again (``listen()``)
+    or is closed. None where the platform cannot share a port this way."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        return None
+    sock = _shareable(socket.AddressFamily(listener.family))
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(listener.getsockname())
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def relisten(sock: socket.socket) -> socket.socket:
+    """Make a socket kept by :func:`hold_port` a non-blocking listener again."""
+    sock.listen(4096)
+    sock.setblocking(False)
+    return sock
+
+
+def _listen_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
+    sock = _shareable(family)
+    try:
         sock.bind(address)
         sock.listen(4096)
         sock.setblocking(False)

@@ -1,10 +1,12 @@
-"""Proxies and their collection: listeners, toxic chains, enable/disable, seed, event log.
+"""One proxy: its listener, upstream, toxic chains, enable/disable and live connections.
 
 Everything here runs on one asyncio event loop (the HTTP control plane shares it), so no
 locks are needed. Semantics follow Toxiproxy 2.x (see ``docs/proxy.md`` for the few
 deliberate differences): a proxy listens on ``listen`` and dials ``upstream`` once per
-accepted client; if that dial fails the client is closed. Disabling a proxy closes its
-listener (new connects are refused) and drops its connections.
+accepted client; if that dial fails the client is closed. Disabling a proxy stops its
+listener (new connects are refused) and drops its connections; unlike Toxiproxy, the port
+stays reserved for the proxy (a bound socket that does not listen) until it is enabled
+again or deleted, so nothing else on the machine can take it meanwhile.
 
 Randomness: every link (one direction of one connection) draws from its own
 ``random.Random`` seeded with ``"<seed>/<proxy>/<connection number>/<stream>"``, so a given
@@ -15,27 +17,31 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from collections.abc import Mapping
+from typing import Protocol
 
 from harness.errors import (
-    AlreadyExistsError,
     InvalidRequestError,
     NotFoundError,
-    ProxyApiError,
     ProxyStartError,
 )
-from harness.proxy.events import EventLog
-from harness.proxy.netaddr import bind_listen, join_address, resolve_listen, split_address
+from harness.proxy.netaddr import (
+    bind_listen,
+    hold_port,
+    join_address,
+    relisten,
+    resolve_listen,
+    split_address,
+)
 from harness.proxy.relay import Connection, Side
 from harness.proxy.toxics import STREAMS, Toxic, new_toxic, toxic_json, updated_toxic
 
-__all__ = ["Proxy", "ProxyCollection"]
+__all__ = ["DEFAULT_LISTEN", "Hub", "Proxy", "proxy_fields"]
 
-_DEFAULT_LISTEN = "127.0.0.1:0"
+DEFAULT_LISTEN = "127.0.0.1:0"
 
 
-def _proxy_fields(
+def proxy_fields(
     body: object, listen: str, upstream: str, enabled: bool
 ) -> tuple[str, str, str, bool]:
     if body is None:
@@ -61,18 +67,29 @@ def _proxy_fields(
     )
 
 
+class Hub(Protocol):
+    """What a proxy needs of its collection: the seed and the event log."""
+
+    seed: int
+
+    def log(
+        self, proxy: str, connection: int, stream: str, toxic: str, action: str, detail: str
+    ) -> None: ...
+
+
 class Proxy:
     """One proxy: a listener, an upstream address, two toxic chains, live connections."""
 
-    def __init__(self, hub: ProxyCollection, name: str, listen: str, upstream: str) -> None:
+    def __init__(self, hub: Hub, name: str, listen: str, upstream: str) -> None:
         self.hub, self.name, self.upstream = hub, name, upstream
-        self.listen = listen or _DEFAULT_LISTEN
+        self.listen = listen or DEFAULT_LISTEN
         self.enabled = False
         self.chain: dict[str, list[Toxic]] = {stream: [] for stream in STREAMS}
         self.connections: dict[int, Connection] = {}
         self.count = 0  # connections accepted so far (never reset: numbers stay unique)
         self.seed_base = 0  # count at the last reseed; link seeds number from here
         self._listener: socket.socket | None = None
+        self._held: socket.socket | None = None  # the port, kept while disabled
         self._tasks: set[asyncio.Task[None]] = set()
 
     def to_json(self) -> dict[str, object]:
@@ -103,7 +120,17 @@ class Proxy:
         """
         if self.enabled:
             return
-        sock = await bind_listen(self.listen)
+        held, self._held = self._held, None
+        if held is not None and join_address(*held.getsockname()[:2]) == self.listen:
+            try:
+                sock = relisten(held)
+            except OSError:
+                held.close()
+                sock = await bind_listen(self.listen)
+        else:
+            if held is not None:
+                held.close()
+            sock = await bind_listen(self.listen)
         self._listener = sock
         asyncio.get_running_loop().add_reader(sock.fileno(), self._accept_ready, sock)
         self.listen = join_address(*sock.getsockname()[:2])
@@ -111,12 +138,14 @@ class Proxy:
         self._log("enabled", f"listening on {self.listen}")
 
     def stop(self) -> None:
-        """Close the listener and drop every connection (no-op when already disabled)."""
+        """Stop listening (the port stays reserved: see :func:`hold_port`) and drop every
+        connection (no-op when already disabled)."""
         if not self.enabled:
             return
         self.enabled = False
         if self._listener is not None:
             asyncio.get_running_loop().remove_reader(self._listener.fileno())
+            self._held = hold_port(self._listener)
             self._listener.close()
             self._listener = None
         for task in list(self._tasks):
@@ -124,6 +153,13 @@ class Proxy:
         for conn in list(self.connections.values()):
             conn.close("proxy disabled", drop=True)
         self._log("disabled")
+
+    def close(self) -> None:
+        """Stop, and give the port back (the proxy is being deleted)."""
+        self.stop()
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     def _accept_ready(self, listener: socket.socket) -> None:
         # Our own accept loop: asyncio.Server asserts (and leaks the socket) when it is
@@ -202,7 +238,7 @@ class Proxy:
             InvalidRequestError: the body is malformed.
             ProxyStartError: the new listen address does not resolve or cannot be bound.
         """
-        _, listen, upstream, enabled = _proxy_fields(body, self.listen, self.upstream, self.enabled)
+        _, listen, upstream, enabled = proxy_fields(body, self.listen, self.upstream, self.enabled)
         family, address = await resolve_listen(listen)
         del family
         if join_address(*address) != self.listen or upstream != self.upstream:
@@ -273,140 +309,3 @@ class Proxy:
         for stream in STREAMS:
             while self.chain[stream]:
                 self.remove_toxic(self.chain[stream][0].name)
-
-
-class ProxyCollection:
-    """All proxies of one server, plus its seed and event log."""
-
-    def __init__(self, seed: int, *, event_capacity: int = 100_000) -> None:
-        self.proxies: dict[str, Proxy] = {}
-        self.seed = seed
-        self.events = EventLog(event_capacity)
-        self._t0 = time.monotonic()
-
-    def log(
-        self, proxy: str, connection: int, stream: str, toxic: str, action: str, detail: str
-    ) -> None:
-        """Record one event (times are taken here)."""
-        self.events.record(
-            time=time.monotonic() - self._t0,
-            wall=time.time(),
-            proxy=proxy,
-            connection=connection,
-            stream=stream,
-            toxic=toxic,
-            action=action,
-            detail=detail,
-        )
-
-    def get(self, name: str) -> Proxy:
-        """The proxy of that name.
-
-        Raises:
-            NotFoundError: no such proxy.
-        """
-        try:
-            return self.proxies[name]
-        except KeyError:
-            raise NotFoundError("proxy not found") from None
-
-    async def create(self, body: object) -> Proxy:
-        """Create (and by default start) a proxy from a Toxiproxy proxy body.
-
-        Raises:
-            InvalidRequestError: malformed body, missing ``name`` or ``upstream``.
-            AlreadyExistsError: the name is taken.
-            ProxyStartError: the listener could not start; the proxy is not created.
-        """
-        name, listen, upstream, enabled = _proxy_fields(body, "", "", True)
-        for key, value in (("name", name), ("upstream", upstream)):
-            if not value:
-                raise InvalidRequestError(f"missing required field: {key}")
-        if name in self.proxies:
-            raise AlreadyExistsError("proxy already exists")
-        proxy = Proxy(self, name, listen, upstream)
-        if enabled:
-            await proxy.start()
-        if name in self.proxies:  # created meanwhile by a concurrent request
-            proxy.stop()
-            raise AlreadyExistsError("proxy already exists")
-        self.proxies[name] = proxy
-        return proxy
-
-    async def populate(self, body: object) -> tuple[list[Proxy] | None, ProxyApiError | None]:
-        """Create or replace proxies from a JSON array, as Toxiproxy's ``/populate`` does.
-
-        Returns:
-            The proxies handled before any failure (None when validation failed), and the
-            error that stopped processing, if any.
-        """
-        if body is None:
-            body = []  # Go decodes null into an empty list
-        if not isinstance(body, list):
-            kind = type(body).__name__
-            return None, InvalidRequestError(f"bad request body: expected an array, got {kind}")
-        entries = []
-        for number, entry in enumerate(body, start=1):
-            try:
-                name, listen, upstream, enabled = _proxy_fields(entry, "", "", True)
-            except InvalidRequestError as exc:
-                return None, exc
-            for key, value in (("name", name), ("upstream", upstream)):
-                if not value:
-                    return None, InvalidRequestError(
-                        f"missing required field: {key} at proxy {number}"
-                    )
-            entries.append((name, listen, upstream, enabled))
-        done: list[Proxy] = []
-        for name, listen, upstream, enabled in entries:
-            existing = self.proxies.get(name)
-            if existing is not None:
-                try:
-                    _, address = await resolve_listen(listen or _DEFAULT_LISTEN)
-                except ProxyStartError as exc:
-                    return done, exc
-                if join_address(*address) == existing.listen and upstream == existing.upstream:
-                    done.append(existing)
-                    continue
-                existing.stop()
-            proxy = Proxy(self, name, listen, upstream)
-            try:
-                if enabled:
-                    await proxy.start()
-            except ProxyStartError as exc:
-                return done, exc
-            self.proxies[name] = proxy
-            done.append(proxy)
-        return done, None
-
-    def delete(self, name: str) -> None:
-        """Stop and forget a proxy.
-
-        Raises:
-            NotFoundError: no such proxy.
-        """
-        self.get(name).stop()
-        del self.proxies[name]
-
-    async def reset(self) -> None:
-        """Re-enable every proxy and remove all toxics (Toxiproxy's ``/reset``).
-
-        Raises:
-            ProxyStartError: a proxy could not be re-enabled; later proxies are untouched.
-        """
-        for proxy in list(self.proxies.values()):
-            await proxy.start()
-            proxy.remove_all_toxics()
-
-    def reseed(self, seed: int) -> None:
-        """Use a new seed from now on and restart connection numbering (extension)."""
-        self.seed = seed
-        for proxy in self.proxies.values():
-            proxy.seed_base = proxy.count
-        self.log("", 0, "", "", "reseeded", f"seed {seed}")
-
-    async def close(self) -> None:
-        """Stop every proxy (server shutdown)."""
-        for proxy in self.proxies.values():
-            proxy.stop()
-        await asyncio.sleep(0)

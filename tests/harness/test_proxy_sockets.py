@@ -9,6 +9,7 @@ import time
 import pytest
 from proxy_helpers import UpstreamServer, connect, is_closed, recv_exactly, recv_until_closed
 
+from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ProxyInfo, ToxiproxyClient
 
 
@@ -80,6 +81,26 @@ def test_disabling_drops_live_connections_and_refuses_new_ones(
                 socket.create_connection(proxy.listen_address, timeout=5)
     with connect(proxy.listen_address) as again:
         echo_time(again)
+
+
+def test_a_disabled_proxy_keeps_its_port_until_it_is_enabled_or_deleted(
+    embedded: ToxiproxyServer, upstream: UpstreamServer
+) -> None:
+    client = ToxiproxyClient(embedded.host, embedded.port)
+    proxy = client.create_proxy("kept", upstream.address)
+    client.disable("kept")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(proxy.listen_address, timeout=5)
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.bind(proxy.listen_address)  # nothing else can take the port meanwhile
+    client.enable("kept")
+    assert client.get_proxy("kept").listen_address == proxy.listen_address
+    with connect(proxy.listen_address) as again:
+        echo_time(again)
+    client.disable("kept")
+    client.delete_proxy("kept")
+    with socket.socket() as other:
+        other.bind(proxy.listen_address)  # deleted: the port is free again
 
 
 def test_limit_data_downstream_delivers_exactly_n_bytes_then_closes(
