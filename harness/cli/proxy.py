@@ -12,8 +12,8 @@ from pathlib import Path
 
 from harness.errors import HarnessError, ProxyApiError
 from harness.proxy.api import serve
-from harness.proxy.loop import new_event_loop
 from harness.proxy.collection import ProxyCollection
+from harness.proxy.loop import new_event_loop
 
 __all__ = ["add_command", "port_number"]
 
