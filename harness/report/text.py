@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from harness.report.timeline import node_ranges
+from harness.report.fold import short_ranges
 from harness.run.model import FaultRecord, NodeOutcome, Report
 from harness.scenario.model import OUTCOMES
 
@@ -115,7 +115,7 @@ def idle_fault_lines(report: Report) -> list[str]:
     """
     lines = []
     for fault in report.idle_faults:
-        what = f"{fault.kind} on nodes {node_ranges(fault.nodes)}"
+        what = f"{fault.kind} on nodes {short_ranges(fault.nodes)}"
         what = f"{what}: {fault.detail}" if fault.detail else what
         lines.append(f"fault {fault.index} ({what}) {fault.effects}")
     return lines
@@ -148,7 +148,7 @@ def fault_line(fault: FaultRecord) -> str:
     """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream; acted: 1
     connection black-holed`` (or ``; did not act ...``)."""
     end = "the end" if fault.end is None else f"{fault.end:.2f} s"
-    line = f"fault {fault.index} {fault.kind} on nodes {node_ranges(fault.nodes)}"
+    line = f"fault {fault.index} {fault.kind} on nodes {short_ranges(fault.nodes)}"
     line += f" from {fault.start:.2f} s to {end}"
     line = f"{line}: {fault.detail}" if fault.detail else line
     if fault.acted and not fault.idle:
