@@ -9,6 +9,7 @@ A group of one node keeps its own words.
 
 * :func:`violation_folds`, :func:`outcome_folds` — the groups, in order of first node;
 * :func:`fold_lines` — at most ``limit`` of them as lines, then one line for the rest;
+* :func:`node_ranges`, :func:`short_ranges`, :func:`nodes_label` — node lists as ranges;
 * :func:`placement_line` — how the world ran the nodes (``nodes 1-4095: packed 512 per
   process``), when it says.
 """
@@ -19,17 +20,20 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from harness.report.timeline import node_ranges
 from harness.run.model import NodeOutcome, Violation
 
 __all__ = [
     "FOLD_ABOVE",
     "Fold",
+    "elapsed_range",
     "fold_lines",
     "mask",
+    "node_ranges",
     "nodes_label",
     "outcome_folds",
+    "outcome_groups",
     "placement_line",
+    "runs",
     "short_ranges",
     "violation_folds",
 ]
@@ -49,13 +53,29 @@ def mask(text: str, node: int, rank: int | None = None) -> str:
     return text
 
 
-def short_ranges(nodes: Iterable[int], runs: int = 8) -> str:
-    """:func:`~harness.report.timeline.node_ranges` of at most ``runs`` runs: ``0-2729,
-    2731-4095``, or ``0, 2, 4, 6, 8, 10, 12, …, 4094`` (the first runs, then the last)."""
+def runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of ``indexes`` as ``(first, last)`` pairs."""
+    found: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if found and i == found[-1][1] + 1:
+            found[-1][1] = i
+        else:
+            found.append([i, i])
+    return [(a, b) for a, b in found]
+
+
+def node_ranges(nodes: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (compact even for 256 nodes)."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs(nodes))
+
+
+def short_ranges(nodes: Iterable[int], most: int = 8) -> str:
+    """:func:`node_ranges` of at most ``most`` runs: ``0-2729, 2731-4095``, or
+    ``0, 2, 4, 6, 8, 10, 12, …, 4094`` (the first runs, then the last)."""
     parts = node_ranges(nodes).split(", ")
-    if len(parts) <= runs:
+    if len(parts) <= most:
         return ", ".join(parts)
-    return ", ".join([*parts[: runs - 1], "…", parts[-1]])
+    return ", ".join([*parts[: most - 1], "\N{HORIZONTAL ELLIPSIS}", parts[-1]])
 
 
 def nodes_label(nodes: Sequence[int]) -> str:
@@ -119,28 +139,42 @@ def _outcome_words(o: NodeOutcome, rank: str, elapsed: str) -> str:
     return ", ".join(parts)
 
 
-def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], str]) -> list[Fold]:
-    """Nodes that ended alike (status, error, message but for their own number, world size,
-    rank = node id or none): ``line`` reads ``ok, rank = node, world size 4096, after
-    6.17-6.61 s``; ``sample`` is ``own(first node)``."""
-    keyed: dict[Hashable, list[NodeOutcome]] = {}
+def outcome_groups(outcomes: Sequence[NodeOutcome]) -> list[list[NodeOutcome]]:
+    """Nodes that ended alike: same status, error, message but for their own number, world
+    size, and rank (their own node id, none, or the same other rank); in order of first
+    node."""
+    keyed: dict[tuple[str, str | None, str, int | None, str], list[NodeOutcome]] = {}
     for o in sorted(outcomes, key=lambda o: o.node):
-        rank: object = None if o.rank is None else "same" if o.rank == o.node else o.rank
+        rank = "" if o.rank is None else "same" if o.rank == o.node else str(o.rank)
         message = mask(o.message, o.node, o.rank) if o.message else ""
         keyed.setdefault((o.status, o.error_class, message, o.world_size, rank), []).append(o)
+    return list(keyed.values())
+
+
+def elapsed_range(group: Sequence[NodeOutcome]) -> str:
+    """``6.17-6.61 s`` (``3.010 s`` for one time; empty when none is known)."""
+    times = [o.elapsed for o in group if o.elapsed is not None]
+    if not times:
+        return ""
+    low, high = min(times), max(times)
+    return f"{low:.3f} s" if high - low < 0.0005 else f"{low:.2f}-{high:.2f} s"
+
+
+def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], str]) -> list[Fold]:
+    """:func:`outcome_groups` as folds: ``line`` reads ``ok, rank = node, world size 4096,
+    after 6.17-6.61 s``; ``sample`` is ``own(first node)``."""
     folds = []
-    for (_, error_class, message, _, rank), group in keyed.items():
+    for group in outcome_groups(outcomes):
         first = group[0]
-        times = [o.elapsed for o in group if o.elapsed is not None]
-        elapsed = ""
-        if times:
-            low, high = min(times), max(times)
-            same = high - low < 0.0005
-            elapsed = f"after {low:.3f} s" if same else f"after {low:.2f}-{high:.2f} s"
-        shown_rank = "" if rank is None else "rank = node" if rank == "same" else f"rank {rank}"
-        line = _outcome_words(first, shown_rank, elapsed)
-        if message:
-            line += f" \N{EM DASH} {error_class or 'message'}: {message}"
+        if first.rank is None:
+            rank = ""
+        else:
+            rank = "rank = node" if first.rank == first.node else f"rank {first.rank}"
+        elapsed = elapsed_range(group)
+        line = _outcome_words(first, rank, f"after {elapsed}" if elapsed else "")
+        if first.message:
+            message = mask(first.message, first.node, first.rank)
+            line += f" \N{EM DASH} {first.error_class or 'message'}: {message}"
         folds.append(Fold([o.node for o in group], line, own(first)))
     return folds
 
