@@ -70,7 +70,7 @@ def _failure_text(report: Report) -> str:
 def _node_lines(report: Report) -> list[str]:
     """Each node's outcome and output tail; beyond :data:`FOLD_ABOVE` nodes, nodes that
     ended alike share a line and nodes with the same output share it (nodes named by a
-    violation first), a bounded number of each."""
+    violation first, the rarest output first), a bounded number of each."""
     placement = placement_line(report.outcomes)
     lines = [] if placement is None else [f"placement: {placement}"]
     if len(report.outcomes) <= FOLD_ABOVE:
@@ -82,7 +82,8 @@ def _node_lines(report: Report) -> list[str]:
         if o.output:
             same.setdefault(o.output, []).append(o)
     flagged = {n for v in report.problems for n in v.nodes}
-    groups = sorted(same.values(), key=lambda g: not any(o.node in flagged for o in g))
+    # Nodes named by a violation first, and among them the rarest tails first.
+    groups = sorted(same.values(), key=lambda g: (not any(o.node in flagged for o in g), len(g)))
     for group in groups[:OUTPUTS_SHOWN]:
         head, *tail = output_lines(group[0])
         if len(group) > 1:
