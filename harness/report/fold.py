@@ -44,13 +44,14 @@ __all__ = [
 FOLD_ABOVE = 64
 
 
+_NUMBERED = re.compile(r"\b(node|rank) (\d+)(?!\.?\d)")
+
+
 def mask(text: str, node: int, rank: int | None = None) -> str:
     """``text`` with ``node <node>`` and ``rank <rank>`` (a node's own number) written
     ``node N`` and ``rank N``, so that look-alike lines of different nodes compare equal."""
-    numbers = {node} if rank is None else {node, rank}
-    for number in numbers:
-        text = re.sub(rf"\b(node|rank) {number}(?!\.?\d)", r"\1 N", text)
-    return text
+    own = {str(node)} if rank is None else {str(node), str(rank)}
+    return _NUMBERED.sub(lambda m: f"{m[1]} N" if m[2] in own else m[0], text)
 
 
 def runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
