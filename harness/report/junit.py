@@ -31,11 +31,12 @@ from harness.report.fold import (
 from harness.report.text import (
     INTERRUPTED,
     fault_line,
+    folded_output_lines,
     idle_fault_lines,
     outcome_line,
     output_lines,
 )
-from harness.run.model import NodeOutcome, Report
+from harness.run.model import Report
 
 __all__ = ["junit_xml", "write_junit"]
 
@@ -77,25 +78,8 @@ def _node_lines(report: Report) -> list[str]:
         lines += [outcome_line(o) for o in report.outcomes]
         return lines + [line for o in report.outcomes for line in output_lines(o)]
     lines += fold_lines(outcome_folds(report.outcomes, outcome_line), OUTCOMES_SHOWN)
-    same: dict[str, list[NodeOutcome]] = {}
-    for o in sorted(report.outcomes, key=lambda o: o.node):
-        if o.output:
-            same.setdefault(o.output, []).append(o)
     flagged = {n for v in report.problems for n in v.nodes}
-    # Nodes named by a violation first, and among them the rarest tails first.
-    groups = sorted(same.values(), key=lambda g: (not any(o.node in flagged for o in g), len(g)))
-    for group in groups[:OUTPUTS_SHOWN]:
-        head, *tail = output_lines(group[0])
-        if len(group) > 1:
-            nodes = nodes_label([o.node for o in group])
-            head = head.replace(f"node {group[0].node} ", f"{nodes} ", 1)
-            head = head.replace(" lines):", " lines, the same on each):")
-        lines += [head, *tail]
-    rest = groups[OUTPUTS_SHOWN:]
-    if rest:
-        count = sum(len(g) for g in rest)
-        lines.append(f"output of {count} more node(s) not shown ({len(rest)} distinct)")
-    return lines
+    return lines + folded_output_lines(report.outcomes, flagged, OUTPUTS_SHOWN)
 
 
 def _testcase(parent: ET.Element, report: Report, classname: str) -> None:

@@ -142,6 +142,25 @@ def test_junit_of_a_small_run_keeps_one_line_per_node(tmp_path: Path) -> None:
     assert len([x for x in out.text.splitlines() if x.startswith("node ")]) == 64
 
 
+def test_a_failed_pytest_item_of_4096_nodes_shows_folded_lines() -> None:
+    from harness.pytest_plugin import failure_text
+
+    report = straggler_report(4096)
+    for o in report.outcomes:
+        o.output = f"tail of {o.status}\n"
+    text = failure_text(report)
+    lines = text.splitlines()
+    assert len(lines) < 30
+    assert "  nodes 261, 517, 773, 1029, 1285 (5): [outcome] node N ended 'killed'" in text
+    assert re.search(rf"\n  node {STRAGGLER}: connection_error after 5\.4\d s: rdzv\.", text)
+    killed = "nodes 261, 517, 773, 1029, 1285 (5)"
+    assert f"  output of {killed} (last 1 lines, the same on each):" in lines
+    assert len([x for x in lines if x.startswith("  output of")]) == 3  # one per distinct tail
+    small = failure_text(failing_report()).splitlines()
+    assert "  [outcome] node 1 ended 'killed', expected 'timeout'" in small
+    assert "  node 1: killed rank 1 after 0.97 s: message: killed by the harness (SIGKILL)" in small
+
+
 # --- placement -----------------------------------------------------------------------
 
 
