@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.report.fold import (
+    FOLD_ABOVE,
     fold_lines,
     outcome_folds,
     placement_line,
@@ -98,17 +99,21 @@ def failure_panel(report: Report) -> Panel:
     """What went wrong in one failed report: violations or error, what each fault did,
     seed, replay command."""
     lines: list[Text] = []
-    folds = violation_folds(report.problems)
-    for fold in folds[:FOLDS_SHOWN]:
+    # Up to FOLD_ABOVE nodes each violation in its own words (at most one per node or so);
+    # beyond, look-alike ones folded and the distinct lines capped.
+    many = len(report.outcomes) > FOLD_ABOVE
+    folds = violation_folds(report.problems, fold=many)
+    shown = FOLDS_SHOWN if many else len(folds)
+    for fold in folds[:shown]:
         check, _, message = fold.text.partition("] ")
         line = Text("• ", style="red")
         line.append(f"{check}] ", style="bold")
         line.append(message)
         if fold.nodes:
-            count = f"{len(fold.nodes)} nodes: " if len(fold.nodes) > 1 else ""
-            line.append(f"  ({count or 'nodes '}{short_ranges(fold.nodes)})", style="dim")
+            count = f"{len(fold.nodes)} nodes: " if fold.count > 1 else "nodes "
+            line.append(f"  ({count}{short_ranges(fold.nodes)})", style="dim")
         lines.append(line)
-    lines += [Text(x, style="red") for x in fold_lines(folds, FOLDS_SHOWN)[FOLDS_SHOWN:]]
+    lines += [Text(x, style="red") for x in fold_lines(folds, shown)[shown:]]
     if report.error is not None:
         lines.append(Text(report.error, style="red"))
     if report.interrupted:

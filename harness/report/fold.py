@@ -92,15 +92,16 @@ def nodes_label(nodes: Sequence[int]) -> str:
 @dataclass
 class Fold:
     """Nodes whose lines read the same: ``line`` (node number masked) and the first node's
-    own ``sample``; :attr:`text` is what is shown."""
+    own ``sample``; ``count`` lines were folded; :attr:`text` is what is shown."""
 
     nodes: list[int]
     line: str
     sample: str
+    count: int = 1
 
     @property
     def text(self) -> str:
-        return self.sample if len(self.nodes) == 1 else self.line
+        return self.sample if self.count == 1 else self.line
 
 
 def _fold(items: Iterable[tuple[Hashable, Sequence[int], str, str]]) -> list[Fold]:
@@ -109,19 +110,20 @@ def _fold(items: Iterable[tuple[Hashable, Sequence[int], str, str]]) -> list[Fol
     for key, nodes, line, sample in items:
         if key in groups:
             groups[key].nodes.extend(nodes)
+            groups[key].count += 1
         else:
             groups[key] = Fold(list(nodes), line, sample)
     return list(groups.values())
 
 
-def violation_folds(violations: Sequence[Violation]) -> list[Fold]:
+def violation_folds(violations: Sequence[Violation], fold: bool = True) -> list[Fold]:
     """Violations of one node that read the same but for that node's number, folded;
     ``line``/``sample`` are ``[check] message``. A violation naming several nodes (or none)
-    stays alone."""
+    stays alone, and so does every one when ``fold`` is false."""
 
     def item(i: int, v: Violation) -> tuple[Hashable, Sequence[int], str, str]:
         own = f"[{v.check}] {v.message}"
-        if len(v.nodes) != 1:
+        if len(v.nodes) != 1 or not fold:
             return (i,), v.nodes, own, own
         masked = f"[{v.check}] {mask(v.message, v.nodes[0])}"
         return (v.check, masked, v.known), v.nodes, masked, own
@@ -176,7 +178,7 @@ def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], 
         if first.message:
             message = mask(first.message, first.node, first.rank)
             line += f" \N{EM DASH} {first.error_class or 'message'}: {message}"
-        folds.append(Fold([o.node for o in group], line, own(first)))
+        folds.append(Fold([o.node for o in group], line, own(first), len(group)))
     return folds
 
 
@@ -187,7 +189,7 @@ def fold_lines(
     them, then ``... and K more (M nodes)``."""
 
     def default(fold: Fold) -> str:
-        return fold.text if len(fold.nodes) == 1 else f"{nodes_label(fold.nodes)}: {fold.line}"
+        return fold.text if fold.count == 1 else f"{nodes_label(fold.nodes)}: {fold.line}"
 
     shown = folds if limit is None else folds[:limit]
     lines = [(fmt or default)(f) for f in shown]

@@ -179,14 +179,14 @@ def _fault(fault: FaultRecord) -> _Fault:
     )
 
 
-def _violations(violations: list[Violation]) -> list[tuple[str, str, str]]:
-    """``(check, message, nodes)``; violations of one node each that read the same but for
-    its number share an item (``node N`` standing for each)."""
+def _violations(violations: list[Violation], many: bool) -> list[tuple[str, str, str]]:
+    """``(check, message, nodes)``; with ``many``, violations of one node each that read the
+    same but for its number share an item (``node N`` standing for each)."""
     found = []
-    for fold in violation_folds(violations):
+    for fold in violation_folds(violations, many):
         check, _, message = fold.text.partition("] ")
         nodes = short_ranges(fold.nodes) if fold.nodes else ""
-        if len(fold.nodes) > 1 and fold.text == fold.line:
+        if fold.count > 1:
             nodes = f"{nodes} ({len(fold.nodes)})" if nodes.count(",") else nodes
         found.append((check.removeprefix("["), message, nodes))
     return found
@@ -195,6 +195,7 @@ def _violations(violations: list[Violation]) -> list[tuple[str, str, str]]:
 def _section(index: int, report: Report, width: float) -> _Section:
     sc = report.scenario
     flagged = {n for v in report.problems for n in v.nodes}
+    many = len(report.outcomes) > FOLD_ABOVE
     timeline = None
     if report.outcomes:
         timeline = layout(report, width, collapse=len(report.outcomes) > LANES_EXPANDED)
@@ -210,8 +211,8 @@ def _section(index: int, report: Report, width: float) -> _Section:
         nodes=sc.nodes,
         duration=f"{report.duration:.2f} s",
         replay=report.replay_command,
-        violations=_violations(report.problems),
-        known=_violations([v for v in report.violations if v.known]),
+        violations=_violations(report.problems, many),
+        known=_violations([v for v in report.violations if v.known], many),
         backend=sc.backend,
         skipped=report.skipped or "",
         error=report.error or "",
@@ -219,7 +220,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         timeline=timeline,
         placement=placement_line(report.outcomes) or "",
         rows=_rows(report, flagged),
-        folded=len(report.outcomes) > FOLD_ABOVE,
+        folded=many,
         open_rows=not report.passed and len(report.outcomes) <= 32,
         faults=[_fault(f) for f in report.faults],
         idle=[_fault(f) for f in report.idle_faults],

@@ -56,11 +56,16 @@ OUTPUTS_SHOWN = 8
 
 
 def _violation_line(fold: Fold) -> str:
-    return fold.text if len(fold.nodes) < 2 else f"{fold.line}  ({nodes_label(fold.nodes)})"
+    return fold.text if fold.count == 1 else f"{fold.line}  ({nodes_label(fold.nodes)})"
+
+
+def _folds(report: Report) -> list[Fold]:
+    """The violations, look-alike ones folded beyond :data:`FOLD_ABOVE` nodes."""
+    return violation_folds(report.problems, len(report.outcomes) > FOLD_ABOVE)
 
 
 def _failure_text(report: Report) -> str:
-    folds = violation_folds(report.problems)
+    folds = _folds(report)
     lines = fold_lines(folds, VIOLATIONS_SHOWN, _violation_line)
     if report.error is not None:
         lines.append(report.error)
@@ -101,7 +106,7 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         ET.SubElement(case, "skipped", message=_clean(report.skipped))
     elif report.problems:
         problems = report.problems
-        folds = violation_folds(problems)
+        folds = _folds(report)
         summary = "; ".join(_violation_line(f) for f in folds[:3])
         if len(folds) > 3:
             summary += f"; and {len(folds) - 3} more"
