@@ -1,6 +1,7 @@
 """Reports of runs: console summary, JUnit XML, a self-contained HTML timeline.
 
 * ``text``      plain words every report uses: verdicts, result and totals lines, faults
+* ``fold``      large runs: nodes that say the same thing folded into one line, node ranges
 * ``console``   the rich summary table and failure panels
 * ``junit``     JUnit XML for CI
 * ``html``      the HTML report (jinja2, ``templates/report.html.j2``)

@@ -2,7 +2,9 @@
 
 * :func:`summary_table` / :func:`print_summary` — a rich table (scenario, seed, nodes,
   outcome counts, duration, PASS/FAIL), a warning per fault that did not act, then, for
-  each failure, its violations, what each fault did, seed and replay command.
+  each failure, its violations, what each fault did, how its nodes ended, where they ran
+  (when the world says), seed and replay command. Nodes that say the same thing share a
+  line (:mod:`harness.report.fold`), so a failed 4096-node run stays a screenful.
 
 Everything taken from files or from nodes (names, paths, messages, backend names such as
 ``mod:factory:``) reaches rich as :class:`~rich.text.Text`, never as markup: it is printed
@@ -18,19 +20,31 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from harness.report.fold import (
+    FOLD_ABOVE,
+    fold_lines,
+    outcome_folds,
+    placement_line,
+    short_ranges,
+    violation_folds,
+)
 from harness.report.text import (
     INTERRUPTED,
     duration,
     fault_line,
     idle_fault_lines,
     outcome_counts,
+    outcome_line,
     totals_line,
     verdict,
 )
-from harness.report.timeline import node_ranges
 from harness.run.model import Report
 
-__all__ = ["STATUS_STYLES", "failure_panel", "print_summary", "summary_table"]
+__all__ = ["FOLDS_SHOWN", "STATUS_STYLES", "failure_panel", "print_summary", "summary_table"]
+
+#: A failure panel shows at most this many distinct violations and node outcomes (nodes
+#: that say the same thing are one line); one line sums up the rest.
+FOLDS_SHOWN = 12
 
 
 #: rich styles of the node outcomes (the HTML report has its own palette).
@@ -85,19 +99,32 @@ def failure_panel(report: Report) -> Panel:
     """What went wrong in one failed report: violations or error, what each fault did,
     seed, replay command."""
     lines: list[Text] = []
-    for violation in report.problems:
+    # Up to FOLD_ABOVE nodes each violation in its own words (at most one per node or so);
+    # beyond, look-alike ones folded and the distinct lines capped.
+    many = len(report.outcomes) > FOLD_ABOVE
+    folds = violation_folds(report.problems, fold=many)
+    shown = FOLDS_SHOWN if many else len(folds)
+    for fold in folds[:shown]:
+        check, _, message = fold.text.partition("] ")
         line = Text("• ", style="red")
-        line.append(f"[{violation.check}] ", style="bold")
-        line.append(violation.message)
-        if violation.nodes:
-            line.append(f"  (nodes {node_ranges(violation.nodes)})", style="dim")
+        line.append(f"{check}] ", style="bold")
+        line.append(message)
+        if fold.nodes:
+            count = f"{len(fold.nodes)} nodes: " if fold.count > 1 else "nodes "
+            line.append(f"  ({count}{short_ranges(fold.nodes)})", style="dim")
         lines.append(line)
+    lines += [Text(x, style="red") for x in fold_lines(folds, shown)[shown:]]
     if report.error is not None:
         lines.append(Text(report.error, style="red"))
     if report.interrupted:
         lines.append(Text(INTERRUPTED, style="red"))
     for fault in report.faults:
         lines.append(Text(fault_line(fault), style="yellow" if fault.idle else "dim"))
+    ended = fold_lines(outcome_folds(report.outcomes, outcome_line), FOLDS_SHOWN)
+    lines += [Text(x) for x in ended]
+    placement = placement_line(report.outcomes)
+    if placement is not None:
+        lines.append(Text.assemble(("placement ", "bold"), placement))
     lines.append(Text.assemble(("seed   ", "bold"), str(report.seed)))
     lines.append(Text.assemble(("replay ", "bold"), (report.replay_command, "cyan")))
     title = Text(f"{verdict(report)} {report.scenario.name}")

@@ -4,8 +4,12 @@ Everything is inline (CSS and SVG; no script, font or CDN), so the file can be a
 CI artifact and opened anywhere. The page is rendered with jinja2 from the package resource
 ``harness/report/templates/report.html.j2``; the geometry comes from :mod:`harness.report.timeline`.
 
-Runs of more than :data:`LANES_EXPANDED` nodes show collapsed lanes (look-alike neighbours
-merged) with every node's own lane one click away in a ``<details>`` element.
+Runs of more than :data:`LANES_EXPANDED` nodes show collapsed lanes: nodes with the same
+story (outcome, kinds of events, faults, verdict) share one band, wherever they are, and
+each band is a ``<details>`` element whose body has each of its nodes' own (compact) lane,
+so every node stays one click away while a 4096-node page stays a few MB. Beyond
+:data:`~harness.report.fold.FOLD_ABOVE` nodes the node table has one row per group of
+nodes that ended alike.
 
 Each scenario also lists its faults with what each did; a fault that did not act is
 flagged (a warning box, a hollow dashed bar on the timeline, a tag in the summary), which
@@ -21,9 +25,19 @@ from pathlib import Path
 
 import jinja2
 
+from harness.report.fold import (
+    FOLD_ABOVE,
+    elapsed_range,
+    mask,
+    nodes_label,
+    outcome_groups,
+    placement_line,
+    short_ranges,
+    violation_folds,
+)
 from harness.report.glyphs import FAULT_COLORS, IDLE_COLOR, STATUS_COLORS, Marker, legend
 from harness.report.text import outcome_counts, verdict
-from harness.report.timeline import Timeline, layout, node_ranges
+from harness.report.timeline import Timeline, layout
 from harness.run.model import FaultRecord, NodeOutcome, Report, Violation
 
 __all__ = ["LANES_EXPANDED", "render_html", "write_html"]
@@ -42,7 +56,7 @@ class _Count:
 
 @dataclass(frozen=True)
 class _Row:
-    node: int
+    node: str
     status: str
     color: str
     rank: str
@@ -85,8 +99,9 @@ class _Section:
     error: str
     counts: list[_Count]
     timeline: Timeline | None
-    full_timeline: Timeline | None
+    placement: str
     rows: list[_Row]
+    folded: bool
     open_rows: bool
     faults: list[_Fault]
     idle: list[_Fault]
@@ -104,22 +119,50 @@ def _counts(report: Report) -> list[_Count]:
     ]
 
 
-def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
-    def opt(value: object) -> str:
-        return "" if value is None else str(value)
+def _opt(value: object) -> str:
+    return "" if value is None else str(value)
 
+
+def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
     elapsed = outcome.elapsed
     return _Row(
-        node=outcome.node,
+        node=str(outcome.node),
         status=outcome.status,
         color=STATUS_COLORS.get(outcome.status, "#64748b"),
-        rank=opt(outcome.rank),
-        world_size=opt(outcome.world_size),
+        rank=_opt(outcome.rank),
+        world_size=_opt(outcome.world_size),
         elapsed="" if elapsed is None else f"{elapsed:.3f} s",
         error_class=(outcome.error_class or "").rsplit(".", 1)[-1],
         message=outcome.message or "",
         flagged=outcome.node in flagged,
     )
+
+
+def _folded_row(group: list[NodeOutcome], flagged: set[int]) -> _Row:
+    """Nodes that ended alike, as one row (``node N`` in the message stands for each)."""
+    if len(group) == 1:
+        return _row(group[0], flagged)
+    first = group[0]
+    rank = "" if first.rank is None else "= node" if first.rank == first.node else str(first.rank)
+    return _Row(
+        node=nodes_label([o.node for o in group]).removeprefix("nodes "),
+        status=first.status,
+        color=STATUS_COLORS.get(first.status, "#64748b"),
+        rank=rank,
+        world_size=_opt(first.world_size),
+        elapsed=elapsed_range(group),
+        error_class=(first.error_class or "").rsplit(".", 1)[-1],
+        message=mask(first.message, first.node, first.rank) if first.message else "",
+        flagged=any(o.node in flagged for o in group),
+    )
+
+
+def _rows(report: Report, flagged: set[int]) -> list[_Row]:
+    """One row per node, or beyond :data:`~harness.report.fold.FOLD_ABOVE` nodes one per
+    group of nodes that ended alike."""
+    if len(report.outcomes) <= FOLD_ABOVE:
+        return [_row(o, flagged) for o in sorted(report.outcomes, key=lambda o: o.node)]
+    return [_folded_row(group, flagged) for group in outcome_groups(report.outcomes)]
 
 
 def _fault(fault: FaultRecord) -> _Fault:
@@ -128,7 +171,7 @@ def _fault(fault: FaultRecord) -> _Fault:
         index=fault.index,
         kind=fault.kind,
         color=FAULT_COLORS.get(fault.kind, "#64748b"),
-        nodes=node_ranges(fault.nodes),
+        nodes=short_ranges(fault.nodes),
         window=f"{fault.start:.2f} s to {end}",
         detail=fault.detail,
         effects=fault.effects,
@@ -136,19 +179,26 @@ def _fault(fault: FaultRecord) -> _Fault:
     )
 
 
-def _violation(v: Violation) -> tuple[str, str, str]:
-    return v.check, v.message, node_ranges(v.nodes) if v.nodes else ""
+def _violations(violations: list[Violation], many: bool) -> list[tuple[str, str, str]]:
+    """``(check, message, nodes)``; with ``many``, violations of one node each that read the
+    same but for its number share an item (``node N`` standing for each)."""
+    found = []
+    for fold in violation_folds(violations, many):
+        check, _, message = fold.text.partition("] ")
+        nodes = short_ranges(fold.nodes) if fold.nodes else ""
+        if fold.count > 1:
+            nodes = f"{nodes} ({len(fold.nodes)})" if nodes.count(",") else nodes
+        found.append((check.removeprefix("["), message, nodes))
+    return found
 
 
 def _section(index: int, report: Report, width: float) -> _Section:
     sc = report.scenario
     flagged = {n for v in report.problems for n in v.nodes}
-    timeline = full = None
+    many = len(report.outcomes) > FOLD_ABOVE
+    timeline = None
     if report.outcomes:
-        many = len(report.outcomes) > LANES_EXPANDED
-        timeline = layout(report, width, collapse=many)
-        if many:
-            full = layout(report, width, collapse=False)
+        timeline = layout(report, width, collapse=len(report.outcomes) > LANES_EXPANDED)
     return _Section(
         anchor=_anchor(index, sc.name),
         name=sc.name,
@@ -161,15 +211,16 @@ def _section(index: int, report: Report, width: float) -> _Section:
         nodes=sc.nodes,
         duration=f"{report.duration:.2f} s",
         replay=report.replay_command,
-        violations=[_violation(v) for v in report.problems],
-        known=[_violation(v) for v in report.violations if v.known],
+        violations=_violations(report.problems, many),
+        known=_violations([v for v in report.violations if v.known], many),
         backend=sc.backend,
         skipped=report.skipped or "",
         error=report.error or "",
         counts=_counts(report),
         timeline=timeline,
-        full_timeline=full,
-        rows=[_row(o, flagged) for o in sorted(report.outcomes, key=lambda o: o.node)],
+        placement=placement_line(report.outcomes) or "",
+        rows=_rows(report, flagged),
+        folded=many,
         open_rows=not report.passed and len(report.outcomes) <= 32,
         faults=[_fault(f) for f in report.faults],
         idle=[_fault(f) for f in report.idle_faults],

@@ -5,6 +5,11 @@ scenario; a ``<failure>`` (violated checks) or ``<error>`` (the harness itself f
 carrying the seed and the replay command; per-node outcomes, what each fault did and a
 warning per fault that did not act in ``<system-out>``. Pure: the caller passes the
 timestamp.
+
+Large runs stay bounded: look-alike violations share a line (:mod:`harness.report.fold`),
+and beyond :data:`~harness.report.fold.FOLD_ABOVE` nodes so do look-alike node outcomes
+and identical output tails, each list capped (:data:`VIOLATIONS_SHOWN`,
+:data:`OUTCOMES_SHOWN`, :data:`OUTPUTS_SHOWN`) with one line for the rest.
 """
 
 from __future__ import annotations
@@ -14,9 +19,19 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.report.fold import (
+    FOLD_ABOVE,
+    Fold,
+    fold_lines,
+    nodes_label,
+    outcome_folds,
+    placement_line,
+    violation_folds,
+)
 from harness.report.text import (
     INTERRUPTED,
     fault_line,
+    folded_output_lines,
     idle_fault_lines,
     outcome_line,
     output_lines,
@@ -34,12 +49,42 @@ def _clean(text: str) -> str:
     return _XML_ILLEGAL.sub("\N{REPLACEMENT CHARACTER}", text)
 
 
+#: At most this many distinct violations / node outcomes / node outputs in one test case.
+VIOLATIONS_SHOWN = 50
+OUTCOMES_SHOWN = 100
+OUTPUTS_SHOWN = 8
+
+
+def _violation_line(fold: Fold) -> str:
+    return fold.text if fold.count == 1 else f"{fold.line}  ({nodes_label(fold.nodes)})"
+
+
+def _folds(report: Report) -> list[Fold]:
+    """The violations, look-alike ones folded beyond :data:`FOLD_ABOVE` nodes."""
+    return violation_folds(report.problems, len(report.outcomes) > FOLD_ABOVE)
+
+
 def _failure_text(report: Report) -> str:
-    lines = [f"[{v.check}] {v.message}" for v in report.problems]
+    folds = _folds(report)
+    lines = fold_lines(folds, VIOLATIONS_SHOWN, _violation_line)
     if report.error is not None:
         lines.append(report.error)
     lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
     return "\n".join(lines)
+
+
+def _node_lines(report: Report) -> list[str]:
+    """Each node's outcome and output tail; beyond :data:`FOLD_ABOVE` nodes, nodes that
+    ended alike share a line and nodes with the same output share it (nodes named by a
+    violation first, the rarest output first), a bounded number of each."""
+    placement = placement_line(report.outcomes)
+    lines = [] if placement is None else [f"placement: {placement}"]
+    if len(report.outcomes) <= FOLD_ABOVE:
+        lines += [outcome_line(o) for o in report.outcomes]
+        return lines + [line for o in report.outcomes for line in output_lines(o)]
+    lines += fold_lines(outcome_folds(report.outcomes, outcome_line), OUTCOMES_SHOWN)
+    flagged = {n for v in report.problems for n in v.nodes}
+    return lines + folded_output_lines(report.outcomes, flagged, OUTPUTS_SHOWN)
 
 
 def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
@@ -61,9 +106,10 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         ET.SubElement(case, "skipped", message=_clean(report.skipped))
     elif report.problems:
         problems = report.problems
-        summary = "; ".join(f"[{v.check}] {v.message}" for v in problems[:3])
-        if len(problems) > 3:
-            summary += f"; and {len(problems) - 3} more"
+        folds = _folds(report)
+        summary = "; ".join(_violation_line(f) for f in folds[:3])
+        if len(folds) > 3:
+            summary += f"; and {len(folds) - 3} more"
         failure = ET.SubElement(
             case,
             "failure",
@@ -79,8 +125,7 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         f"replay: {report.replay_command}",
         *(f"warning: {line}" for line in idle_fault_lines(report)),
         *(fault_line(f) for f in report.faults),
-        *(outcome_line(o) for o in report.outcomes),
-        *(line for o in report.outcomes for line in output_lines(o)),
+        *_node_lines(report),
     ]
     ET.SubElement(case, "system-out").text = _clean("\n".join(out))
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.report.glyphs import Marker
 
-__all__ = ["Band", "FaultRow", "Lane", "Span", "Tick", "Timeline"]
+__all__ = ["Band", "Block", "FaultRow", "Lane", "Span", "Tick", "Timeline"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,19 @@ class Lane:
     launch: Span | None = None
     markers: list[Marker] = field(default_factory=list)
     spreads: list[Span] = field(default_factory=list)
+    #: A band of look-alike nodes: each of its nodes in its own lane, shown on demand.
+    members: Block | None = None
+
+
+@dataclass
+class Block:
+    """The lanes of a band's nodes with the fault windows across them. Each lane's shapes
+    are drawn from y = 0 (its ``y`` says where the lane goes); the bands span the block."""
+
+    lanes: list[Lane]
+    bands: list[Band]
+    h: float
+    font: float
 
 
 @dataclass

@@ -7,6 +7,8 @@ the HTML report and the pytest plugin.
 * :func:`result_line` — one plain line per finished scenario (progress in CI logs).
 * :func:`fault_line`, :func:`idle_fault_lines` — what each fault did; a warning per fault
   that did not act (informational: not a failure).
+* :func:`outcome_line`, :func:`output_lines`, :func:`folded_output_lines` — a node's
+  outcome and the tail of its output; identical tails of many nodes once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from harness.report.timeline import node_ranges
+from harness.report.fold import nodes_label, short_ranges
 from harness.run.model import FaultRecord, NodeOutcome, Report
 from harness.scenario.model import OUTCOMES
 
@@ -22,6 +24,7 @@ __all__ = [
     "INTERRUPTED",
     "duration",
     "fault_line",
+    "folded_output_lines",
     "idle_fault_lines",
     "outcome_counts",
     "outcome_line",
@@ -115,7 +118,7 @@ def idle_fault_lines(report: Report) -> list[str]:
     """
     lines = []
     for fault in report.idle_faults:
-        what = f"{fault.kind} on nodes {node_ranges(fault.nodes)}"
+        what = f"{fault.kind} on nodes {short_ranges(fault.nodes)}"
         what = f"{what}: {fault.detail}" if fault.detail else what
         lines.append(f"fault {fault.index} ({what}) {fault.effects}")
     return lines
@@ -144,11 +147,38 @@ def output_lines(outcome: NodeOutcome, limit: int = 15) -> list[str]:
     return [f"output of node {outcome.node} (last {len(tail)} lines):", *(f"  | {x}" for x in tail)]
 
 
+def folded_output_lines(
+    outcomes: Sequence[NodeOutcome], flagged: set[int], limit: int, tail: int = 15
+) -> list[str]:
+    """:func:`output_lines` of each node, nodes with the same output once (``output of
+    nodes 1-4095 (last 3 lines, the same on each):``): those with a node in ``flagged``
+    (named by a violation) first, the rarest output first, at most ``limit`` of them, then
+    ``output of 12 more node(s) not shown (3 distinct)``."""
+    same: dict[str, list[NodeOutcome]] = {}
+    for o in sorted(outcomes, key=lambda o: o.node):
+        if o.output:
+            same.setdefault(o.output, []).append(o)
+    groups = sorted(same.values(), key=lambda g: (not any(o.node in flagged for o in g), len(g)))
+    lines = []
+    for group in groups[:limit]:
+        head, *rest = output_lines(group[0], tail)
+        if len(group) > 1:
+            nodes = nodes_label([o.node for o in group])
+            head = head.replace(f"node {group[0].node} ", f"{nodes} ", 1)
+            head = head.replace(" lines):", " lines, the same on each):")
+        lines += [head, *rest]
+    hidden = groups[limit:]
+    if hidden:
+        count = sum(len(g) for g in hidden)
+        lines.append(f"output of {count} more node(s) not shown ({len(hidden)} distinct)")
+    return lines
+
+
 def fault_line(fault: FaultRecord) -> str:
     """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream; acted: 1
     connection black-holed`` (or ``; did not act ...``)."""
     end = "the end" if fault.end is None else f"{fault.end:.2f} s"
-    line = f"fault {fault.index} {fault.kind} on nodes {node_ranges(fault.nodes)}"
+    line = f"fault {fault.index} {fault.kind} on nodes {short_ranges(fault.nodes)}"
     line += f" from {fault.start:.2f} s to {end}"
     line = f"{line}: {fault.detail}" if fault.detail else line
     if fault.acted and not fault.idle:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from harness.report.fold import node_ranges, nodes_label, runs, short_ranges
 from harness.report.glyphs import (
     FAULT_COLORS,
     GLYPHS,
@@ -25,13 +26,14 @@ from harness.report.glyphs import (
     event_title,
     marker,
 )
-from harness.report.shapes import Band, FaultRow, Lane, Span, Tick, Timeline
+from harness.report.shapes import Band, Block, FaultRow, Lane, Span, Tick, Timeline
 from harness.run.model import FaultRecord, NodeEvent, NodeOutcome, Report
 
 __all__ = [
     "FAULT_COLORS",
     "STATUS_COLORS",
     "Band",
+    "Block",
     "FaultRow",
     "Lane",
     "Span",
@@ -48,6 +50,10 @@ Scale = Callable[[float], float]
 LABEL_W = 140
 BADGE_W = 176
 GAP = 12
+#: A collapsed timeline has at most this many lanes.
+MAX_LANES = 40
+#: Lane height and font of the nodes of an expanded band.
+MEMBER_H, MEMBER_FONT = 12.0, 9.0
 
 
 def nice_ticks(t_max: float, target: int = 8) -> list[float]:
@@ -66,37 +72,55 @@ def _tick_label(t: float, step: float) -> str:
     return f"{t:.{decimals}f} s"
 
 
-def _signature(
+def _signatures(
     o: NodeOutcome, faults: dict[int, tuple[int, ...]], bad: set[int]
-) -> tuple[Any, ...]:
+) -> tuple[tuple[Any, ...], ...]:
+    """What makes two nodes look alike, finest first: outcome, error, kinds of events,
+    faults, verdict; then without the events; then outcome and verdict only."""
     kinds: list[str] = []
     for event in o.events:
         if not kinds or kinds[-1] != event.event:
             kinds.append(event.event)
-    return (o.status, o.error_class, tuple(kinds), faults.get(o.node, ()), o.node in bad)
+    targeted, named = faults.get(o.node, ()), o.node in bad
+    return (
+        (o.status, o.error_class, tuple(kinds), targeted, named),
+        (o.status, o.error_class, targeted, named),
+        (o.status, named),
+    )
 
 
 def _groups(
     outcomes: Sequence[NodeOutcome], faults: Sequence[FaultRecord], bad: set[int], collapse: bool
 ) -> list[list[NodeOutcome]]:
+    """One group per node, or (``collapse``) one per story, wherever its nodes are, in
+    order of first node: at most :data:`MAX_LANES` groups (judged more coarsely if the
+    finest look-alike makes more)."""
+    ordered = sorted(outcomes, key=lambda o: o.node)
+    if not collapse:
+        return [[o] for o in ordered]
     targeted: dict[int, tuple[int, ...]] = {}
     for fault in faults:
         for node in fault.nodes:
             targeted[node] = (*targeted.get(node, ()), fault.index)
-    groups: list[list[NodeOutcome]] = []
-    last: tuple[Any, ...] | None = None
-    for outcome in sorted(outcomes, key=lambda o: o.node):
-        sig = _signature(outcome, targeted, bad)
-        if collapse and groups and sig == last:
-            groups[-1].append(outcome)
-        else:
-            groups.append([outcome])
-        last = sig
-    return groups
+    signatures = [_signatures(o, targeted, bad) for o in ordered]
+    groups: dict[tuple[Any, ...], list[NodeOutcome]] = {}
+    for level in range(3):
+        groups = {}
+        for outcome, sig in zip(ordered, signatures, strict=True):
+            groups.setdefault(sig[level], []).append(outcome)
+        if len(groups) <= MAX_LANES:
+            break
+    return list(groups.values())
 
 
 def _span_label(nodes: Sequence[int]) -> str:
-    return f"node {nodes[0]}" if len(nodes) == 1 else f"nodes {nodes[0]}\N{EN DASH}{nodes[-1]}"
+    """``node 3``, ``nodes 1-191`` (every node from 1 to 191) or ``nodes 0…4095`` (some of
+    them: the lane's title lists which, its badge says how many)."""
+    if len(nodes) == 1:
+        return f"node {nodes[0]}"
+    if nodes[-1] - nodes[0] + 1 == len(nodes):
+        return f"nodes {nodes[0]}\N{EN DASH}{nodes[-1]}"
+    return f"nodes {nodes[0]}\N{HORIZONTAL ELLIPSIS}{nodes[-1]}"
 
 
 def _lane_sizes(lanes: int) -> tuple[float, float]:
@@ -137,6 +161,9 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         _lane(group, i * lane_h, lane_h, bad, x_of, report.duration)
         for i, group in enumerate(groups)
     ]
+    for lane, group in zip(lanes, groups, strict=True):
+        if len(group) > 1:
+            lane.members = _members(group, report, bad, x_of, t_max)
     ticks_t = nice_ticks(t_max)
     step = ticks_t[1] - ticks_t[0] if len(ticks_t) > 1 else t_max
     ticks = [Tick(x_of(t), _tick_label(t, step)) for t in ticks_t]
@@ -148,7 +175,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         x1 = x_of(fault.end if fault.end is not None else t_max)
         color = FAULT_COLORS.get(fault.kind, "#64748b")
         bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
-        said = f"nodes {node_ranges(fault.nodes)}"
+        said = f"nodes {short_ranges(fault.nodes)}"
         said = f"{said} · {fault.detail}" if fault.detail else said
         said = f"{said} · {'did not act' if fault.idle else fault.effects}"
         # A hollow (idle) bar has no fill to carry white text: keep the text outside it.
@@ -212,7 +239,7 @@ def _fault_text(
 
 def _fault_title(fault: FaultRecord) -> str:
     end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
-    head = f"fault {fault.index}: {fault.kind} on node(s) {node_ranges(fault.nodes)}"
+    head = f"fault {fault.index}: {fault.kind} on node(s) {short_ranges(fault.nodes)}"
     detail = f"\n{fault.detail}" if fault.detail else ""
     did = f"\n{'⚠ ' if fault.idle else 'acted: ' if fault.acted else ''}{fault.effects}"
     return f"{head}\nfrom {fault.start:.3f} s {end}{detail}{did}"
@@ -231,7 +258,7 @@ def _bands(
         x0 = x_of(fault.start)
         x1 = x_of(fault.end if fault.end is not None else t_max)
         color = FAULT_COLORS.get(fault.kind, "#64748b")
-        for first, last in _runs(hit):
+        for first, last in runs(hit):
             top = lanes[first].y
             bottom = lanes[last].y + lanes[last].h
             bands.append(
@@ -249,20 +276,32 @@ def _bands(
     return bands
 
 
-def _runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
-    """Consecutive runs of ``indexes`` as ``(first, last)`` pairs."""
-    runs: list[list[int]] = []
-    for i in sorted(set(indexes)):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return [(a, b) for a, b in runs]
+def _node_detail(o: NodeOutcome) -> str:
+    """A node's rank, placement and every event's time, for its compact lane's title."""
+    facts = [f"rank {o.rank}" if o.rank is not None else "no rank"]
+    if o.placement:
+        facts.append(o.placement)
+    events = []
+    for e in o.events:
+        error = e.fields.get("error")
+        events.append(f"{e.event} {e.t:.3f}" + (f" ({error})" if error else ""))
+    return f"\n{' · '.join(facts)}\n{' · '.join(events)}" if events else f"\n{' · '.join(facts)}"
 
 
-def node_ranges(nodes: Iterable[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (compact even for 256 nodes)."""
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in _runs(nodes))
+def _members(
+    group: Sequence[NodeOutcome], report: Report, bad: set[int], x_of: Scale, t_max: float
+) -> Block:
+    """The nodes of a band, each in its own compact lane."""
+    lanes = []
+    for i, o in enumerate(group):
+        # Drawn from y = 0 (the template moves each lane down): shorter coordinates.
+        lane = _lane([o], 0.0, MEMBER_H, bad, x_of, report.duration, compact=True)
+        if i and o.message and o.message == group[0].message:  # the band says it already
+            lane.title = lane.title.replace(f"\n{o.error_class}: {o.message}", "", 1)
+        lane.y = i * MEMBER_H
+        lanes.append(lane)
+    bands = _bands(report.faults, lanes, x_of, t_max)
+    return Block(lanes, bands, len(lanes) * MEMBER_H, MEMBER_FONT)
 
 
 def _first(outcome: NodeOutcome, name: str) -> float | None:
@@ -276,7 +315,11 @@ def _lane(
     bad: set[int],
     x_of: Scale,
     run_end: float,
+    compact: bool = False,
 ) -> Lane:
+    """The lane of ``group`` (one node, or look-alike nodes drawn as one band). A
+    ``compact`` lane (a node inside an expanded band) carries one hover title, with every
+    event's time, instead of one per marker."""
     first = group[0]
     nodes = tuple(o.node for o in group)
     mid = y + h / 2
@@ -290,6 +333,10 @@ def _lane(
         else f"{first.status} \N{MULTIPLICATION SIGN}{len(group)}"
     )
     detail = f"\n{first.error_class}: {first.message}" if first.message else ""
+    if compact:
+        detail += _node_detail(first)
+    elif len(group) > 1:
+        detail += "\nclick to list each node's own lane"
     lane = Lane(
         y=y,
         h=h,
@@ -299,7 +346,7 @@ def _lane(
         badge=badge,
         color=color,
         violated=any(n in bad for n in nodes),
-        title=f"{_span_label(nodes)}: {first.status}{when}{detail}",
+        title=f"{nodes_label(nodes)}: {first.status}{when}{detail}",
     )
     starts = [o.started for o in group if o.started is not None]
     if starts:
@@ -313,11 +360,12 @@ def _lane(
         lane.lifeline = Span(x0, mid - h * 0.14, max(x1 - x0, 1.0), h * 0.28, color)
         spawn = x_of(launched)
         if x0 - spawn >= 2:
-            title = f"{lane.label}: launching from {launched:.3f} s"
+            title = "" if compact else f"{lane.label}: launching from {launched:.3f} s"
             lane.launch = Span(spawn, mid - 0.5, x0 - spawn, 1.0, "#94a3b8", title)
     if len(group) == 1:
         for event in first.events:
-            lane.markers.append(marker(event, x_of(event.t), mid, size, event_title(event)))
+            title = "" if compact else event_title(event)
+            lane.markers.append(marker(event, x_of(event.t), mid, size, title))
         return lane
     by_kind: dict[str, list[NodeEvent]] = {}
     for o in group:

@@ -40,6 +40,10 @@ class NodeOutcome:
         seen_ranks: ranks whose key it found in the shared store after its rendezvous
             returned (None when it never got that far).
         output: the tail of what the process wrote to stdout/stderr (None if nothing).
+        placement: how the world ran the node, in free text the reports show (e.g.
+            ``"process"``, ``"packed 512 per process (threads)"``); None when the world
+            does not say. Nodes with the same text are shown as one group, so a world
+            gives every node placed the same way the same text.
     """
 
     node: int
@@ -57,6 +61,7 @@ class NodeOutcome:
     seen_ranks: list[int] | None = None
     output: str | None = None
     maxrss_kib: int | None = None
+    placement: str | None = None
 
     @property
     def elapsed(self) -> float | None:

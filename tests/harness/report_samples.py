@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from typing import Any
 
+from harness.run.checks import check
 from harness.run.model import FaultRecord, NodeEvent, NodeOutcome, Report, Violation
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
@@ -179,3 +181,135 @@ def idle_fault_report() -> Report:
                     acted={"nodes never started": 1}),
     ]  # fmt: skip
     return Report(sc, 11, outcomes, faults, duration=2.1)
+
+
+def _scale_ok(node: int, nodes: int, run_id: str, rng: random.Random) -> NodeOutcome:
+    """One node of a large run that joined, completed and shut down, with the fields rdzv's
+    events really carry (run id, round, rank, endpoint, elapsed)."""
+    launched = 0.05 + 6.0 * node / nodes + rng.uniform(0.0, 0.02)
+    t0 = launched + 0.012
+    base = {"run_id": run_id, "round": 0, "rank": node, "endpoint": "127.0.0.1:41234"}
+
+    def rdzv(t: float, name: str, **extra: Any) -> NodeEvent:
+        return NodeEvent(node, t, name, {**base, "elapsed": t - t0, **extra})
+
+    events = [NodeEvent(node, t0, "started", {"pid": 20000 + node})]
+    if node == 0:
+        listening = {"endpoint": base["endpoint"]}
+        events.append(NodeEvent(node, t0 + 0.004, "server_listening", listening))
+    t = t0 + 0.005
+    retried = node % 7 == 3
+    if retried:  # the connect storm: some first attempts are refused and retried
+        events.append(NodeEvent(node, t, "connect_attempt", {"attempt": 1, "error": "refused"}))
+        t += rng.uniform(0.01, 0.02)
+    events += [
+        NodeEvent(node, t, "connect_attempt", {"attempt": 1 + retried, "error": None}),
+        NodeEvent(node, t + 0.002, "connected", {"attempts": 1 + retried}),
+        rdzv(t + 0.003, "join_start", world_size=nodes),
+        rdzv(t + 0.006 + rng.uniform(0, 0.004), "joined", joined=node + 1, world_size=nodes),
+    ]
+    done = 6.2 + rng.uniform(0.0, 0.3)
+    events += [
+        rdzv(done, "complete", world_size=nodes),
+        NodeEvent(node, done + 0.002, "returned", {"rank": node}),
+        rdzv(done + 0.15 + rng.uniform(0.0, 0.1), "shutdown", others_left=0, others=0, error=None),
+    ]
+    return NodeOutcome(
+        node=node,
+        status="ok",
+        rank=node,
+        world_size=nodes,
+        run_id=run_id,
+        started=launched,
+        finished=events[-1].t + 0.01,
+        pid=20000 + node,
+        events=events,
+        shared_store_ok=True,
+        seen_ranks=None,
+        maxrss_kib=23000 + node % 100,
+    )
+
+
+def scale_report(nodes: int = 4096, expect_ok_everywhere: bool = False) -> Report:
+    """A realistic large run: every node has its ~9 events (started, connect attempt,
+    connected, join_start, joined, complete, returned, shutdown) and its outcome; a latency
+    toxic on every link, every 7th node's first connect refused, one straggler (slowed by a
+    toxic of its own) that times out, and a handful of nodes killed after they joined.
+
+    The violations are what :func:`harness.run.checks.check` finds: none beyond the killed
+    nodes and the straggler (expected), or, with ``expect_ok_everywhere``, every node that
+    did not end ``ok``."""
+    rng = random.Random(nodes)
+    run_id = f"scale-{nodes}"
+    outcomes = [_scale_ok(node, nodes, run_id, rng) for node in range(nodes)]
+    straggler = nodes * 2 // 3
+    killed = sorted({nodes // 16 * i + 5 for i in range(1, 6)} - {straggler})
+    slow = outcomes[straggler]
+    slow.events = [e for e in slow.events if e.event not in ("complete", "returned", "shutdown")]
+    slow.events.append(
+        NodeEvent(straggler, 8.0, "failed", {"error": "RendezvousTimeoutError", "rank": straggler})
+    )
+    slow.status, slow.finished, slow.rank, slow.world_size = "timeout", 8.01, None, None
+    slow.error_class = "rdzv.errors.RendezvousTimeoutError"
+    slow.message = (
+        f"rank {straggler}: rendezvous round 0 timed out after 8.0 s waiting for the result "
+        f"({nodes - 1} of {nodes} nodes joined)"
+    )
+    for node in killed:
+        out = outcomes[node]
+        out.events = [e for e in out.events if e.event not in ("complete", "returned", "shutdown")]
+        out.status, out.finished, out.rank, out.world_size = "killed", 3.0, None, None
+        out.message = "killed by the harness (SIGKILL)"
+    latency = "latency downstream {'latency': 20, 'jitter': 10}"
+    faults = [
+        FaultRecord(
+            0, "toxic", list(range(1, nodes)), 0.0, None, latency,
+            acted={"connections delayed": nodes - 1},
+        ),
+        FaultRecord(
+            1, "toxic", [straggler], 0.0, None, "timeout upstream {'timeout': 0}",
+            acted={"connections black-holed": 1},
+        ),
+        FaultRecord(2, "kill", killed, 3.0, 3.0, "", acted={"SIGKILLs delivered": len(killed)}),
+    ]  # fmt: skip
+    expect: dict[str, Any] = {"outcome": "ok"}
+    if not expect_ok_everywhere:
+        expect["nodes"] = [
+            {"nodes": killed, "outcome": "killed"},
+            {"nodes": [straggler], "outcome": "timeout"},
+        ]
+    sc = scenario(f"scale-{nodes}", nodes, expect=expect)
+    report = Report(sc, 4096, outcomes, faults, duration=7.2)
+    report.violations = check(sc, outcomes)
+    return report
+
+
+def straggler_report(nodes: int = 4096) -> Report:
+    """The straggler arrives after the deadline; everyone else times out naming exactly its
+    rank. The scenario expected every node ``ok``: every node violates ``outcome``."""
+    report = scale_report(nodes)
+    straggler = nodes * 2 // 3
+    missing = f"rendezvous round 0 timed out after 8.0 s: {nodes - 1} of {nodes} nodes joined; "
+    for out in report.outcomes:
+        out.events = [e for e in out.events if e.event not in ("complete", "returned", "shutdown")]
+        out.events = [e for e in out.events if not (e.node == straggler and e.event == "joined")]
+        out.rank = out.world_size = None
+        if out.node == straggler:
+            out.status, out.finished = "connection_error", 9.5
+            out.error_class = "rdzv.errors.RendezvousConnectionError"
+            out.message = (
+                f"rank {out.node}: no rendezvous server answered at 127.0.0.1:41234 "
+                "(connection refused) within 1.5 s"
+            )
+        elif out.status != "killed":
+            out.events.append(
+                NodeEvent(out.node, 8.0, "failed", {"error": "RendezvousTimeoutError"})
+            )
+            out.status, out.finished = "timeout", 8.01
+            out.error_class = "rdzv.errors.RendezvousTimeoutError"
+            out.message = f"{missing}missing ranks: {straggler}"
+    sc = scenario(f"straggler-{nodes}", nodes, expect={"outcome": "ok"})
+    report.scenario = sc
+    report.faults = [f for f in report.faults if f.index != 1]
+    report.violations = check(sc, report.outcomes)
+    return report

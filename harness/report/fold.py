@@ -1,0 +1,215 @@
+"""Fold per-node lines of large runs: nodes that say the same thing become one line (pure).
+
+At 4096 nodes a failing run has thousands of look-alike violations and outcomes
+("node 17 ended 'timeout', expected 'ok': ..."). Each is folded with the others that read
+the same once the node's own number is masked (``node 17`` and ``rank 17`` become
+``node N`` and ``rank N``), and the group is shown once, with its nodes as ranges:
+``[outcome] node N ended 'timeout', expected 'ok': ...  (nodes 0-2729, 2731-4095: 4095)``.
+A group of one node keeps its own words.
+
+* :func:`violation_folds`, :func:`outcome_folds` — the groups, in order of first node;
+* :func:`fold_lines` — at most ``limit`` of them as lines, then one line for the rest;
+* :func:`node_ranges`, :func:`short_ranges`, :func:`nodes_label` — node lists as ranges;
+* :func:`placement_line` — how the world ran the nodes (``nodes 1-4095: packed 512 per
+  process``), when it says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+from harness.run.model import NodeOutcome, Violation
+
+__all__ = [
+    "FOLD_ABOVE",
+    "Fold",
+    "elapsed_range",
+    "fold_lines",
+    "mask",
+    "node_ranges",
+    "nodes_label",
+    "outcome_folds",
+    "outcome_groups",
+    "placement_line",
+    "runs",
+    "short_ranges",
+    "violation_folds",
+]
+
+
+#: Runs of more than this many nodes fold their per-node lines in JUnit and in the HTML
+#: report's table (the console's failure panel always folds).
+FOLD_ABOVE = 64
+
+
+_NUMBERED = re.compile(r"\b(node|rank) (\d+)(?!\.?\d)")
+
+
+def mask(text: str, node: int, rank: int | None = None) -> str:
+    """``text`` with ``node <node>`` and ``rank <rank>`` (a node's own number) written
+    ``node N`` and ``rank N``, so that look-alike lines of different nodes compare equal."""
+    own = {str(node)} if rank is None else {str(node), str(rank)}
+    return _NUMBERED.sub(lambda m: f"{m[1]} N" if m[2] in own else m[0], text)
+
+
+def runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of ``indexes`` as ``(first, last)`` pairs."""
+    found: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if found and i == found[-1][1] + 1:
+            found[-1][1] = i
+        else:
+            found.append([i, i])
+    return [(a, b) for a, b in found]
+
+
+def node_ranges(nodes: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (compact even for 256 nodes)."""
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs(nodes))
+
+
+def short_ranges(nodes: Iterable[int], most: int = 8) -> str:
+    """:func:`node_ranges` of at most ``most`` runs: ``0-2729, 2731-4095``, or
+    ``0, 2, 4, 6, 8, 10, 12, …, 4094`` (the first runs, then the last)."""
+    parts = node_ranges(nodes).split(", ")
+    if len(parts) <= most:
+        return ", ".join(parts)
+    return ", ".join([*parts[: most - 1], "\N{HORIZONTAL ELLIPSIS}", parts[-1]])
+
+
+def nodes_label(nodes: Sequence[int]) -> str:
+    """``node 3``, ``nodes 1-4`` or ``nodes 0-2729, 2731-4095 (4095)`` (a count when the
+    ranges have gaps; at most 8 runs, see :func:`short_ranges`)."""
+    if len(nodes) == 1:
+        return f"node {nodes[0]}"
+    contiguous = max(nodes) - min(nodes) + 1 == len(set(nodes))
+    ranges = short_ranges(nodes)
+    return f"nodes {ranges}" if contiguous else f"nodes {ranges} ({len(nodes)})"
+
+
+@dataclass
+class Fold:
+    """Nodes whose lines read the same: ``line`` (node number masked) and the first node's
+    own ``sample``; ``count`` lines were folded; :attr:`text` is what is shown."""
+
+    nodes: list[int]
+    line: str
+    sample: str
+    count: int = 1
+
+    @property
+    def text(self) -> str:
+        return self.sample if self.count == 1 else self.line
+
+
+def _fold(items: Iterable[tuple[Hashable, Sequence[int], str, str]]) -> list[Fold]:
+    """Group ``(key, nodes, masked line, own line)`` by key, in order of first appearance."""
+    groups: dict[Hashable, Fold] = {}
+    for key, nodes, line, sample in items:
+        if key in groups:
+            groups[key].nodes.extend(nodes)
+            groups[key].count += 1
+        else:
+            groups[key] = Fold(list(nodes), line, sample)
+    return list(groups.values())
+
+
+def violation_folds(violations: Sequence[Violation], fold: bool = True) -> list[Fold]:
+    """Violations of one node that read the same but for that node's number, folded;
+    ``line``/``sample`` are ``[check] message``. A violation naming several nodes (or none)
+    stays alone, and so does every one when ``fold`` is false."""
+
+    def item(i: int, v: Violation) -> tuple[Hashable, Sequence[int], str, str]:
+        own = f"[{v.check}] {v.message}"
+        if len(v.nodes) != 1 or not fold:
+            return (i,), v.nodes, own, own
+        masked = f"[{v.check}] {mask(v.message, v.nodes[0])}"
+        return (v.check, masked, v.known), v.nodes, masked, own
+
+    return _fold(item(i, v) for i, v in enumerate(violations))
+
+
+def _outcome_words(o: NodeOutcome, rank: str, elapsed: str) -> str:
+    parts = [o.status]
+    if rank:
+        parts.append(rank)
+    if o.world_size is not None:
+        parts.append(f"world size {o.world_size}")
+    if elapsed:
+        parts.append(elapsed)
+    return ", ".join(parts)
+
+
+def outcome_groups(outcomes: Sequence[NodeOutcome]) -> list[list[NodeOutcome]]:
+    """Nodes that ended alike: same status, error, message but for their own number, world
+    size, and rank (their own node id, none, or the same other rank); in order of first
+    node."""
+    keyed: dict[tuple[str, str | None, str, int | None, str], list[NodeOutcome]] = {}
+    for o in sorted(outcomes, key=lambda o: o.node):
+        rank = "" if o.rank is None else "same" if o.rank == o.node else str(o.rank)
+        message = mask(o.message, o.node, o.rank) if o.message else ""
+        keyed.setdefault((o.status, o.error_class, message, o.world_size, rank), []).append(o)
+    return list(keyed.values())
+
+
+def elapsed_range(group: Sequence[NodeOutcome]) -> str:
+    """``6.17-6.61 s`` (``3.010 s`` for one time; empty when none is known)."""
+    times = [o.elapsed for o in group if o.elapsed is not None]
+    if not times:
+        return ""
+    low, high = min(times), max(times)
+    return f"{low:.3f} s" if high - low < 0.0005 else f"{low:.2f}-{high:.2f} s"
+
+
+def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], str]) -> list[Fold]:
+    """:func:`outcome_groups` as folds: ``line`` reads ``ok, rank = node, world size 4096,
+    after 6.17-6.61 s``; ``sample`` is ``own(first node)``."""
+    folds = []
+    for group in outcome_groups(outcomes):
+        first = group[0]
+        if first.rank is None:
+            rank = ""
+        else:
+            rank = "rank = node" if first.rank == first.node else f"rank {first.rank}"
+        elapsed = elapsed_range(group)
+        line = _outcome_words(first, rank, f"after {elapsed}" if elapsed else "")
+        if first.message:
+            message = mask(first.message, first.node, first.rank)
+            line += f" \N{EM DASH} {first.error_class or 'message'}: {message}"
+        folds.append(Fold([o.node for o in group], line, own(first), len(group)))
+    return folds
+
+
+def fold_lines(
+    folds: Sequence[Fold], limit: int | None = None, fmt: Callable[[Fold], str] | None = None
+) -> list[str]:
+    """One line per fold (``fmt``, by default ``nodes ...: text``), at most ``limit`` of
+    them, then ``... and K more (M nodes)``."""
+
+    def default(fold: Fold) -> str:
+        return fold.text if fold.count == 1 else f"{nodes_label(fold.nodes)}: {fold.line}"
+
+    shown = folds if limit is None else folds[:limit]
+    lines = [(fmt or default)(f) for f in shown]
+    rest = folds[len(shown) :]
+    if rest:
+        count = sum(len(f.nodes) for f in rest)
+        lines.append(f"... and {len(rest)} more ({count} node{'s' if count != 1 else ''})")
+    return lines
+
+
+def placement_line(outcomes: Sequence[NodeOutcome], limit: int = 6) -> str | None:
+    """``nodes 0: process; nodes 1-4095: packed 512 per process`` — how the world ran the
+    nodes, grouped by the world's words (None when it says nothing of any node)."""
+    if all(o.placement is None for o in outcomes):
+        return None
+    groups: dict[str, list[int]] = {}
+    for o in sorted(outcomes, key=lambda o: o.node):
+        groups.setdefault(o.placement or "not said", []).append(o.node)
+    parts = [f"{nodes_label(nodes)}: {text}" for text, nodes in list(groups.items())[:limit]]
+    if len(groups) > limit:
+        rest = sum(len(nodes) for nodes in list(groups.values())[limit:])
+        parts.append(f"{len(groups) - limit} more placements on {rest} nodes")
+    return "; ".join(parts)
