@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
 
     from harness.proxy.client import ToxiproxyClient
-    from harness.run.model import NodeOutcome, Report
+    from harness.run.model import Report
     from harness.scenario.model import Scenario
     from rdzv import TCPStore
 
@@ -45,7 +45,6 @@ __all__ = [
     "ScenarioFailed",
     "ScenarioFile",
     "ScenarioItem",
-    "failure_text",
     "harness_cluster",
     "parse_toxiproxy_address",
     "rdzv_store",
@@ -285,50 +284,13 @@ class ScenarioItem(pytest.Item):
         style: Any = None,
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, ScenarioFailed):
+            from harness.report.failure import failure_text
+
             return failure_text(excinfo.value.report)
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"scenario {self.scenario.name}"
-
-
-def failure_text(report: Report) -> str:
-    """A failed run as the item shows it: checks, node outcomes, faults, seed, replay.
-    Beyond 64 nodes, nodes that say the same thing share a line (``harness.report.fold``)
-    and only a bounded number of distinct lines and outputs is shown."""
-    from harness.report.fold import FOLD_ABOVE, fold_lines, outcome_folds, violation_folds
-    from harness.report.text import fault_line, folded_output_lines, output_lines
-
-    def node_line(o: NodeOutcome) -> str:
-        took = f" after {o.elapsed:.2f} s" if o.elapsed is not None else ""
-        rank = f" rank {o.rank}" if o.rank is not None else ""
-        why = f": {o.error_class or 'message'}: {o.message}" if o.message else ""
-        return f"node {o.node}: {o.status}{rank}{took}{why}"
-
-    many = len(report.outcomes) > FOLD_ABOVE
-    lines = [f"scenario {report.scenario.name} failed ({report.scenario.nodes} nodes)"]
-    checks = [f"[{v.check}] {v.message}" for v in report.problems]
-    if many:
-        checks = fold_lines(violation_folds(report.problems), 50)
-    lines += ["failed checks:", *(f"  {line}" for line in checks)]
-    if report.error is not None:
-        lines.append(report.error)
-    lines.append("nodes:")
-    if many:
-        lines += [f"  {x}" for x in fold_lines(outcome_folds(report.outcomes, node_line), 50)]
-    else:
-        lines += [f"  {node_line(o)}" for o in report.outcomes]
-    lines += [f"  {fault_line(f)}" for f in report.faults]
-    flagged = {n for v in report.problems for n in v.nodes}
-    if many:
-        named = [o for o in report.outcomes if o.node in flagged]
-        lines += [f"  {line}" for line in folded_output_lines(named, flagged, 8)]
-    else:
-        for o in report.outcomes:
-            if o.node in flagged:
-                lines += [f"  {line}" for line in output_lines(o)]
-    lines += [f"seed: {report.seed}", f"replay: {report.replay_command}"]
-    return "\n".join(lines)
 
 
 def _proxies(config: pytest.Config) -> Callable[[], contextlib.AbstractContextManager[Any]]:

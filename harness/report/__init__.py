@@ -4,6 +4,7 @@
 * ``fold``      large runs: nodes that say the same thing folded into one line, node ranges
 * ``console``   the rich summary table and failure panels
 * ``junit``     JUnit XML for CI
+* ``failure``   a failed run as plain text for a test runner (the pytest plugin)
 * ``html``      the HTML report (jinja2, ``templates/report.html.j2``)
 * ``timeline``  the timeline's geometry: lanes, markers, fault windows (pure)
 * ``shapes``    what a timeline is drawn with (plain data)

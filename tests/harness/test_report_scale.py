@@ -143,7 +143,7 @@ def test_junit_of_a_small_run_keeps_one_line_per_node(tmp_path: Path) -> None:
 
 
 def test_a_failed_pytest_item_of_4096_nodes_shows_folded_lines() -> None:
-    from harness.pytest_plugin import failure_text
+    from harness.report.failure import failure_text
 
     report = straggler_report(4096)
     for o in report.outcomes:
