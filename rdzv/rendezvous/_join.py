@@ -29,10 +29,12 @@ Invariants:
 5. A node that finds its rank already claimed in a round with a verdict reports that
    (closed run, or a round that completed without it: stale state) instead of joining.
 6. Takeover: a node that finds its rank claimed by a process of the same machine (host name
-   and machine tag, see :mod:`rdzv.rendezvous._liveness`) that no longer exists replaces
-   that claim with compare_set(old identity -> own identity), then adds to ``count`` and
-   confirms like any claimant, whether or not its predecessor had. A live claimant, another
-   machine, or a round that already has a verdict: a duplicate rank, as without takeovers.
+   and machine tag, see :mod:`rdzv.rendezvous._liveness`) that no longer exists -- or, when
+   the claimant's pid is this process's own, by a handler of this process that shut down or
+   was declared dead -- replaces that claim with compare_set(old identity -> own identity),
+   then adds to ``count`` and confirms like any claimant, whether or not its predecessor
+   had. A live claimant, another machine, or a round that already has a verdict: a
+   duplicate rank, as without takeovers.
 7. A member whose store connection breaks mid-join (before its deadline) spends at most
    ``PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
    ``connection_lost``) naming itself and the cause, so the others fail at once with
@@ -67,7 +69,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.rendezvous import _exit
-from rdzv.rendezvous._liveness import process_alive
+from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
     duplicate_message,
@@ -111,7 +113,7 @@ class RoundProtocol(RoundIO):
     Takes the arguments of :class:`~rdzv.rendezvous._round_io.RoundIO`, and:
 
     Args:
-        alive: whether a pid of this machine still runs (invariant 6).
+        alive: whether a claimant ``(pid, token)`` of this machine still runs (invariant 6).
 
     Attributes:
         took_over: the dead predecessor whose claim this node took over, if any.
@@ -127,7 +129,7 @@ class RoundProtocol(RoundIO):
         clock: Callable[[], float],
         wall: Callable[[], float],
         reconnect: Callable[[float], Store] | None = None,
-        alive: Callable[[int], bool] = process_alive,
+        alive: Callable[[int, str], bool] = claimant_alive,
         started: float | None = None,
     ) -> None:
         super().__init__(store, cfg, me, round_index, deadline, clock, wall, reconnect, started)
@@ -185,7 +187,7 @@ class RoundProtocol(RoundIO):
         done = self.keys.of(self.round, "done")
         for _ in range(_MAX_TAKEOVERS):
             holder = Identity.decode(raw, claim_key)
-            if not self.me.same_machine(holder) or self.alive(holder.pid):
+            if not self.me.same_machine(holder) or self.alive(holder.pid, holder.token):
                 break
             if self.call(self.store.check, [done]):  # a finished round is not rejoined
                 self._refuse(self.call(self.store.get, done))

@@ -7,6 +7,14 @@ probe each other's pids. So a claim records, next to the host name, a *machine* 
 kernel's boot id and the inode of the pid namespace (Linux); elsewhere the tag is empty and
 only the host name is compared.
 
+A claimant whose pid is *this* process's own is not probed through the kernel (it would
+always look alive): it is one of this process's handlers, alive while that handler is. Every
+handler enters a process-wide registry of live handler tokens when it is made
+(:func:`handler_started`) and leaves it when it shuts down, when it is garbage-collected, or
+when it is declared dead (:func:`handler_ended`; the public form is
+:meth:`rdzv.rendezvous.static.StaticTCPRendezvous.declare_dead`, for runtimes that emulate a
+crashed process inside a live one, e.g. several simulated nodes per process).
+
 Invariants:
 
 1. :func:`process_alive` answers "dead" only when the kernel says the pid does not exist
@@ -14,14 +22,73 @@ Invariants:
    unclear (``EPERM``: alive but not ours; an unreadable ``/proc``; a pid <= 0) is "alive",
    so an uncertain probe can only turn a takeover into a duplicate-rank error, never the
    other way round.
+2. :func:`claimant_alive` of a claim recorded by this very process (same machine, checked
+   by the caller, and same pid) is "dead" only when the token is not in the registry: its
+   handler was shut down, declared dead, or collected. A handler in the registry is alive,
+   whatever its thread is doing.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import weakref
 from pathlib import Path
 
-__all__ = ["local_machine", "process_alive"]
+__all__ = [
+    "claimant_alive",
+    "handler_ended",
+    "handler_started",
+    "live_handlers",
+    "local_machine",
+    "process_alive",
+]
+
+
+class _Registry:
+    """This process's live handlers: token -> the object that holds its claims (weak, so a
+    handler dropped without shutdown() leaves when it is collected)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.lock = threading.Lock()
+        self.live: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
+
+
+_REGISTRY = _Registry()
+# In a forked child no handler of the parent runs (and the child's pid is another).
+os.register_at_fork(after_in_child=_REGISTRY.reset)
+
+
+def handler_started(token: str, owner: object) -> None:
+    """Record the handler with ``token`` as alive in this process, for as long as ``owner``
+    (the object that holds its claims) exists or until :func:`handler_ended`."""
+    with _REGISTRY.lock:
+        _REGISTRY.live[token] = owner
+
+
+def handler_ended(token: str) -> None:
+    """The handler with ``token`` is no more (shut down, or declared dead): a handler of this
+    process may now take over its claims (idempotent)."""
+    with _REGISTRY.lock:
+        _REGISTRY.live.pop(token, None)
+
+
+def live_handlers() -> frozenset[str]:
+    """The tokens of this process's live handlers (a snapshot)."""
+    with _REGISTRY.lock:
+        return frozenset(_REGISTRY.live.keys())
+
+
+def claimant_alive(pid: int, token: str) -> bool:
+    """Whether the claimant ``(pid, token)`` of this machine is alive (invariants 1 and 2):
+    a handler of this process by the registry, any other process by the kernel."""
+    if pid == os.getpid():
+        with _REGISTRY.lock:
+            return token in _REGISTRY.live
+    return process_alive(pid)
 
 
 def local_machine() -> str:

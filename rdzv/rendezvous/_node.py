@@ -24,6 +24,7 @@ from rdzv.events import emit
 from rdzv.rendezvous._connection import close_store, dial, reconnect
 from rdzv.rendezvous._exit import leave
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._liveness import handler_ended, handler_started
 from rdzv.rendezvous._lost_member import LostMemberWatch, watch_members
 from rdzv.rendezvous._round_failures import connect_error
 from rdzv.rendezvous._round_state import Identity, RoundKeys
@@ -58,6 +59,7 @@ class Node:
         self.clock = clock
         self.me = Identity.local(cfg.rank, cfg.world_size)
         self.me.encode()  # computed once, here: the claims compare it byte for byte
+        handler_started(self.me.token, self)  # alive to this process's other handlers
         self.keys = RoundKeys(cfg.run_id)
         self.store: Store | None = None
         self.next_round = 0
@@ -126,6 +128,7 @@ class Node:
             failures are reported this way, never raised).
         """
         store, self.store = self.store, None
+        handler_ended(self.me.token)  # its claims may be taken over from now on
         left: int | None = None
         error: str | None = None
         if store is not None:
@@ -140,6 +143,11 @@ class Node:
                 self._unwatch_members()
                 close_store(store)
         return left, error
+
+    def declare_dead(self) -> None:
+        """This node's process counts as dead from now on, to this process's other handlers
+        (they may take over its claims); no I/O, nothing stopped."""
+        handler_ended(self.me.token)
 
     def event(
         self,

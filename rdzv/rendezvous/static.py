@@ -299,6 +299,18 @@ class StaticTCPRendezvous(RendezvousHandler):
         )
         return error is None and (left is None or left >= others)
 
+    def declare_dead(self) -> None:
+        """Declare this handler's process dead, without stopping or shutting it down.
+
+        For runtimes that emulate a crashed node inside a live process (the harness's packed
+        nodes: several nodes as threads of one process, sharing its pid). From this call on,
+        a handler of the same process that finds this one's claim on its rank takes it over,
+        as a restarted process takes over the claim of a dead one (a claim's liveness is
+        otherwise probed by pid, and this process is alive). Does no I/O; this handler must
+        not be used afterwards. :meth:`shutdown` has the same effect on liveness.
+        """
+        self._node.declare_dead()
+
     # -- internals ------------------------------------------------------------------------
 
     def _store_call(self, doing: str, op: Callable[..., Any], *args: Any) -> Any:

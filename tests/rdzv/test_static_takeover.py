@@ -60,7 +60,7 @@ def _protocol(
     store: HashStore,
     me: Identity,
     deadline: float = 5.0,
-    alive: Callable[[int], bool] = lambda pid: pid != DEAD_PID,
+    alive: Callable[[int, str], bool] = lambda pid, token: pid != DEAD_PID,
 ) -> RoundProtocol:
     ticks = itertools.count()
     return RoundProtocol(
