@@ -64,6 +64,7 @@ __all__ = [
     "backend_arg",
     "data_console",
     "nothing_ran",
+    "pack_arg",
     "parse_address",
     "print_invalid",
     "report_file",
@@ -104,6 +105,19 @@ def at_least_one(option: str) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def pack_arg(text: str) -> int:
+    """argparse type of ``--pack``: a whole number of at least 2, else a usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(
+            f"--pack takes a whole number of nodes per process of at least 2, got {text!r}"
+        )
+    return value
 
 
 def backend_arg(text: str) -> str:
@@ -197,6 +211,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="run every scenario on this backend: static (rdzv), torch-static or "
         "module:factory (default: each file's own); [backends.NAME] in a file records "
         "how that backend differs",
+    )
+    run.add_argument(
+        "--pack",
+        type=pack_arg,
+        metavar="K",
+        help="run K nodes per process as threads (node 0 stays a process of its own; kill "
+        "and pause of a packed node are emulated, see docs/scenarios.md); overrides each "
+        "file's pack key",
     )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
@@ -299,6 +321,8 @@ def _run_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.backend is not None:
         scenarios = [sc.on_backend(args.backend) for sc in scenarios]
+    if args.pack is not None:
+        scenarios = [sc.packed(args.pack) for sc in scenarios]
     out = data_console()
     now = dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S")  # the JUnit schema's form (no zone)

@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.proxy.client import ToxiproxyClient
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
@@ -35,8 +36,10 @@ from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 from harness.world.base import Launch, Layout, Message, WorldFactory, cannot, missing
+from harness.world.local import LocalWorlds
+from harness.world.packed import PackedWorlds
 
-__all__ = ["run_scenario"]
+__all__ = ["run_scenario", "worlds_for"]
 
 _LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
 
@@ -296,7 +299,24 @@ class _Run:
             seen_ranks=fields.get("seen_ranks"),
             output=self.world.output(node),
             maxrss_kib=fields.get("maxrss_kib"),
+            placement=fields.get("placement") or _placement(state),
         )
+
+
+def _placement(state: NodeState) -> str | None:
+    """Where the node ran, from its ``started`` event (a killed node reports no outcome)."""
+    for event in reversed(state.events):
+        if event.event == "started" and event.fields.get("placement"):
+            return str(event.fields["placement"])
+    return None
+
+
+def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
+    """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
+    or packed ``scenario.pack`` nodes per process."""
+    if scenario.pack is not None:
+        return PackedWorlds(client, scenario.pack)
+    return LocalWorlds(client)
 
 
 def _check_supported(worlds: WorldFactory, faults: Sequence[tuple[int, Fault]]) -> None:

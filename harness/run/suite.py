@@ -26,10 +26,9 @@ from harness.errors import UnsupportedError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.run.model import Report
-from harness.run.runner import run_scenario
+from harness.run.runner import run_scenario, worlds_for
 from harness.scenario.model import Scenario
 from harness.world.backends import unavailable
-from harness.world.local import LocalWorlds
 
 __all__ = [
     "ProxyProvider",
@@ -91,7 +90,8 @@ def run_one(
     seed: int,
     stop: threading.Event | None = None,
 ) -> Report:
-    """Run one scenario with ``seed`` in the local world, its links on the proxy ``proxies``
+    """Run one scenario with ``seed`` in the local world (packed when the scenario says
+    ``pack``), its links on the proxy ``proxies``
     gives; a run that raises becomes a failed report, and a scenario its backend cannot run
     (``[backends.<name>] unsupported``, or torch missing) or its world cannot carry out (a
     fault needs what the world lacks) a skipped one. Setting ``stop`` ends the run at once:
@@ -106,7 +106,7 @@ def run_one(
     began = time.monotonic()
     try:
         with proxies() as client:
-            return run_scenario(scenario, LocalWorlds(client), seed, stop)
+            return run_scenario(scenario, worlds_for(scenario, client), seed, stop)
     except UnsupportedError as exc:
         return Report(scenario, seed, outcomes=[], skipped=str(exc))
     except Exception as exc:

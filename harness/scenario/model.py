@@ -191,6 +191,9 @@ class Scenario(FormatModel):
     seed: int | None = None
     backend: BackendName = "static"
     nodes: NodeCount
+    #: Nodes per process (>= 2): node 0 stays a process, the others run ``pack`` per process
+    #: as threads (the packed world). None: one process per node.
+    pack: int | None = Field(default=None, ge=2)
     run_id: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
@@ -247,6 +250,12 @@ class Scenario(FormatModel):
             if node in self.targets(entry.nodes):
                 found = entry
         return found
+
+    def packed(self, pack: int | None) -> Scenario:
+        """A copy that runs ``pack`` nodes per process (None: one process per node)."""
+        if pack is not None and pack < 2:
+            raise ScenarioError(self.path or self.name, [f"pack: must be at least 2, got {pack}"])
+        return self.model_copy(update={"pack": pack})
 
     def with_seed(self, seed: int) -> Scenario:
         """A copy whose seed is ``seed``."""

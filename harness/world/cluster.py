@@ -2,7 +2,10 @@
 
 :class:`~harness.world.local.LocalWorld` runs its nodes here: OS processes started through
 ``multiprocess``'s forkserver (warm imports, so a node starts in a few milliseconds; no
-fork of a threaded parent).
+fork of a threaded parent). :meth:`LocalCluster.spawn` starts any other entry point the
+same way, with its own message and exit handling (the packed world's processes, each
+running several nodes as threads: :mod:`harness.world.packed_node`); the forkserver
+preloads every entry module, so no child imports one at start.
 
 Every process started here is tracked by PID and ended here (SIGKILL, then reaped) — never
 anything else on the machine.
@@ -23,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import multiprocess
 import psutil
@@ -31,9 +34,14 @@ from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.context import set_spawning_popen
 
 from harness.world.backends import preload
-from harness.world.node import Message, NodeSpec, run_node
+from harness.world.node import Message, NodeSpec, PipeReporter, redirect_output, run_node
 
-__all__ = ["LocalCluster"]
+__all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
+
+#: The modules whose functions run in forkserver children; preloaded by the forkserver.
+ENTRY_MODULES: Final = ("harness.world.cluster", "harness.world.node", "harness.world.packed_node")
+#: What a process is known by: a node id, or a name (``"pack3"``) for other processes.
+Key: TypeAlias = int | str
 
 _REAP_TIMEOUT: Final = 10.0
 _OUTPUT_TAIL: Final = 4096
@@ -46,6 +54,9 @@ class _Incarnation:
     started: float
     stopped: bool = False
     paused: bool = False
+    #: Called (on the reader thread) with its exit code when the process ended on its own,
+    #: instead of the node's ``exit`` message.
+    on_exit: Callable[[int | None], None] | None = None
 
 
 @dataclass
@@ -63,10 +74,11 @@ class LocalCluster:
     on_message: Callable[[Message], None]
     ctx: Any = None
     backends: frozenset[str] = frozenset({"static"})
-    _procs: dict[int, list[_Incarnation]] = field(default_factory=dict)
-    _channels: dict[Any, tuple[int, _Incarnation]] = field(default_factory=dict)
-    #: Channels started but not yet registered with the reader's selector (it owns it).
-    _new_channels: list[Any] = field(default_factory=list)
+    _procs: dict[Key, list[_Incarnation]] = field(default_factory=dict)
+    _channels: dict[Any, tuple[Key, _Incarnation]] = field(default_factory=dict)
+    #: Channels started but not yet registered with the reader's selector (it owns it),
+    #: with the function their messages go to.
+    _new_channels: list[tuple[Any, Callable[[Any], None]]] = field(default_factory=list)
     _reader: threading.Thread | None = None
     _closing: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -75,8 +87,9 @@ class LocalCluster:
     _wake_r: Any = None
     _wake_w: Any = None
     _output_dir: tempfile.TemporaryDirectory[str] | None = None
-    #: The tail of each node's stdout+stderr (all incarnations), filled in by :meth:`close`.
-    outputs: dict[int, str] = field(default_factory=dict)
+    #: The tail of each process's stdout+stderr (all incarnations), by key, filled in by
+    #: :meth:`close`.
+    outputs: dict[Key, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._output_dir = tempfile.TemporaryDirectory(prefix="harness-nodes-")
@@ -84,9 +97,7 @@ class LocalCluster:
         if self.ctx is None:
             self.ctx = multiprocess.get_context("forkserver")
             # The forkserver is one per harness process: the first cluster's list counts.
-            self.ctx.set_forkserver_preload(
-                ["harness.world.cluster", "harness.world.node", *preload(set(self.backends))]
-            )
+            self.ctx.set_forkserver_preload([*ENTRY_MODULES, *preload(set(self.backends))])
         self._process_class = _node_process_class(self.ctx)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
@@ -99,11 +110,33 @@ class LocalCluster:
         ``listen_socket`` (a bound, listening socket) is handed to the process, which
         serves the store on it (its descriptor number reaches the node as ``listen_fd``).
         """
+        process = self.spawn(spec.node, f"rdzv-node-{spec.node}", _entry, (spec, listen_socket))
+        pid: int = process.pid
+        return pid
+
+    def spawn(
+        self,
+        key: Key,
+        name: str,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        deliver: Callable[[Any], None] | None = None,
+        on_exit: Callable[[int | None], None] | None = None,
+    ) -> Any:
+        """Start ``target(channel, output_path, *args)`` in a forkserver child; returns it.
+
+        ``target`` must live in a module of :data:`ENTRY_MODULES`. What the child sends on
+        ``channel`` goes to ``deliver`` (default: ``on_message``), on the reader thread; its
+        stdout and stderr belong in ``output_path`` (:attr:`outputs` keeps the tail under
+        ``key``). When it ends without having been killed here, ``on_exit(exitcode)`` is
+        called (default: the ``exit`` message of node ``key``). Tracked by PID, ended by
+        :meth:`close` like every node process.
+        """
         reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
-            target=_entry,
-            args=(spec, writer, listen_socket, self._output_path(spec.node)),
-            name=f"rdzv-node-{spec.node}",
+            target=target,
+            args=(writer, self._output_path(key), *args),
+            name=name,
             daemon=True,
         )
         try:
@@ -113,17 +146,16 @@ class LocalCluster:
             raise
         finally:
             writer.close()  # the child has its own end: EOF here means it is gone
-        incarnation = _Incarnation(process, time.monotonic())
+        incarnation = _Incarnation(process, time.monotonic(), on_exit=on_exit)
         with self._lock:
-            self._procs.setdefault(spec.node, []).append(incarnation)
-            self._channels[reader] = (spec.node, incarnation)
-            self._new_channels.append(reader)
+            self._procs.setdefault(key, []).append(incarnation)
+            self._channels[reader] = (key, incarnation)
+            self._new_channels.append((reader, deliver or self.on_message))
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")  # listen to the new channel now, not after a poll
-        pid: int = process.pid
-        return pid
+        return process
 
-    def signal(self, node: int, sig: signal.Signals) -> bool:
+    def signal(self, node: Key, sig: signal.Signals) -> bool:
         """Send ``sig`` to the node's current process; False if it is not running."""
         current = self._current(node)
         if current is None or not current.process.is_alive():
@@ -139,7 +171,7 @@ class LocalCluster:
             return True
         return False
 
-    def kill(self, node: int) -> bool:
+    def kill(self, node: Key) -> bool:
         """SIGKILL the node's current process (resuming it first if paused)."""
         return self.signal(node, signal.SIGKILL)
 
@@ -194,30 +226,31 @@ class LocalCluster:
         self._collect_outputs()
         return killed
 
-    def _output_path(self, node: int) -> str:
+    def _output_path(self, key: Key) -> str:
         assert self._output_dir is not None
-        return os.path.join(self._output_dir.name, f"node{node}.log")
+        name = f"node{key}" if isinstance(key, int) else key
+        return os.path.join(self._output_dir.name, f"{name}.log")
 
     def _collect_outputs(self) -> None:
         """Keep the tail of every node's output, then delete the files."""
         if self._output_dir is None:
             return
-        for node in self._procs:
+        for key in self._procs:
             try:
-                with open(self._output_path(node), "rb") as handle:
+                with open(self._output_path(key), "rb") as handle:
                     handle.seek(0, os.SEEK_END)
                     handle.seek(max(0, handle.tell() - _OUTPUT_TAIL))
                     tail = handle.read().decode("utf-8", "replace")
             except FileNotFoundError:
                 continue
             if tail.strip():
-                self.outputs[node] = tail
+                self.outputs[key] = tail
         self._output_dir.cleanup()
         self._output_dir = None
 
     # --- internals --------------------------------------------------------------------
 
-    def _current(self, node: int) -> _Incarnation | None:
+    def _current(self, node: Key) -> _Incarnation | None:
         with self._lock:
             runs = self._procs.get(node)
             return runs[-1] if runs else None
@@ -232,12 +265,12 @@ class LocalCluster:
                 with self._lock:
                     fresh, self._new_channels = self._new_channels, []
                     idle = not self._channels
-                for new in fresh:
-                    selector.register(new, selectors.EVENT_READ)
+                for new, deliver in fresh:
+                    selector.register(new, selectors.EVENT_READ, deliver)
                 if idle and self._closing.is_set():
                     return
-                for key, _ in selector.select(timeout=_POLL):
-                    channel: Any = key.fileobj
+                for ready, _ in selector.select(timeout=_POLL):
+                    channel: Any = ready.fileobj
                     if channel is self._wake_r:
                         with contextlib.suppress(OSError):
                             self._wake_r.recv(4096)
@@ -248,7 +281,7 @@ class LocalCluster:
                         selector.unregister(channel)
                         self._ended(channel)
                     else:
-                        self.on_message(message)
+                        ready.data(message)
 
     def _ended(self, channel: Any) -> None:
         with self._lock:
@@ -258,20 +291,11 @@ class LocalCluster:
         if not inc.stopped:  # a process the harness killed has its outcome already
             inc.stopped = True
             code = inc.process.exitcode
+            if inc.on_exit is not None:
+                inc.on_exit(code)
+                return
             why = f"the node process exited with code {code} without reporting an outcome"
             self.on_message(("exit", node, time.monotonic(), {"exitcode": code, "message": why}))
-
-
-class _PipeReporter:
-    """The node's side of its channel: ``put`` sends one message, whole, from any thread."""
-
-    def __init__(self, connection: Any) -> None:
-        self._connection = connection
-        self._lock = threading.Lock()
-
-    def put(self, item: Message) -> None:
-        with self._lock:
-            self._connection.send(item)
 
 
 class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
@@ -323,20 +347,12 @@ def _node_process_class(ctx: Any) -> Any:
     return NodeProcess
 
 
-def _entry(spec: NodeSpec, channel: Any, listen_socket: Any, output_path: str) -> None:
-    # Ctrl-C at a terminal reaches the whole process group: the harness, not the node,
-    # decides what it means (it stops the run and kills its nodes by PID).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The node's stdout and stderr (torch's C++ logs included) go to its own file, shown
-    # in the report, instead of interleaving on the harness's terminal.
-    out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    os.close(out)
+def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any) -> None:
+    redirect_output(output_path)
     if listen_socket is not None:
         fd = listen_socket.detach()
         spec = dataclasses.replace(spec, listen_fd=fd)
     try:
-        run_node(spec, _PipeReporter(channel))
+        run_node(spec, PipeReporter(channel))
     finally:
         channel.close()

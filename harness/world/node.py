@@ -11,6 +11,11 @@ messages that describe what happened on the way (rdzv's structured log events pl
 A DNS shim (:mod:`harness.world.dns`) can be installed first: the endpoint host name then
 resolves, inside this process only, to the address the harness chose — or fails with
 ``EAI_NONAME`` while the harness says DNS is down.
+
+A node is its own process by default; :class:`Hosting` says what changes when several nodes
+share one (:mod:`harness.world.packed_node`): how a node launched paused waits, how rdzv's
+log events reach the node's queue, the DNS shim, what the world learns of the handler, and
+the ``placement`` text the report shows.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import os
 import re
 import resource
 import signal
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,7 +36,17 @@ from harness.world.base import Launch, Message
 from harness.world.dns import DnsShim, install_dns_shim
 from rdzv.events import EVENT_ATTR
 
-__all__ = ["Message", "NodeSpec", "classify", "run_node"]
+__all__ = [
+    "PROCESS",
+    "Hosting",
+    "Message",
+    "NodeSpec",
+    "PipeReporter",
+    "classify",
+    "forward_logs",
+    "redirect_output",
+    "run_node",
+]
 
 
 #: Written by rank 0 once it has seen every rank's key (see :func:`_prove_shared`).
@@ -88,6 +105,73 @@ class _Forward(logging.Handler):
             self.queue.put(("event", self.node, time.monotonic(), payload["event"], fields))
 
 
+def _stop_process() -> None:
+    os.kill(os.getpid(), signal.SIGSTOP)  # the harness sends SIGCONT
+
+
+def forward_logs(node: int, queue: _Queue) -> None:
+    """Send rdzv's (and torch's) structured log events of this process to ``queue``."""
+    for name in ("rdzv", "torch.distributed"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Forward(node, queue))
+        logger.propagate = False
+
+
+def _ignore(handler: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Hosting:
+    """What hosting a node means for its process (the defaults: the node is the process).
+
+    Attributes:
+        freeze: called when the node is launched paused, before it does anything; returns
+            when the harness resumes it (default: SIGSTOP itself).
+        forward: installs the forwarding of rdzv's log events to the node's queue.
+        dns: installs the node's DNS shim.
+        adopt: called with the rendezvous handler as soon as it is made.
+        placement: how the world runs the node, for the report (in ``started`` and the
+            outcome).
+    """
+
+    freeze: Callable[[], None] = _stop_process
+    forward: Callable[[int, _Queue], None] = forward_logs
+    dns: Callable[[DnsShim], None] = install_dns_shim
+    adopt: Callable[[Any], None] = _ignore
+    placement: str = "process"
+
+
+#: A node that is its own OS process.
+PROCESS = Hosting()
+
+
+class PipeReporter:
+    """A node's side of its channel: ``put`` sends one message, whole, from any thread."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+
+    def put(self, item: Message) -> None:
+        with self._lock:
+            self._connection.send(item)
+
+
+def redirect_output(output_path: str) -> None:
+    """Set up a node process: Ctrl-C ignored, stdout and stderr to ``output_path``."""
+    # Ctrl-C at a terminal reaches the whole process group: the harness, not the node,
+    # decides what it means (it stops the run and kills its nodes by PID).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The node's stdout and stderr (torch's C++ logs included) go to its own file, shown
+    # in the report, instead of interleaving on the harness's terminal.
+    out = os.open(output_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    os.close(out)
+
+
 def _prove_shared(
     store: Any, rank: int, world_size: int, node: int, result: dict[str, Any]
 ) -> bool:
@@ -136,21 +220,18 @@ def _present(store: Any, keys: list[str]) -> list[int]:
         return []
 
 
-def run_node(spec: NodeSpec, queue: _Queue) -> None:
-    """Entry point of a node process: never raises; always reports one outcome."""
+def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
+    """Entry point of a node: never raises; always reports one outcome."""
     start = time.monotonic()
-    queue.put(("event", spec.node, start, "started", {"pid": os.getpid()}))
+    placement = hosting.placement
+    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
     launch = spec.launch
-    if launch.start_paused:  # frozen before it does anything; the harness sends SIGCONT
-        os.kill(os.getpid(), signal.SIGSTOP)
-    for name in ("rdzv", "torch.distributed"):
-        logger = logging.getLogger(name)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Forward(spec.node, queue))
-        logger.propagate = False
+    if launch.start_paused:  # frozen before it does anything, until the harness resumes it
+        hosting.freeze()
+    hosting.forward(spec.node, queue)
     if spec.dns is not None:
-        install_dns_shim(spec.dns)
-    result: dict[str, Any] = {"pid": os.getpid(), "started": start}
+        hosting.dns(spec.dns)
+    result: dict[str, Any] = {"pid": os.getpid(), "started": start, "placement": placement}
     handler = None
     try:
         handler = create_handler(
@@ -163,6 +244,7 @@ def run_node(spec: NodeSpec, queue: _Queue) -> None:
             config=dict(launch.config),
             listen_fd=spec.listen_fd,
         )
+        hosting.adopt(handler)
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
         result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
