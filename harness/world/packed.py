@@ -185,15 +185,17 @@ class PackedWorld(LocalWorld):
     def resume(self, node: int) -> bool:
         if node == 0:
             return super().resume(node)
+        with self._lock:
+            latest = self._current.get(node)
+        if latest is not None and latest.paused:  # healed even if the node ended meanwhile
+            self._unhold(node)
+            latest.paused = False
         inc = self._running(node)
         if inc is None:
             return False
         if inc.frozen:
             inc.frozen = False
             self._processes[self.group(node)].send(("resume", inc.number))
-        if inc.paused:
-            self._unhold(node)
-            inc.paused = False
         return True
 
     def paused(self, node: int) -> bool:
