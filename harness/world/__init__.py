@@ -6,6 +6,9 @@
                     links through the embedded (or a real) Toxiproxy; the default
 * ``cluster``       the local world's node processes (forkserver): start, signal, reap
 * ``topology``      the local world's network: node 0's port, proxy links, DNS, interposer
+* ``packed``        :class:`~harness.world.packed.PackedWorld`: node 0 a process, the others
+                    K per process as threads; kill, pause and restart emulated
+* ``packed_node``   a packed process: node threads, their sockets, events and faults
 * ``node``          the node process: one rendezvous, its events, one outcome
 * ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
@@ -13,6 +16,6 @@
 * ``store_faults``  an interposer that decodes TCPStore requests and applies store rules
 
 Imports: :mod:`harness.proxy`, :mod:`harness.errors`, rdzv. A world knows nothing of scenario
-files, fault kinds, runs or reports. Later worlds (network namespaces, Ray, packed nodes)
+files, fault kinds, runs or reports. Later worlds (network namespaces, Ray)
 implement the same protocol; see docs/architecture.md.
 """
