@@ -11,7 +11,8 @@ installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
   ``--toxiproxy`` / ``harness_toxiproxy``, ``--harness-report`` / ``harness_report``,
   ``--harness-backend`` / ``harness_backend`` (run every scenario on that backend; a
   scenario it cannot run on — ``[backends.<name>] unsupported``, torch missing — is skipped
-  with the reason).
+  with the reason), ``--harness-pack`` / ``harness_pack`` (run every scenario with its nodes
+  packed K per process as threads, see docs/scenarios.md "Packed nodes").
 * Fixtures: ``toxiproxy`` (a typed client on a fault proxy), ``rdzv_store`` (a live TCPStore
   master), ``harness_cluster`` (runs a scenario built in Python, returns its report).
 
@@ -99,7 +100,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every scenario on this backend (static, torch-static or module:factory); "
         "default: each scenario's own. ini: harness_backend",
     )
+    group.addoption(
+        "--harness-pack",
+        dest="harness_pack",
+        default=None,
+        metavar="K",
+        help="run every scenario with nodes 1..N-1 packed K (>= 2) per process as threads; "
+        "default: each scenario's own pack key. ini: harness_pack",
+    )
     parser.addini("harness_seed", "seed for every scenario (as --harness-seed)", default="")
+    parser.addini(
+        "harness_pack", "nodes per process for every scenario (as --harness-pack)", default=""
+    )
     parser.addini(
         "harness_backend", "backend for every scenario (as --harness-backend)", default=""
     )
@@ -158,6 +170,22 @@ def _backend(config: pytest.Config) -> str | None:
         raise pytest.UsageError(f"{where}: {exc}") from exc
 
 
+def _pack(config: pytest.Config) -> int | None:
+    """The pack override (``None``: each scenario's own)."""
+    cli: str | None = config.getoption("harness_pack")
+    raw = cli if cli is not None else str(config.getini("harness_pack")).strip()
+    if not raw:
+        return None
+    where = "--harness-pack" if cli is not None else "ini harness_pack"
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 2:
+        raise pytest.UsageError(f"{where}: expected a whole number of at least 2, got {raw!r}")
+    return value
+
+
 def _toxiproxy(config: pytest.Config) -> tuple[str, int] | None:
     cli: str | None = config.getoption("harness_toxiproxy")
     if cli is not None:
@@ -179,6 +207,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _seed(config)  # fail at start-up, not per item, on a bad seed, address or backend
     _toxiproxy(config)
     _backend(config)
+    _pack(config)
     config.stash[_REPORTS] = []
 
 
@@ -239,6 +268,9 @@ class ScenarioFile(pytest.File):
         backend = _backend(self.config)
         if backend is not None:
             scenario = scenario.on_backend(backend)
+        pack = _pack(self.config)
+        if pack is not None:
+            scenario = scenario.packed(pack)
         yield ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)
 
     def _shown_path(self) -> str:
@@ -392,6 +424,9 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
         backend = _backend(config)
         if backend is not None:
             data["backend"] = backend
+        pack = _pack(config)
+        if pack is not None:
+            data["pack"] = pack
         data.update(scenario or {})
         data.update(fields)
         built = parse(data, f"<{request.node.nodeid}>")
@@ -403,9 +438,8 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 
 
 def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
-    from harness.run.runner import run_scenario
-    from harness.world.local import LocalWorlds
+    from harness.run.runner import run_scenario, worlds_for
 
     with _proxies(config)() as client:
-        report: Report = run_scenario(scenario, LocalWorlds(client), seed)
+        report: Report = run_scenario(scenario, worlds_for(scenario, client), seed)
     return report

@@ -283,3 +283,18 @@ def test_an_unknown_harness_backend_is_a_usage_error(tmp_path: Path) -> None:
     result = run_pytest(tmp_path)
     assert result.returncode == 4, result.stdout + result.stderr
     assert "ini harness_backend: unknown backend 'bogus'" in result.stderr
+
+
+def test_a_pack_below_two_is_a_usage_error(tmp_path: Path) -> None:
+    make_project(tmp_path, "harness_pack = 1", **{"scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "ini harness_pack: expected a whole number of at least 2, got '1'" in result.stderr
+
+
+def test_the_pack_option_runs_scenario_items_packed(tmp_path: Path) -> None:
+    make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path, "--harness-pack", "2", "--harness-report", "out")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the started events (in the HTML timeline) say where each node ran
+    assert "packed: 2 nodes per process" in (tmp_path / "out" / "report.html").read_text()
