@@ -151,13 +151,13 @@ def leave(
     Raises:
         RendezvousConnectionError: the store could not be reached.
     """
-    others = [rank for rank in range(cfg.world_size) if rank != cfg.rank]
-    exits = {rank: keys.of(round_index, f"exit/{rank}") for rank in range(cfg.world_size)}
     timeout = cfg.read_timeout.total_seconds()
     try:
-        if not cfg.start_daemon:
-            store.add(exits[cfg.rank], 1)  # answered: the host has it before we close
-            return None
+        if not cfg.start_daemon:  # its own key only: O(1), not O(world size), per member
+            store.add(keys.of(round_index, f"exit/{cfg.rank}"), 1)  # answered: the host
+            return None  # has it before we close
+        others = [rank for rank in range(cfg.world_size) if rank != cfg.rank]
+        exits = {rank: keys.of(round_index, f"exit/{rank}") for rank in others}
         if not others:
             return 0
         report(
