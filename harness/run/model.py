@@ -121,4 +121,6 @@ class Report:
         command = f"harness run {shlex.quote(path)} --seed {self.seed}"
         if self.scenario.backend != "static":
             command += f" --backend {shlex.quote(self.scenario.backend)}"
+        if self.scenario.pack is not None:  # packed by the file or by --pack: packed again
+            command += f" --pack {self.scenario.pack}"
         return command

@@ -107,6 +107,7 @@ def test_a_restarted_packed_node_takes_its_own_claim_over_in_the_same_process() 
     # the predecessor was a thread of this very process: same pid, dead all the same
     assert takeovers[0].fields["previous_pid"] == node.pid == report.outcomes[1].pid
     assert node.placement == placement(2)
+    assert report.replay_command.endswith("restart-after-join.toml --seed 3701 --pack 2")
 
 
 def test_a_packed_node_paused_mid_run_holds_its_link_so_the_others_miss_it() -> None:
