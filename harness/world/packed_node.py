@@ -177,6 +177,12 @@ class _Route(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
 
+    def handle(self, record: logging.LogRecord) -> bool:
+        # Without the handler's lock: it would make every node thread of the process queue
+        # behind one another; each write to the channel is whole already (its own lock).
+        self.emit(record)
+        return True
+
     def emit(self, record: logging.LogRecord) -> None:
         payload = getattr(record, EVENT_ATTR, None)
         node = current()

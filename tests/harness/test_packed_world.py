@@ -37,6 +37,7 @@ def _problems(report: Report) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
 def test_a_packed_run_of_a_few_dozen_nodes_passes_and_says_where_each_node_ran() -> None:
     report = _run({"name": "packed-26", "nodes": 26, "pack": 8, "timeouts": {"join": 60}})
 
@@ -57,6 +58,7 @@ def test_a_packed_run_of_a_few_dozen_nodes_passes_and_says_where_each_node_ran()
     ]
 
 
+@pytest.mark.slow
 def test_a_killed_packed_node_is_named_by_the_others_and_never_acts_again() -> None:
     report = _run(
         {
@@ -95,6 +97,7 @@ def test_a_killed_packed_node_is_named_by_the_others_and_never_acts_again() -> N
     assert not {"failed", "failure_published", "failure_not_published", "shutdown"} & set(names)
 
 
+@pytest.mark.slow
 def test_a_restarted_packed_node_takes_its_own_claim_over_in_the_same_process() -> None:
     scenario = load(ROOT / "scenarios" / "restart-after-join.toml").packed(2)
 
@@ -110,6 +113,7 @@ def test_a_restarted_packed_node_takes_its_own_claim_over_in_the_same_process() 
     assert report.replay_command.endswith("restart-after-join.toml --seed 3701 --pack 2")
 
 
+@pytest.mark.slow
 def test_a_packed_node_paused_mid_run_holds_its_link_so_the_others_miss_it() -> None:
     report = _run(
         {
@@ -143,6 +147,7 @@ def test_a_packed_node_paused_mid_run_holds_its_link_so_the_others_miss_it() -> 
     assert [f.acted for f in report.faults if f.kind == "pause"] == [{"nodes paused (SIGSTOP)": 1}]
 
 
+@pytest.mark.slow
 def test_a_packed_node_launched_paused_waits_in_its_thread_until_resumed() -> None:
     scenario = load(ROOT / "scenarios" / "paused-node.toml").packed(3)
 
