@@ -176,14 +176,16 @@ def _pack(config: pytest.Config) -> int | None:
     raw = cli if cli is not None else str(config.getini("harness_pack")).strip()
     if not raw:
         return None
-    where = "--harness-pack" if cli is not None else "ini harness_pack"
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 2:
+    if not raw.isdigit() or int(raw) < 2:
+        where = "--harness-pack" if cli is not None else "ini harness_pack"
         raise pytest.UsageError(f"{where}: expected a whole number of at least 2, got {raw!r}")
-    return value
+    return int(raw)
+
+
+def _overrides(config: pytest.Config) -> dict[str, Any]:
+    """What the options override in every scenario: its backend, its pack (both valid)."""
+    found = {"backend": _backend(config), "pack": _pack(config)}
+    return {key: value for key, value in found.items() if value is not None}
 
 
 def _toxiproxy(config: pytest.Config) -> tuple[str, int] | None:
@@ -265,12 +267,7 @@ class ScenarioFile(pytest.File):
         except ScenarioError as exc:
             problems = "\n".join(f"  - {p}" for p in exc.problems)
             raise self.CollectError(f"invalid scenario {exc.source}:\n{problems}") from exc
-        backend = _backend(self.config)
-        if backend is not None:
-            scenario = scenario.on_backend(backend)
-        pack = _pack(self.config)
-        if pack is not None:
-            scenario = scenario.packed(pack)
+        scenario = scenario.model_copy(update=_overrides(self.config))
         yield ScenarioItem.from_parent(self, name=scenario.name, scenario=scenario)
 
     def _shown_path(self) -> str:
@@ -421,12 +418,7 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
         from harness.scenario.load import parse
 
         data: dict[str, Any] = {"name": test, "description": f"built by {request.node.nodeid}"}
-        backend = _backend(config)
-        if backend is not None:
-            data["backend"] = backend
-        pack = _pack(config)
-        if pack is not None:
-            data["pack"] = pack
+        data.update(_overrides(config))
         data.update(scenario or {})
         data.update(fields)
         built = parse(data, f"<{request.node.nodeid}>")
