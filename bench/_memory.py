@@ -1,4 +1,5 @@
-"""Memory of processes, from ``/proc``: what the benchmarks print as "total memory".
+"""Memory of processes, from ``/proc``: what the benchmarks print as "total memory" (and the
+machine's load, printed next to every figure).
 
 * PSS (proportional set size): resident pages, each shared page divided among the processes
   sharing it. The sum of PSS over a set of processes is what they cost the machine together
@@ -64,3 +65,11 @@ def available_mib() -> float:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) / MIB
     return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) / MIB / MIB
+
+
+def load_text() -> str:
+    """The machine's load averages (1, 5, 15 min, ``/proc/loadavg``) and CPU count, to print
+    next to figures measured on a shared machine."""
+    with open("/proc/loadavg") as loadavg:
+        one, five, fifteen = loadavg.read().split()[:3]
+    return f"load average {one} {five} {fifteen} on {os.cpu_count()} CPUs"

@@ -242,6 +242,8 @@ def storm(
 def _reap(procs: list[Any]) -> None:
     """Join ``procs``; end the ones still alive by PID."""
     for p in procs:
+        if p.pid is None:  # never started
+            continue
         p.join(timeout=10)
         if p.is_alive() and p.pid is not None:
             with contextlib.suppress(ProcessLookupError):

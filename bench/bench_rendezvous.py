@@ -159,6 +159,7 @@ def process_rows(n: int, args: argparse.Namespace, node_mib: dict[str, float]) -
         for r in good:
             if "trace" in r:
                 print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
+    print(f"{n:>5} ({_memory.load_text()})", flush=True)
     for variant in ("rdzv", "rdzv-fd"):
         if variant in medians and "torch" in medians:
             ratio = medians[variant] / medians["torch"]
@@ -204,6 +205,7 @@ def packed_rows(n: int, args: argparse.Namespace) -> None:
                 + ("met" if met else "MISSED"),
                 flush=True,
             )
+    print(f"{n:>5} packed ({_memory.load_text()})", flush=True)
     if "rdzv" in medians and "torch" in medians:
         print(f"{n:>5} packed ratio rdzv/torch = {medians['rdzv'] / medians['torch']:.3f}")
 
@@ -246,6 +248,7 @@ def main() -> None:
         os.makedirs(args.profile, exist_ok=True)
     header = ["N", "backend", "median s", "runs (s)", "node0 MiB", "node MiB"]
     header += ["node0 CPU ms", "node CPU ms", "idle %", "PSS MiB"]
+    print(f"start: {_memory.load_text()}; other engineers share this machine", flush=True)
     print(_row(header), flush=True)
     node_mib: dict[str, float] = {}  # private MiB per node process, largest seen per backend
     for n in args.nodes:

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import _memory
 import _store_load
 
 RDZV_SERVER = (
@@ -268,12 +269,11 @@ def main() -> int:
     except ImportError:
         have_torch = False
         print("torch not installed: torch rows skipped")
-    if "pairs" in args.rows:
-        pair_rows(args, have_torch)
-    if "aggregate" in args.rows:
-        aggregate_rows(args, have_torch)
-    if "storm" in args.rows:
-        storm_rows(args, have_torch)
+    for row, run in (("pairs", pair_rows), ("aggregate", aggregate_rows), ("storm", storm_rows)):
+        if row in args.rows:
+            print(f"{row}: start, {_memory.load_text()}", flush=True)
+            run(args, have_torch)
+            print(f"{row}: end, {_memory.load_text()}", flush=True)
     return 0
 
 
