@@ -9,8 +9,9 @@ with torch's wire format (``rdzv.store._wire``), one ``VALIDATE`` handshake per 
   SET and a GET of the key just set, 16-byte values, sent in one write; the GET's reply is
   read and checked) in a loop during ``seconds`` from a common start instant. Aggregate
   pairs/s = all pairs completed in the window / ``seconds``.
-* :func:`storm`: ``total`` clients as threads in ``procs`` processes, client ``i`` starting
-  at ``start + window * i / total``; each connects, handshakes, sets and gets one key and
+* :func:`storm`: ``total`` clients in ``procs`` processes (each process drives its clients
+  with one selector over non-blocking sockets), client ``i`` starting at
+  ``start + window * i / total``; each connects, handshakes, sets and gets one key and
   measures from the start of its connect to the GET's reply, giving up after ``patience``
   seconds (counted as not served). A refused or reset attempt is
   retried after 10 ms and counted; SYN retransmissions (an accept queue that overflowed:
@@ -22,13 +23,14 @@ with torch's wire format (``rdzv.store._wire``), one ``VALIDATE`` handshake per 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import multiprocessing
 import os
 import queue
+import selectors
 import socket
 import statistics
 import struct
-import threading
 import time
 from typing import Any
 
@@ -106,9 +108,19 @@ def aggregate(port: int, clients: int, seconds: float) -> dict[str, Any]:
     return {"pairs_per_s": pairs / seconds, "wrong": sum(r["wrong"] for r in reports)}
 
 
+class _Dial:
+    """One storm client's state: when it was due, when it began, its socket, its reply."""
+
+    __slots__ = ("began", "due", "got", "i", "retries", "sent", "sock")
+
+    def __init__(self, i: int, due: float) -> None:
+        self.i, self.due, self.began, self.retries = i, due, 0.0, 0
+        self.sock: socket.socket | None = None
+        self.got, self.sent = b"", False
+
+
 def _storm_group(
-    first: int,
-    count: int,
+    indices: list[int],
     total: int,
     port: int,
     window: float,
@@ -118,66 +130,98 @@ def _storm_group(
     stop: Any,
     patience: float,
 ) -> None:
+    """One client process of the storm: its clients' connects, sends and reads, driven by
+    one selector (non-blocking sockets), so a client starts when it is due, not when a
+    thread of its own gets the CPU."""
+    sel = selectors.DefaultSelector()
     results: list[dict[str, Any]] = []
-    lock, released, local = threading.Lock(), threading.Event(), threading.Event()
     held: list[socket.socket] = []
-
-    def client(i: int) -> None:
-        released.wait()
-        start = at.value + window * i / total
-        time.sleep(max(start - time.monotonic(), 0.0))
-        began, retries = time.monotonic(), 0
-        result: dict[str, Any]
-        while True:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.settimeout(max(began + patience - time.monotonic(), 0.001))
-                sock.connect(("127.0.0.1", port))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.sendall(_HELLO + _pair(f"storm/{i}".encode()))
-                ok = _read_exactly(sock, len(_REPLY)) == _REPLY
-                replied = time.monotonic()
-                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
-                (syn_retrans,) = struct.unpack_from("I", info, _TCPI_TOTAL_RETRANS)
-                result = {"ok": ok, "latency": replied - began, "late": began - start}
-                result.update(retries=retries, retrans=syn_retrans)
-                break
-            except (ConnectionRefusedError, ConnectionResetError, BrokenPipeError) as exc:
-                sock.close()
-                retries += 1
-                if time.monotonic() - began > patience:
-                    result = {"error": f"{type(exc).__name__}: {exc}", "retries": retries}
-                    break
-                time.sleep(0.01)
-            except TimeoutError:
-                sock.close()
-                result = {"error": f"not served within {patience:g} s", "retries": retries}
-                break
-            except Exception as exc:
-                sock.close()
-                result = {"error": f"{type(exc).__name__}: {exc}", "retries": retries}
-                break
-        with lock:
-            results.append(result)
-            if "error" not in result:
-                held.append(sock)  # stays open: the server holds every connection at once
-        local.wait()
-
-    threads = [threading.Thread(target=client, args=(first + j,)) for j in range(count)]
-    for t in threads:
-        t.start()
-    out.put(("ready", first, None))
+    retry: list[tuple[float, int, _Dial]] = []
+    out.put(("ready", indices[0], None))
     go.wait(120)
-    released.set()
-    while len(results) < count:  # wait until every thread is served (or failed)
-        time.sleep(0.01)
-    out.put(("served", first, results))
+    due = sorted((at.value + window * i / total, i) for i in indices)
+    launched = 0
+
+    def finish(dial: _Dial, result: dict[str, Any]) -> None:
+        if dial.sock is not None:
+            sel.unregister(dial.sock)
+            if "error" in result:
+                dial.sock.close()
+            else:
+                held.append(dial.sock)  # stays open: the server holds every connection
+        result.update(retries=dial.retries)
+        results.append(result)
+
+    def failed(dial: _Dial, error: str, now: float) -> None:
+        """A refused or reset attempt: retried after 10 ms, within the patience."""
+        assert dial.sock is not None
+        sel.unregister(dial.sock)
+        dial.sock.close()
+        dial.sock, dial.got, dial.sent = None, b"", False
+        dial.retries += 1
+        if now - dial.began > patience:
+            finish(dial, {"error": error})
+        else:
+            heapq.heappush(retry, (now + 0.01, dial.i, dial))
+
+    def launch(dial: _Dial) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        dial.sock = sock
+        sel.register(sock, selectors.EVENT_WRITE, dial)
+        sock.connect_ex(("127.0.0.1", port))  # the outcome is read once it is writable
+
+    while len(results) < len(indices):
+        now = time.monotonic()
+        while launched < len(due) and due[launched][0] <= now:
+            dial = _Dial(due[launched][1], due[launched][0])
+            dial.began = now
+            launch(dial)
+            launched += 1
+        while retry and retry[0][0] <= now:
+            launch(heapq.heappop(retry)[2])
+        wake = [now + 0.05]
+        if launched < len(due):
+            wake.append(due[launched][0])
+        if retry:
+            wake.append(retry[0][0])
+        for key, _ in sel.select(max(min(wake) - now, 0.0)):
+            dial, sock = key.data, key.fileobj
+            assert isinstance(sock, socket.socket)
+            now = time.monotonic()
+            if not dial.sent:
+                error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if error:
+                    failed(dial, os.strerror(error), now)
+                    continue
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.send(_HELLO + _pair(f"storm/{dial.i}".encode()))  # ~70 bytes: whole
+                dial.sent = True
+                sel.modify(sock, selectors.EVENT_READ, dial)
+                continue
+            try:
+                chunk = sock.recv(len(_REPLY))
+            except ConnectionResetError as exc:
+                failed(dial, str(exc), now)
+                continue
+            if not chunk:
+                finish(dial, {"error": "the server closed the connection"})
+                continue
+            dial.got += chunk
+            if len(dial.got) >= len(_REPLY):
+                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+                (retrans,) = struct.unpack_from("I", info, _TCPI_TOTAL_RETRANS)
+                result = {"ok": dial.got == _REPLY, "latency": now - dial.began}
+                finish(dial, dict(result, late=dial.began - dial.due, retrans=retrans))
+        now = time.monotonic()
+        for key in list(sel.get_map().values()):  # past its patience: not served
+            if now - key.data.began > patience:
+                finish(key.data, {"error": f"not served within {patience:g} s"})
+    out.put(("served", indices[0], results))
     stop.wait(patience + 120)  # hold every connection until the server's memory was read
-    local.set()
-    for t in threads:
-        t.join(10)
     for sock in held:
         sock.close()
+    sel.close()
 
 
 def storm(
@@ -189,14 +233,13 @@ def storm(
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(["rdzv.store._wire", "_store_load"])
     out, go, at, stop = ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0), ctx.Event()
-    per = -(-total // procs)
-    firsts = list(range(0, total, per))
+    blocks = [list(range(k, total, procs)) for k in range(min(procs, total))]  # interleaved
     workers = [
         ctx.Process(
             target=_storm_group,
-            args=(f, min(per, total - f), total, port, window, out, go, at, stop, patience),
+            args=(block, total, port, window, out, go, at, stop, patience),
         )
-        for f in firsts
+        for block in blocks
     ]
     before = _memory.rollup_kib(server_pid).get("Rss", 0) / _memory.MIB
     try:
