@@ -27,6 +27,16 @@ time left idle in that window (``/proc/stat``; near 0: the run was CPU-bound). T
 backends are interleaved (load drift hits every backend alike); medians are printed, and
 the ratio of each rdzv row to torch's median of the same run.
 
+Scale (``--nodes``, default 8 64 256 1024: one process per node as above; ``--packed``,
+default 4096: the nodes as threads in ``--procs`` processes, 8 by default, each thread with
+its own handler in the same constructor form and its own store connection, see
+``bench/_packed.py``; the ``rdzv-fd`` backend has no packed row). Every row prints the total
+memory of the node processes (sum of PSS, ``/proc/<pid>/smaps_rollup``; see
+``bench/_memory.py``), the load average of the machine, and the goals of issue 12 (met /
+MISSED). A backend whose N node processes would need more than half of the memory the
+machine has available (private memory per node measured earlier in the run, else assumed)
+is not run, and the row says ``not run (why)``.
+
 ``--trace`` adds, for rdzv rows, where a node's time went (from the rdzv events, seconds
 after the start instant, median / max over nodes): node 0 listening, connected, joined
 (its ``add`` answered), complete (verdict read), returned; CPU ms spent by then; and
@@ -36,8 +46,9 @@ connect attempts. Logging the events costs the nodes some CPU: time without ``--
 
 Usage::
 
-    python bench/bench_rendezvous.py                       # N = 8 64 256, 5 runs each
-    python bench/bench_rendezvous.py --nodes 64 --repeat 3 --trace
+    python bench/bench_rendezvous.py                  # N = 8 64 256 1024, packed 4096; 5 runs
+    python bench/bench_rendezvous.py --nodes 64 --packed --repeat 3 --trace
+    python bench/bench_rendezvous.py --nodes --packed 4096 --procs 16 --backends rdzv
 """
 
 from __future__ import annotations
