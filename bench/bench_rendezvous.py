@@ -27,6 +27,16 @@ time left idle in that window (``/proc/stat``; near 0: the run was CPU-bound). T
 backends are interleaved (load drift hits every backend alike); medians are printed, and
 the ratio of each rdzv row to torch's median of the same run.
 
+Scale (``--nodes``, default 8 64 256 1024: one process per node as above; ``--packed``,
+default 4096: the nodes as threads in ``--procs`` processes, 8 by default, each thread with
+its own handler in the same constructor form and its own store connection, see
+``bench/_packed.py``; the ``rdzv-fd`` backend has no packed row). Every row prints the total
+memory of the node processes (sum of PSS, ``/proc/<pid>/smaps_rollup``; see
+``bench/_memory.py``), the load average of the machine, and the goals of issue 12 (met /
+MISSED). A backend whose N node processes would need more than half of the memory the
+machine has available (private memory per node measured earlier in the run, else assumed)
+is not run, and the row says ``not run (why)``.
+
 ``--trace`` adds, for rdzv rows, where a node's time went (from the rdzv events, seconds
 after the start instant, median / max over nodes): node 0 listening, connected, joined
 (its ``add`` answered), complete (verdict read), returned; CPU ms spent by then; and
@@ -36,280 +46,40 @@ connect attempts. Logging the events costs the nodes some CPU: time without ``--
 
 Usage::
 
-    python bench/bench_rendezvous.py                       # N = 8 64 256, 5 runs each
-    python bench/bench_rendezvous.py --nodes 64 --repeat 3 --trace
+    python bench/bench_rendezvous.py                  # N = 8 64 256 1024, packed 4096; 5 runs
+    python bench/bench_rendezvous.py --nodes 64 --packed --repeat 3 --trace
+    python bench/bench_rendezvous.py --nodes --packed 4096 --procs 16 --backends rdzv
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import logging
-import multiprocessing
 import os
-import queue
-import resource
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
-import time
 from typing import Any
+
+import _memory
+import _packed
+import _processes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-_RDZV_PRELOAD = ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"]
-PRELOAD = {
-    "rdzv": _RDZV_PRELOAD,
-    "rdzv-fd": _RDZV_PRELOAD,
-    "torch": ["torch.distributed", "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"],
-}
-_TRACED = ("server_listening", "connected", "joined", "complete")
-
-
-# -- one node ------------------------------------------------------------------------------
-
-
-class _Trace(logging.Handler):
-    """Keeps the monotonic time of the first of each traced rdzv event, and the attempts."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.at: dict[str, float] = {}
-        self.cpu: dict[str, float] = {}
-        self.cpu0 = 0.0
-        self.attempts = 0
-        self.offset = time.time() - time.monotonic()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        payload = getattr(record, "rdzv_event", None)
-        if not isinstance(payload, dict):
-            return
-        name = payload["event"]
-        if name in _TRACED and name not in self.at:
-            self.at[name] = record.created - self.offset
-            self.cpu[name] = time.process_time() - self.cpu0
-        if name == "connected":
-            self.attempts = int(payload["attempts"])
-
-
-def _handler(backend: str, rank: int, n: int, port: int, timeout: float, listen: Any) -> Any:
-    if backend == "torch":
-        from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import (
-            StaticTCPRendezvous as TorchStatic,
-        )
-
-        return TorchStatic("127.0.0.1", port, rank, n, "bench", int(timeout))
-    from rdzv.rendezvous.static import StaticTCPRendezvous
-
-    fd = None if listen is None else listen.detach()
-    return StaticTCPRendezvous("127.0.0.1", port, rank, n, "bench", timeout, listen_fd=fd)
-
-
-def node(
-    backend: str,
-    rank: int,
-    n: int,
-    port: int,
-    timeout: float,
-    listen: Any,
-    options: dict[str, Any],
-    out: Any,
-    go: Any,
-    start_at: Any,
-    returned_at: Any,
-    finish: Any,
-) -> None:
-    """A node process: build the handler, say ready, wait for the release, rendezvous, note
-    when it returned (one write to shared memory), and report only after the measurement."""
-    try:
-        handler = _handler(backend, rank, n, port, timeout, listen)
-        trace = None
-        if options["trace"] and backend != "torch":
-            trace = _Trace()
-            logger = logging.getLogger("rdzv")
-            logger.setLevel(logging.DEBUG)
-            logger.addHandler(trace)
-        profiler = threads = None
-        if options["profile"] and rank in (0, 1, n - 1):
-            import cProfile
-            import threading
-
-            profiler, threads = cProfile.Profile(), cProfile.Profile()
-
-            def profile_thread(*_: Any) -> None:  # threads started from now: the server's
-                sys.setprofile(None)
-                threads.enable()
-
-            threading.setprofile(profile_thread)
-        out.put(("ready", rank, None))
-        if not go.wait(timeout):
-            raise TimeoutError("never released")
-        late = time.monotonic() - start_at.value
-        if late < 0:
-            time.sleep(-late)  # every node starts at the same instant, not in wake-up order
-        cpu = time.process_time()
-        if trace is not None:
-            trace.cpu0 = cpu
-        if profiler is not None:
-            profiler.enable()
-        info = handler.next_rendezvous()
-        returned = time.monotonic()
-        cpu = time.process_time() - cpu
-        returned_at[rank] = returned
-        if profiler is not None:
-            profiler.disable()
-            path = os.path.join(options["profile"], f"{backend}-{n}-rank{rank}")
-            profiler.dump_stats(path + ".prof")
-            if threads is not None and rank == 0 and backend != "torch":
-                threads.dump_stats(path + "-threads.prof")
-        ok = (info.rank, info.world_size) == (rank, n)
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        result = {"t": returned, "ok": ok, "rss_kib": rss, "cpu": cpu}
-        if trace is not None:
-            cpu_at = {f"cpu {k}": v for k, v in trace.cpu.items()}
-            result["trace"] = dict(trace.at, **cpu_at, attempts=trace.attempts)
-        finish.wait(timeout)  # report and exit only after the measurement: not timed
-        out.put(("done", rank, result))
-    except Exception as exc:
-        returned_at[rank] = -1.0
-        out.put(("done", rank, {"error": f"{type(exc).__name__}: {exc}"}))
-
-
-# -- one trial (a fresh interpreter in a fresh network namespace) --------------------------
-
-
-def trial(
-    backend: str, n: int, port: int, timeout: float, options: dict[str, Any]
-) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD[backend])
-    out = ctx.Queue()
-    go = ctx.Event()
-    start_at = ctx.Value("d", 0.0)
-    returned_at = ctx.Array("d", n, lock=False)  # 0: not yet, -1: failed
-    finish = ctx.Event()
-    sock = None
-    if backend == "rdzv-fd":
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))  # node 0 listens on it when its rendezvous starts
-        port = sock.getsockname()[1]
-    procs = []
-    try:
-        for rank in range(n):
-            p = ctx.Process(
-                target=node,
-                args=(
-                    backend,
-                    rank,
-                    n,
-                    port,
-                    timeout,
-                    sock if rank == 0 else None,
-                    options,
-                    out,
-                    go,
-                    start_at,
-                    returned_at,
-                    finish,
-                ),
-            )
-            p.start()
-            procs.append(p)
-        if sock is not None:
-            sock.close()  # node 0 holds its own copy
-        ready = 0
-        deadline = time.monotonic() + timeout
-        while ready < n:
-            kind, rank, payload = out.get(timeout=max(deadline - time.monotonic(), 0.01))
-            if kind == "done":  # failed while building the handler
-                return {"error": f"rank {rank}: {payload}"}
-            ready += 1
-        # Waking N processes through one Event is serialised (each sleeper acknowledges), so
-        # the release names a common start instant far enough ahead for all of them to be
-        # awake; a node woken after it starts at once and its lateness counts against it.
-        start = time.monotonic() + 0.3 + n * 0.004
-        start_at.value = start
-        go.set()
-        time.sleep(max(start - time.monotonic(), 0.0))
-        idle = _idle_seconds()
-        deadline = start + timeout
-        # Nodes report after the measurement: until then, only look at shared memory.
-        while not all(returned_at[:]) and time.monotonic() < deadline:
-            time.sleep(0.002)
-        idle = _idle_seconds() - idle
-        finish.set()
-        results: dict[int, dict[str, Any]] = {}
-        deadline = time.monotonic() + 30
-        while len(results) < n:
-            try:
-                kind, rank, payload = out.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            results[rank] = payload
-        errors = [f"rank {r}: {p['error']}" for r, p in sorted(results.items()) if "error" in p]
-        if len(results) < n or errors:
-            missing = sorted(set(range(n)) - set(results))
-            return {"error": f"missing ranks {missing[:10]}; errors {errors[:3]}"}
-        last = max(p["t"] for p in results.values())
-        rss = [p["rss_kib"] for p in results.values()]
-        cpu = [p["cpu"] for p in results.values()]
-        summary: dict[str, Any] = {
-            "seconds": last - start,
-            "all_correct": all(p["ok"] for p in results.values()),
-            "node0_peak_rss_mib": results[0]["rss_kib"] / 1024,
-            "median_peak_rss_mib": statistics.median(rss) / 1024,
-            "node0_cpu_ms": results[0]["cpu"] * 1000,
-            "median_cpu_ms": statistics.median(cpu) * 1000,
-        }
-        summary["cpu_idle_pct"] = 100 * idle / ((last - start) * (os.cpu_count() or 1))
-        if options["trace"] and backend != "torch":
-            summary["trace"] = _trace_summary(results, start)
-        return summary
-    finally:
-        if sock is not None:
-            sock.close()
-        finish.set()
-        for p in procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, 9)
-                p.join(timeout=5)
-
-
-def _idle_seconds() -> float:
-    """Seconds every CPU of the machine spent idle since boot (``/proc/stat``)."""
-    with open("/proc/stat") as stat:
-        fields = stat.readline().split()
-    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
-
-
-def _trace_summary(results: dict[int, dict[str, Any]], start: float) -> dict[str, Any]:
-    """Median and max over nodes of each traced instant (seconds after the start)."""
-    traces = [p["trace"] for p in results.values()]
-    summary: dict[str, Any] = {}
-    listening = results[0]["trace"].get("server_listening")
-    if listening is not None:
-        summary["node0 listening"] = round(listening - start, 4)
-    for name in ("connected", "joined", "complete"):
-        times = [t[name] - start for t in traces if name in t]
-        if times:
-            summary[name] = (round(statistics.median(times), 4), round(max(times), 4))
-    returned = [p["t"] - start for p in results.values()]
-    summary["returned"] = (round(statistics.median(returned), 4), round(max(returned), 4))
-    for name in ("connected", "joined", "complete"):
-        spent = [t[f"cpu {name}"] * 1000 for t in traces if f"cpu {name}" in t]
-        if spent:
-            summary[f"cpu ms {name}"] = (round(statistics.median(spent), 2), round(max(spent), 2))
-    attempts = [t["attempts"] for t in traces]
-    summary["attempts"] = (statistics.median(attempts), max(attempts))
-    return summary
 
 
 # -- orchestration -------------------------------------------------------------------------
+
+
+#: Private memory (USS) of one node process, in MiB, assumed until this run measured it
+#: (measured at N = 128 on the 2-core box: torch 8.0, rdzv 9.1; torch's node is ~150 MiB
+#: resident, but most of it is shared with the forkserver that preloaded torch).
+_GUESS_NODE_MIB = {"torch": 10.0, "rdzv": 10.0, "rdzv-fd": 10.0}
+#: Goals of issue 12: (rdzv / torch) at these N; seconds at N = 1024; packed 4096: s, MiB.
+_RATIO_GOAL, _SECONDS_GOAL, _PACKED_GOAL = 0.5, {1024: 10.0}, {4096: (30.0, 4096.0)}
+_RATIO_GOAL_AT = (8, 64, 256)
 
 
 def run_trial(
@@ -339,18 +109,128 @@ def run_trial(
     return result
 
 
-_WIDTHS = (5, 8, 9, 30, 10, 9, 13, 12, 7)
+def too_big(backend: str, n: int, node_mib: dict[str, float]) -> str | None:
+    """Why ``n`` node processes of ``backend`` are not run here (None: they are): their
+    private memory would exceed half of what this shared machine has available."""
+    per_node = node_mib.get(backend, _GUESS_NODE_MIB[backend])
+    basis = "measured in this run" if backend in node_mib else "assumed, not yet measured"
+    need, available = n * per_node, _memory.available_mib()
+    if need <= available / 2:
+        return None
+    return (
+        f"{n} processes x {per_node:.0f} MiB private each ({basis}) = {need / 1024:.1f} GiB, "
+        f"more than half of the {available / 1024:.1f} GiB available on this shared machine"
+    )
+
+
+_WIDTHS = (5, 8, 9, 30, 10, 9, 13, 12, 7, 10)
 
 
 def _row(cells: list[str]) -> str:
     return " ".join(cell.rjust(width) for cell, width in zip(cells, _WIDTHS, strict=True))
 
 
+def _print_runs(label: str, backend: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    good = [r for r in runs if "seconds" in r]
+    for r in runs:
+        if "error" in r:
+            print(f"{label} {backend} ERROR {r['error']}", flush=True)
+    return good
+
+
+def process_rows(n: int, args: argparse.Namespace, node_mib: dict[str, float]) -> None:
+    """Trials at ``n`` (one process per node) of every backend, interleaved; one row each."""
+    options = {"trace": args.trace, "profile": args.profile}
+    medians: dict[str, float] = {}
+    runs_of: dict[str, list[dict[str, Any]]] = {}
+    for backend in args.backends:
+        why = too_big(backend, n, node_mib)
+        if why is None:
+            runs_of[backend] = []
+        else:
+            print(f"{n:>5} {backend}: not run ({why})", flush=True)
+    for _ in range(args.repeat):  # interleaved, so load drift hits every backend alike
+        for backend, runs in runs_of.items():
+            runs.append(run_trial(backend, n, args.port, args.timeout, options))
+    for backend, runs in runs_of.items():
+        good = _print_runs(f"N={n}", backend, runs)
+        if not good:
+            continue
+        node_mib[backend] = max([node_mib.get(backend, 0.0)] + [r["node_uss_mib"] for r in good])
+        medians[backend] = statistics.median(r["seconds"] for r in good)
+        cells = [str(n), backend, f"{medians[backend]:.3f}"]
+        cells.append(", ".join(f"{r['seconds']:.3f}" for r in good))
+        cells.append(f"{max(r['node0_peak_rss_mib'] for r in good):.1f}")
+        cells.append(f"{max(r['median_peak_rss_mib'] for r in good):.1f}")
+        cells.append(f"{statistics.median(r['node0_cpu_ms'] for r in good):.1f}")
+        cells.append(f"{statistics.median(r['median_cpu_ms'] for r in good):.2f}")
+        cells.append(f"{statistics.median(r['cpu_idle_pct'] for r in good):.0f}")
+        cells.append(f"{max(r['pss_mib'] for r in good):.0f}")
+        wrong = "" if all(r["all_correct"] for r in good) else "  WRONG RANKS"
+        print(_row(cells) + wrong, flush=True)
+        for r in good:
+            if "trace" in r:
+                print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
+    print(f"{n:>5} ({_memory.load_text()})", flush=True)
+    for variant in ("rdzv", "rdzv-fd"):
+        if variant in medians and "torch" in medians:
+            ratio = medians[variant] / medians["torch"]
+            goal = ""
+            if n in _RATIO_GOAL_AT:
+                goal = f" (goal <= {_RATIO_GOAL}: {'met' if ratio <= _RATIO_GOAL else 'MISSED'})"
+            print(f"{n:>5} ratio {variant}/torch = {ratio:.3f}{goal}", flush=True)
+    if n in _SECONDS_GOAL and "rdzv" in medians:
+        goal = "met" if medians["rdzv"] < _SECONDS_GOAL[n] else "MISSED"
+        print(f"{n:>5} rdzv {medians['rdzv']:.3f} s (goal < {_SECONDS_GOAL[n]:g} s: {goal})")
+
+
+def packed_rows(n: int, args: argparse.Namespace) -> None:
+    """Packed trials at ``n`` (threads in ``args.procs`` processes); one row per backend."""
+    options = {"trace": False, "profile": None, "procs": args.procs}
+    backends = [b for b in args.backends if b != "rdzv-fd"]  # no pre-bound socket here
+    runs_of: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    for _ in range(args.repeat):
+        for backend in backends:
+            runs_of[backend].append(run_trial(backend, n, args.port, args.timeout, options))
+    medians: dict[str, float] = {}
+    for backend, runs in runs_of.items():
+        good = _print_runs(f"packed N={n}", backend, runs)
+        if not good:
+            print(f"{n:>5} packed {backend}: no successful trial", flush=True)
+            continue
+        medians[backend] = statistics.median(r["seconds"] for r in good)
+        peak = max(r["peak_pss_mib"] for r in good)
+        times = ", ".join(f"{r['seconds']:.3f}" for r in good)
+        print(
+            f"{n:>5} packed {backend:6s} {good[0]['procs']} procs x {-(-n // good[0]['procs'])} "
+            f"threads: median {medians[backend]:.3f} s, runs "
+            f"{times}; total PSS max {peak:.0f} MiB "
+            f"(after the last return {max(r['pss_mib'] for r in good):.0f}, before the release "
+            f"{max(r['pss_before_mib'] for r in good):.0f}); thread CPU ms median "
+            f"{statistics.median(r['median_thread_cpu_ms'] for r in good):.2f}"
+            + ("" if all(r["all_correct"] for r in good) else "  WRONG RANKS"),
+            flush=True,
+        )
+        if backend == "rdzv" and n in _PACKED_GOAL:
+            seconds, mib = _PACKED_GOAL[n]
+            met = medians[backend] < seconds and peak < mib
+            print(
+                f"{n:>5} packed rdzv goal < {seconds:g} s and < {mib / 1024:g} GiB: "
+                + ("met" if met else "MISSED"),
+                flush=True,
+            )
+    print(f"{n:>5} packed ({_memory.load_text()})", flush=True)
+    if "rdzv" in medians and "torch" in medians:
+        print(f"{n:>5} packed ratio rdzv/torch = {medians['rdzv'] / medians['torch']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--nodes", type=int, nargs="+", default=[8, 64, 256])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[8, 64, 256, 1024])
+    parser.add_argument("--packed", type=int, nargs="*", default=[4096], help="N, as threads")
+    parser.add_argument("--procs", type=int, default=8, help="processes of a packed trial")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--backends", nargs="+", default=["rdzv", "torch", "rdzv-fd"])
     parser.add_argument("--port", type=int, default=29500, help="the fixed port (in the netns)")
@@ -365,49 +245,30 @@ def main() -> None:
     if args.trial:
         backend, n, port = args.trial[0], int(args.trial[1]), int(args.trial[2])
         options = json.loads(args.options)
-        print(json.dumps(trial(backend, n, port, args.timeout, options)), flush=True)
+        if options.get("procs"):
+            preload, procs = _processes.PRELOAD[backend], options["procs"]
+            result = _packed.trial(
+                backend, n, procs, port, args.timeout, preload, _processes.make_handler
+            )
+        else:
+            result = _processes.trial(backend, n, port, args.timeout, options)
+        print(json.dumps(result), flush=True)
         return
-    unknown = sorted(set(args.backends) - set(PRELOAD))
+    unknown = sorted(set(args.backends) - set(_processes.PRELOAD))
     if unknown:
-        parser.error(f"unknown backends {unknown}; choose from {sorted(PRELOAD)}")
-    profile = None
+        parser.error(f"unknown backends {unknown}; choose from {sorted(_processes.PRELOAD)}")
     if args.profile:
-        profile = os.path.abspath(args.profile)
-        os.makedirs(profile, exist_ok=True)
-    options = {"trace": args.trace, "profile": profile}
+        args.profile = os.path.abspath(args.profile)
+        os.makedirs(args.profile, exist_ok=True)
     header = ["N", "backend", "median s", "runs (s)", "node0 MiB", "node MiB"]
-    header += ["node0 CPU ms", "node CPU ms", "idle %"]
+    header += ["node0 CPU ms", "node CPU ms", "idle %", "PSS MiB"]
+    print(f"start: {_memory.load_text()}; other engineers share this machine", flush=True)
     print(_row(header), flush=True)
+    node_mib: dict[str, float] = {}  # private MiB per node process, largest seen per backend
     for n in args.nodes:
-        medians: dict[str, float] = {}
-        runs_of: dict[str, list[dict[str, Any]]] = {b: [] for b in args.backends}
-        for _ in range(args.repeat):  # interleaved, so load drift hits every backend alike
-            for backend in args.backends:
-                runs_of[backend].append(run_trial(backend, n, args.port, args.timeout, options))
-        for backend, runs in runs_of.items():
-            good = [r for r in runs if "seconds" in r]
-            for r in runs:
-                if "error" in r:
-                    print(f"N={n} {backend} ERROR {r['error']}")
-            if not good:
-                continue
-            medians[backend] = statistics.median(r["seconds"] for r in good)
-            cells = [str(n), backend, f"{medians[backend]:.3f}"]
-            cells.append(", ".join(f"{r['seconds']:.3f}" for r in good))
-            cells.append(f"{max(r['node0_peak_rss_mib'] for r in good):.1f}")
-            cells.append(f"{max(r['median_peak_rss_mib'] for r in good):.1f}")
-            cells.append(f"{statistics.median(r['node0_cpu_ms'] for r in good):.1f}")
-            cells.append(f"{statistics.median(r['median_cpu_ms'] for r in good):.2f}")
-            cells.append(f"{statistics.median(r['cpu_idle_pct'] for r in good):.0f}")
-            wrong = "" if all(r["all_correct"] for r in good) else "  WRONG RANKS"
-            print(_row(cells) + wrong, flush=True)
-            for r in good:
-                if "trace" in r:
-                    print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
-        for variant in ("rdzv", "rdzv-fd"):
-            if variant in medians and "torch" in medians:
-                ratio = medians[variant] / medians["torch"]
-                print(f"{n:>5} ratio {variant}/torch = {ratio:.3f}", flush=True)
+        process_rows(n, args, node_mib)
+    for n in args.packed:
+        packed_rows(n, args)
 
 
 if __name__ == "__main__":

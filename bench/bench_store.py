@@ -1,21 +1,32 @@
 """Store throughput: rdzv vs torch's TCPStore, side by side in one run.
 
-Each server runs in its own process (started here, ended here by PID); the client runs in
-this process. Measured per (client, server) pair:
+Each server runs in its own process (started here, ended here by PID). Rows (``--rows``):
 
-* ``setget``: sequential ``set`` + ``get`` pairs on distinct keys with 16-byte values;
-* ``batched``: ``multi_set`` then ``multi_get`` of 64 keys, counted in keys per second.
+* ``pairs``: one client in this process, per (client, server) pair: ``setget``, sequential
+  ``set`` + ``get`` pairs on distinct keys with 16-byte values; ``batched``, ``multi_set``
+  then ``multi_get`` of 64 keys, counted in keys per second. Ratios: rdzv/rdzv vs
+  torch/torch (goal >= 1.5x set+get, >= 2x batched) and torch client on the rdzv server vs
+  torch on its own (goal >= 0.9x).
+* ``aggregate``: ``--clients`` (256) client processes at once against each server, set+get
+  pairs for ``--seconds``; aggregate pairs/s and the ratio (goal >= 1.0x torch's server).
+* ``storm``: ``--storm`` (4096) clients connecting within ``--storm-window`` (0.1 s) to
+  each server, each served one set+get: how many were served, retried, p50/p99/max
+  connect-to-reply latency, server RSS with every connection open (goal <= 200 MiB).
 
-Prints one line per measurement and the ratios the store issue sets goals for:
-rdzv/rdzv vs torch/torch (goal ≥ 1.5x set+get, ≥ 2x batched) and torch client on the rdzv
-server vs torch on its own (goal ≥ 0.9x). Torch rows are skipped when torch is absent.
+Both load rows use one minimal raw-socket client against either server (so they measure
+the server); see ``bench/_store_load.py``. The whole run happens in its own network
+namespace (``unshare -n``, loopback up; ``--no-netns`` to run here): torch's server looks up
+every peer's name on accept, which outside one stalls 5 s per client on this machine's
+unreachable resolver. Torch rows are skipped, saying so, when torch is absent.
 
-Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3]``
+Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -25,6 +36,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
+
+import _memory
+import _store_load
 
 RDZV_SERVER = (
     "import sys; from rdzv.__main__ import main; sys.exit(main(['serve', '--host', "
@@ -39,8 +53,8 @@ TORCH_SERVER = (
 
 
 @contextmanager
-def server(code: str) -> Iterator[int]:
-    """Start a server process running ``code``; yield its port; end it by PID."""
+def server(code: str) -> Iterator[tuple[int, int]]:
+    """Start a server process running ``code``; yield its port and PID; end it by PID."""
     proc = subprocess.Popen(
         [sys.executable, "-W", "ignore", "-c", code], stdout=subprocess.PIPE, text=True, cwd=_repo()
     )
@@ -49,7 +63,7 @@ def server(code: str) -> Iterator[int]:
         line = proc.stdout.readline()
         if not line.startswith("listening on"):
             raise RuntimeError(f"server did not start: {line!r}")
-        yield int(line.rsplit(":", 1)[1])
+        yield int(line.rsplit(":", 1)[1]), proc.pid
     finally:
         proc.terminate()
         try:
@@ -102,7 +116,7 @@ def batched(store: Any, pairs: int, tag: str) -> float:
 
 
 def measure_once(client: Callable[[int], Any], code: str, pairs: int, tag: str) -> dict[str, float]:
-    with server(code) as port:
+    with server(code) as (port, _):
         store = client(port)
         try:
             return {"setget": setget(store, pairs, tag), "batched": batched(store, pairs, tag)}
@@ -110,19 +124,8 @@ def measure_once(client: Callable[[int], Any], code: str, pairs: int, tag: str) 
             del store
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=20000)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
-    warnings.filterwarnings("ignore")
-    try:
-        import torch  # noqa: F401
-
-        have_torch = True
-    except ImportError:
-        have_torch = False
-        print("torch not installed: torch rows skipped")
+def pair_rows(args: argparse.Namespace, have_torch: bool) -> None:
+    """One client in this process against each server: set+get, batched; ratios."""
     combos = [("rdzv client -> rdzv server", rdzv_client, RDZV_SERVER)]
     if have_torch:
         combos += [
@@ -153,6 +156,124 @@ def main() -> int:
         print(f"ratio set+get  rdzv/torch              {ours['setget'] / theirs['setget']:.2f}x")
         print(f"ratio batched  rdzv/torch              {ours['batched'] / theirs['batched']:.2f}x")
         print(f"ratio torch client on rdzv/torch server {mixed['setget'] / theirs['setget']:.2f}x")
+
+
+def _servers(have_torch: bool) -> list[tuple[str, str]]:
+    servers = [("rdzv", RDZV_SERVER)]
+    if have_torch:
+        servers.append(("torch", TORCH_SERVER))
+    else:
+        print("torch server: not run (torch is not installed)")
+    return servers
+
+
+def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
+    """``--clients`` client processes at once against each server; aggregate pairs/s."""
+    runs: dict[str, list[float]] = {}
+    for _ in range(args.repeat):
+        for name, code in _servers(have_torch):
+            with server(code) as (port, _):
+                result = _store_load.aggregate(port, args.clients, args.seconds)
+            if "error" in result:
+                print(f"aggregate {name} server ERROR {result['error']}", flush=True)
+                continue
+            if result["wrong"]:
+                print(f"aggregate {name} server: {result['wrong']} WRONG replies", flush=True)
+            runs.setdefault(name, []).append(result["pairs_per_s"])
+    for name, rates in runs.items():
+        shown = ", ".join(f"{r:.0f}" for r in rates)
+        print(
+            f"aggregate {args.clients} client processes -> {name:5s} server: median "
+            f"{statistics.median(rates):9.0f} set+get pairs/s (runs {shown})",
+            flush=True,
+        )
+    if "rdzv" in runs and "torch" in runs:
+        ratio = statistics.median(runs["rdzv"]) / statistics.median(runs["torch"])
+        goal = "met" if ratio >= 1.0 else "MISSED"
+        print(f"ratio aggregate rdzv/torch server {ratio:.2f}x (goal >= 1.0x: {goal})")
+
+
+def storm_rows(args: argparse.Namespace, have_torch: bool) -> None:
+    """``--storm`` clients connecting within ``--storm-window`` s to each server."""
+    for _ in range(args.repeat):
+        for name, code in _servers(have_torch):
+            with server(code) as (port, pid):
+                r = _store_load.storm(
+                    port, pid, args.storm, args.storm_procs, args.storm_window, args.patience
+                )
+            lat = (
+                "no client served"
+                if r["p50_ms"] is None
+                else f"connect-to-reply p50 {r['p50_ms']:.1f} p99 {r['p99_ms']:.1f} "
+                f"max {r['max_ms']:.1f} ms"
+            )
+            print(
+                f"storm {name:5s} server: {r['served']}/{r['clients']} served "
+                f"({r['correct']} correct), {r['retried']} retried after a refusal/reset, "
+                f"{r['syn_retransmitted']} with a SYN retransmitted; {lat}; last client "
+                f"started {r['max_start_late_ms']:.0f} ms late; server RSS "
+                f"{r['server_rss_mib']:.1f} MiB with every connection open (before "
+                f"{r['server_rss_before_mib']:.1f}, peak {r['server_peak_rss_mib']:.1f})"
+                + (f"; errors {r['errors']}" if r["errors"] else ""),
+                flush=True,
+            )
+
+
+_IN_NETNS = "RDZV_BENCH_STORE_NETNS"
+
+
+def _in_netns() -> int:
+    """Run this script again inside its own network namespace (``unshare -n``, loopback
+    up): no DNS server is reachable there, so torch's server, which looks up every peer's
+    name when it accepts a connection, fails those lookups at once instead of waiting out
+    the resolver's 5 s timeout (outside, under a storm, it serves one client per 5 s
+    stall). Falls back to running here, saying so, when ``unshare`` is not permitted."""
+    me = " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv])
+    env = dict(os.environ, **{_IN_NETNS: "1"})
+    done = subprocess.run(
+        ["unshare", "-n", "sh", "-c", f"ip link set lo up && exec {me}"], env=env, check=False
+    )
+    if done.returncode in (0, 1, 2):
+        return done.returncode
+    print("unshare -n failed: running in this network namespace (torch may stall on DNS)")
+    os.environ[_IN_NETNS] = "1"
+    return main()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pairs", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--rows", nargs="+", default=["pairs", "aggregate", "storm"], help="which measurements"
+    )
+    parser.add_argument("--clients", type=int, default=256, help="aggregate: client processes")
+    parser.add_argument("--seconds", type=float, default=3.0, help="aggregate: window (s)")
+    parser.add_argument("--storm", type=int, default=4096, help="storm: clients")
+    parser.add_argument("--storm-procs", type=int, default=16, help="storm: client processes")
+    parser.add_argument("--storm-window", type=float, default=0.1, help="storm: spread (s)")
+    parser.add_argument(
+        "--patience", type=float, default=30.0, help="storm: a client gives up after (s)"
+    )
+    parser.add_argument(
+        "--no-netns", action="store_true", help="run here, not in a DNS-free network namespace"
+    )
+    args = parser.parse_args()
+    if not args.no_netns and os.environ.get(_IN_NETNS) != "1":
+        return _in_netns()
+    warnings.filterwarnings("ignore")
+    try:
+        import torch  # noqa: F401
+
+        have_torch = True
+    except ImportError:
+        have_torch = False
+        print("torch not installed: torch rows skipped")
+    for row, run in (("pairs", pair_rows), ("aggregate", aggregate_rows), ("storm", storm_rows)):
+        if row in args.rows:
+            print(f"{row}: start, {_memory.load_text()}", flush=True)
+            run(args, have_torch)
+            print(f"{row}: end, {_memory.load_text()}", flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """A node's connections to the rendezvous store: its own, a fresh one, closing one.
 
 ``dial`` opens the connection a handler keeps across rounds (the hosting node starts the
-store server first); ``reconnect`` opens a second one to the same server and ``publish``
+store server first); ``reconnect`` opens a second one to the same server (and
+``fresh_connection`` one without touching the first's timeout: the member watch's) and ``publish``
 writes a verdict over it (a member that lost its own connection reports that over a fresh
 one, invariant 7 of :mod:`rdzv.rendezvous._join`); ``close_store`` releases a connection
 (and a hosted server).
@@ -19,7 +20,7 @@ from rdzv.rendezvous._static_config import StaticConfig
 if TYPE_CHECKING:
     from rdzv.store.base import Store
 
-__all__ = ["close_store", "dial", "publish", "reconnect"]
+__all__ = ["close_store", "dial", "fresh_connection", "publish", "reconnect"]
 
 
 def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
@@ -59,6 +60,21 @@ def reconnect(store: Store, seconds: float) -> Store:
         raise StoreConnectionError(f"{store!r} cannot open a second connection")
     store.set_timeout(seconds)  # a clone inherits it (connect timeout included)
     fresh: Store = clone()
+    return fresh
+
+
+def fresh_connection(store: Store, seconds: float) -> Store:
+    """A fresh connection to ``store``'s server; connecting and each operation within
+    ``seconds``. Unlike :func:`reconnect`, ``store``'s own timeout is left as it is (another
+    thread may be using ``store``).
+
+    Raises:
+        StoreError: no connection could be made in time, or ``store`` cannot open another.
+    """
+    clone = getattr(store, "clone", None)
+    if not callable(clone):
+        raise StoreConnectionError(f"{store!r} cannot open a second connection")
+    fresh: Store = clone(timeout=seconds)
     return fresh
 
 

@@ -25,17 +25,18 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.errors import RendezvousStateError, StoreError
 from rdzv.events import emit
-from rdzv.rendezvous._connection import close_store, reconnect
+from rdzv.rendezvous._connection import close_store, fresh_connection
 from rdzv.rendezvous._round_failures import member_lost_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store.base import Store
 
 if TYPE_CHECKING:
-    from rdzv.store.base import Store
     from rdzv.store.server import StoreServer
 
 __all__ = ["MEMBER_GRACE", "LostMemberWatch", "watch_members"]
@@ -48,33 +49,23 @@ _log: Final = logging.getLogger("rdzv.rendezvous")
 #: 0.75 s was measured (scenarios/restart-after-join.toml); 2 s keeps a margin.
 MEMBER_GRACE: Final = 2.0
 _CHECK_SECONDS: Final = 1.0  # bound of each store operation of one check
-_CONNECT_SECONDS: Final = 5.0  # the watch dials the server of its own process
+_CONNECT_SECONDS: Final = 5.0  # the watch dials the server of its own process (when needed)
 
 
 def watch_members(
     store: Store, cfg: StaticConfig, me: Identity, wall: Callable[[], float]
 ) -> LostMemberWatch | None:
-    """Start watching the members of the server ``store`` hosts, over a connection of the
-    watch's own; None when ``store`` hosts no server, or when that connection could not be
-    opened (event ``member_watch_failed``: the rounds still run, a vanished member then
-    times out)."""
+    """Start watching the members of the server ``store`` hosts; None when ``store`` hosts
+    no server. The watch dials a connection of its own to that server only when a member
+    vanished (it is not needed before, and dialling it at the start of the first round put
+    one more connect and handshake, queued behind every other node's, before this node's
+    join)."""
     server: StoreServer | None = getattr(store, "server", None)
     if server is None:
         return None
-    try:
-        own = reconnect(store, _CONNECT_SECONDS)
-    except StoreError as exc:
-        emit(
-            _log,
-            "member_watch_failed",
-            logging.WARNING,
-            run_id=cfg.run_id,
-            rank=cfg.rank,
-            endpoint=cfg.endpoint,
-            error=f"{type(exc).__name__}: {exc}",
-        )
-        return None
-    return LostMemberWatch(server, own, cfg, me, wall)
+    return LostMemberWatch(
+        server, partial(fresh_connection, store, _CONNECT_SECONDS), cfg, me, wall
+    )
 
 
 class LostMemberWatch:
@@ -82,7 +73,8 @@ class LostMemberWatch:
 
     Args:
         server: the store server this node hosts.
-        store: a connection of the watch's own to ``server`` (closed by :meth:`close`).
+        store: a connection of the watch's own to ``server``, or how to open one (called
+            when a check first needs it); closed by :meth:`close`.
         cfg: this node's settings.
         me: this node's identity (the verdict's author; its own claim is not watched).
         wall: a wall clock (seconds since the epoch) for the verdict's timestamp.
@@ -93,13 +85,14 @@ class LostMemberWatch:
     def __init__(
         self,
         server: StoreServer,
-        store: Store,
+        store: Store | Callable[[], Store],
         cfg: StaticConfig,
         me: Identity,
         wall: Callable[[], float],
         grace: float | None = None,
     ) -> None:
-        self._store = store
+        self._store: Store | None = store if isinstance(store, Store) else None
+        self._open: Callable[[], Store] | None = None if isinstance(store, Store) else store
         self._cfg = cfg
         self._me = me
         self._wall = wall
@@ -131,7 +124,8 @@ class LostMemberWatch:
             if isinstance(timer, threading.Timer):
                 timer.cancel()
         with self._io:
-            close_store(self._store)
+            if self._store is not None:
+                close_store(self._store)
 
     # -- on the server's loop thread --------------------------------------------------------
 
@@ -185,6 +179,9 @@ class LostMemberWatch:
         done = self._keys.of(round_index, "done")
         claim = self._keys.claim(round_index, rank)
         store = self._store
+        if store is None:
+            assert self._open is not None
+            store = self._store = self._open()
         store.set_timeout(_CHECK_SECONDS)
         if store.check([done]) or store.get(claim) != value:
             return None  # the round ended, or a restarted process took the claim over

@@ -25,8 +25,8 @@ Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``r
 ``round``, ``rank``, ``endpoint`` and, except the ``member_*`` ones, ``elapsed`` (seconds
 since the call started): ``join_start``, ``joined``, ``complete``, ``failed``, ``closed``,
 ``shutdown``, ``linger_ended``, ``claim_taken_over``, ``failure_published`` /
-``failure_not_published``, ``member_lost`` / ``member_loss_not_reported`` /
-``member_watch_failed``, ``exit_wait`` / ``exit_wait_ended``; their fields are listed in
+``failure_not_published``, ``member_lost`` / ``member_loss_not_reported``, ``exit_wait`` /
+``exit_wait_ended``; their fields are listed in
 docs/rendezvous.md ("Events"). The store client reports connect attempts
 (``connect_attempt`` / ``connected`` on ``rdzv.client``).
 """

@@ -176,10 +176,12 @@ class TCPStore(Store):
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    def clone(self) -> TCPStore:
-        """A new connection to the same server with the same timeout."""
+    def clone(self, timeout: Timeout | None = None) -> TCPStore:
+        """A new connection to the same server, bounded by this one's timeout or ``timeout``
+        (connecting included; this connection's own timeout is left as it is)."""
         host = self._host if self.server is None else local_address(self.server)
-        return TCPStore(host, self._port, None, False, self.timeout, False)
+        bound = self.timeout if timeout is None else timeout
+        return TCPStore(host, self._port, None, False, bound, False)
 
     def close(self) -> None:
         """Close the connection; a master also stops its server. Idempotent."""

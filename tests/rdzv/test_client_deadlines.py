@@ -14,6 +14,7 @@ import re
 import select
 import signal
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 from scripted_peer import ScriptedPeer
@@ -506,3 +507,17 @@ def test_a_master_waiting_for_workers_never_reports_less_than_its_timeout() -> N
     found = re.match(r"Timed out after (\d+\.\d) seconds", str(info.value))
     assert found
     assert float(found[1]) >= 1.0
+
+
+def test_a_clone_given_a_timeout_is_bounded_by_it_and_leaves_the_original_its_own() -> None:
+    with (
+        StoreServer("127.0.0.1", 0) as server,
+        TCPStore("127.0.0.1", server.port, timeout=300) as store,
+    ):
+        with store.clone(timeout=0.2) as fresh:
+            assert fresh.timeout == timedelta(seconds=0.2)
+            with pytest.raises(StoreTimeoutError, match="never-set"):
+                fresh.get("never-set")  # bounded by the clone's 0.2 s, not by 300 s
+        assert store.timeout == timedelta(seconds=300)
+        with store.clone() as same:
+            assert same.timeout == timedelta(seconds=300)

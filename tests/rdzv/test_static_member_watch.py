@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from conftest import InThread
-from rdzv.errors import RendezvousConnectionError
+from rdzv.errors import RendezvousConnectionError, StoreConnectionError
+from rdzv.events import EventCollector
 from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
@@ -204,6 +205,68 @@ def test_every_waiting_node_fails_at_once_when_a_member_vanishes_mid_round(
         reported = r"\[reported by rank 0 \(\S+ pid \d+\); this node, rank 2"
         with pytest.raises(RendezvousConnectionError, match=rf"{lost} .*{reported}"):
             waiting.outcome(timeout=40)
+    finally:
+        member.shutdown()
+        host.shutdown()
+
+
+def test_the_watch_dials_its_own_connection_only_when_a_member_vanished() -> None:
+    store, server, host = HashStore(), _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+    key = _claimed(store, gone)
+    opened: list[HashStore] = []
+
+    def dial() -> HashStore:
+        opened.append(store)
+        return store
+
+    watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        assert opened == []  # nothing dialled while every member is there
+        [(_, on_close)] = server.watches
+        on_close(key, gone.raw)
+        store.wait([KEYS.of(0, "done")], timedelta(seconds=30))
+        watch._check(0, 1, gone.raw)  # a second check reuses the connection
+    finally:
+        watch.close()
+    assert len(opened) == 1
+    assert json.loads(store.get(KEYS.of(0, "done")))["reason"] == "member_lost"
+
+
+def test_a_watch_that_cannot_dial_says_why_the_loss_was_not_reported(
+    events: EventCollector,
+) -> None:
+    server, host = _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+
+    def dial() -> HashStore:
+        raise StoreConnectionError("no rendezvous store answered at 127.0.0.1:29400")
+
+    watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        watch._check(0, 1, gone.raw)  # what the timer runs after the grace
+    finally:
+        watch.close()
+    [event] = [e for e in events.events if e["event"] == "member_loss_not_reported"]
+    assert event["lost_rank"] == 1
+    assert event["error"] == (
+        "StoreConnectionError: no rendezvous store answered at 127.0.0.1:29400"
+    )
+
+
+def test_the_hosting_node_holds_no_watch_connection_while_every_member_is_there(
+    listen_fd: tuple[int, int],
+) -> None:
+    fd, port = listen_fd
+    host = StaticTCPRendezvous("127.0.0.1", port, 0, 2, "run", 60, listen_fd=fd)
+    member = StaticTCPRendezvous("127.0.0.1", port, 1, 2, "run", 60)
+    try:
+        hosting = InThread(host.next_rendezvous)
+        member.next_rendezvous()
+        info = hosting.outcome(timeout=40)
+        server = info.store.underlying_store.server  # the master TCPStore's server
+        # the two nodes' connections, and no third one for the member watch
+        assert len(server._conns) == 2
     finally:
         member.shutdown()
         host.shutdown()

@@ -1,0 +1,224 @@
+"""The process trial of ``bench_rendezvous.py``: one process per node (see its docstring for
+the method), and the handler every trial builds (torch's constructor form)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import queue
+import resource
+import socket
+import statistics
+import sys
+import time
+from typing import Any
+
+import _memory
+import _trace
+
+_RDZV_PRELOAD = ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"]
+PRELOAD = {
+    "rdzv": _RDZV_PRELOAD,
+    "rdzv-fd": _RDZV_PRELOAD,
+    "torch": ["torch.distributed", "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"],
+}
+
+
+# -- one node ------------------------------------------------------------------------------
+
+
+def make_handler(backend: str, rank: int, n: int, port: int, timeout: float, listen: Any) -> Any:
+    if backend == "torch":
+        from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import (
+            StaticTCPRendezvous as TorchStatic,
+        )
+
+        return TorchStatic("127.0.0.1", port, rank, n, "bench", int(timeout))
+    from rdzv.rendezvous.static import StaticTCPRendezvous
+
+    fd = None if listen is None else listen.detach()
+    return StaticTCPRendezvous("127.0.0.1", port, rank, n, "bench", timeout, listen_fd=fd)
+
+
+def node(
+    backend: str,
+    rank: int,
+    n: int,
+    port: int,
+    timeout: float,
+    listen: Any,
+    options: dict[str, Any],
+    out: Any,
+    go: Any,
+    start_at: Any,
+    returned_at: Any,
+    finish: Any,
+) -> None:
+    """A node process: build the handler, say ready, wait for the release, rendezvous, note
+    when it returned (one write to shared memory), and report only after the measurement."""
+    try:
+        handler = make_handler(backend, rank, n, port, timeout, listen)
+        trace = None
+        if options["trace"] and backend != "torch":
+            trace = _trace.Trace()
+            logger = logging.getLogger("rdzv")
+            logger.setLevel(logging.DEBUG)
+            logger.addHandler(trace)
+        profiler = threads = None
+        if options["profile"] and rank in (0, 1, n - 1):
+            import cProfile
+            import threading
+
+            profiler, threads = cProfile.Profile(), cProfile.Profile()
+
+            def profile_thread(*_: Any) -> None:  # threads started from now: the server's
+                sys.setprofile(None)
+                threads.enable()
+
+            threading.setprofile(profile_thread)
+        out.put(("ready", rank, None))
+        if not go.wait(timeout):
+            raise TimeoutError("never released")
+        late = time.monotonic() - start_at.value
+        if late < 0:
+            time.sleep(-late)  # every node starts at the same instant, not in wake-up order
+        cpu = time.process_time()
+        if trace is not None:
+            trace.cpu0 = cpu
+        if profiler is not None:
+            profiler.enable()
+        info = handler.next_rendezvous()
+        returned = time.monotonic()
+        cpu = time.process_time() - cpu
+        returned_at[rank] = returned
+        if profiler is not None:
+            profiler.disable()
+            path = os.path.join(options["profile"], f"{backend}-{n}-rank{rank}")
+            profiler.dump_stats(path + ".prof")
+            if threads is not None and rank == 0 and backend != "torch":
+                threads.dump_stats(path + "-threads.prof")
+        ok = (info.rank, info.world_size) == (rank, n)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        result = {"t": returned, "ok": ok, "rss_kib": rss, "cpu": cpu}
+        if trace is not None:
+            cpu_at = {f"cpu {k}": v for k, v in trace.cpu.items()}
+            result["trace"] = dict(trace.at, **cpu_at, attempts=trace.attempts)
+        finish.wait(timeout)  # report and exit only after the measurement: not timed
+        out.put(("done", rank, result))
+    except Exception as exc:
+        returned_at[rank] = -1.0
+        out.put(("done", rank, {"error": f"{type(exc).__name__}: {exc}"}))
+
+
+# -- one trial (a fresh interpreter in a fresh network namespace) --------------------------
+
+
+def trial(
+    backend: str, n: int, port: int, timeout: float, options: dict[str, Any]
+) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD[backend])
+    out = ctx.Queue()
+    go = ctx.Event()
+    start_at = ctx.Value("d", 0.0)
+    returned_at = ctx.Array("d", n, lock=False)  # 0: not yet, -1: failed
+    finish = ctx.Event()
+    sock = None
+    if backend == "rdzv-fd":
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))  # node 0 listens on it when its rendezvous starts
+        port = sock.getsockname()[1]
+    procs = []
+    try:
+        for rank in range(n):
+            p = ctx.Process(
+                target=node,
+                args=(
+                    backend,
+                    rank,
+                    n,
+                    port,
+                    timeout,
+                    sock if rank == 0 else None,
+                    options,
+                    out,
+                    go,
+                    start_at,
+                    returned_at,
+                    finish,
+                ),
+            )
+            p.start()
+            procs.append(p)
+        if sock is not None:
+            sock.close()  # node 0 holds its own copy
+        ready = 0
+        deadline = time.monotonic() + timeout
+        while ready < n:
+            kind, rank, payload = out.get(timeout=max(deadline - time.monotonic(), 0.01))
+            if kind == "done":  # failed while building the handler
+                return {"error": f"rank {rank}: {payload}"}
+            ready += 1
+        # Waking N processes through one Event is serialised (each sleeper acknowledges), so
+        # the release names a common start instant far enough ahead for all of them to be
+        # awake; a node woken after it starts at once and its lateness counts against it.
+        start = time.monotonic() + 0.3 + n * 0.004
+        start_at.value = start
+        go.set()
+        time.sleep(max(start - time.monotonic(), 0.0))
+        idle = _idle_seconds()
+        deadline = start + timeout
+        # Nodes report after the measurement: until then, only look at shared memory.
+        while not all(returned_at[:]) and time.monotonic() < deadline:
+            time.sleep(0.002)
+        idle = _idle_seconds() - idle
+        memory = _memory.total_mib([p.pid for p in procs if p.pid is not None])
+        finish.set()
+        results: dict[int, dict[str, Any]] = {}
+        deadline = time.monotonic() + 30
+        while len(results) < n:
+            try:
+                kind, rank, payload = out.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            results[rank] = payload
+        errors = [f"rank {r}: {p['error']}" for r, p in sorted(results.items()) if "error" in p]
+        if len(results) < n or errors:
+            missing = sorted(set(range(n)) - set(results))
+            return {"error": f"missing ranks {missing[:10]}; errors {errors[:3]}"}
+        last = max(p["t"] for p in results.values())
+        rss = [p["rss_kib"] for p in results.values()]
+        cpu = [p["cpu"] for p in results.values()]
+        summary: dict[str, Any] = {
+            "seconds": last - start,
+            "all_correct": all(p["ok"] for p in results.values()),
+            "node0_peak_rss_mib": results[0]["rss_kib"] / 1024,
+            "median_peak_rss_mib": statistics.median(rss) / 1024,
+            "node0_cpu_ms": results[0]["cpu"] * 1000,
+            "median_cpu_ms": statistics.median(cpu) * 1000,
+        }
+        summary["pss_mib"] = memory["pss"]
+        summary["node_uss_mib"] = memory["uss"] / n
+        summary["cpu_idle_pct"] = 100 * idle / ((last - start) * (os.cpu_count() or 1))
+        if options["trace"] and backend != "torch":
+            summary["trace"] = _trace.summary(results, start)
+        return summary
+    finally:
+        if sock is not None:
+            sock.close()
+        finish.set()
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, 9)
+                p.join(timeout=5)
+
+
+def _idle_seconds() -> float:
+    """Seconds every CPU of the machine spent idle since boot (``/proc/stat``)."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
