@@ -32,9 +32,9 @@ def test_a_fault_says_what_it_did_in_words_singular_and_plural() -> None:
     fault = FaultRecord(0, "toxic", [1], 0.0, acted={})
     fault.count("connections reset", 2)
     fault.count("WAIT requests held")
-    fault.count("nodes paused (SIGSTOP)")
+    fault.count("nodes paused")
     fault.count("lookups failed", 0)
-    assert fault.effects == "2 connections reset, 1 WAIT request held, 1 node paused (SIGSTOP)"
+    assert fault.effects == "2 connections reset, 1 WAIT request held, 1 node paused"
     assert not fault.idle
 
 

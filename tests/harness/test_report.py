@@ -171,7 +171,7 @@ def test_junit_system_out_lists_every_node_outcome_and_fault(tmp_path: Path) -> 
         "node 3",
     ]
     assert "node 1: killed, rank 1, world size 4, after 0.975 s" in out.text
-    assert "fault 1 pause on nodes 2 from 0.50 s to 2.50 s; acted: 1 node paused (SIGSTOP)" in lines
+    assert "fault 1 pause on nodes 2 from 0.50 s to 2.50 s; acted: 1 node paused" in lines
     assert (
         "fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream {'timeout': 0}; "
         "acted: 1 connection black-holed" in lines
@@ -502,7 +502,7 @@ def test_result_line_names_the_faults_that_did_not_act() -> None:
 
 def test_a_failure_panel_says_what_each_fault_did() -> None:
     text = console_text([failing_report()])
-    assert "fault 2 kill on nodes 1 from 1.00 s to 1.00 s; acted: 1 SIGKILL delivered" in text
+    assert "fault 2 kill on nodes 1 from 1.00 s to 1.00 s; acted: 1 node killed" in text
 
 
 def test_junit_flags_a_fault_that_did_not_act_in_a_property_and_in_system_out(
@@ -542,8 +542,8 @@ def test_html_lists_what_each_fault_did() -> None:
     html = render_html([failing_report()])
     assert "faults (3) and what each did</summary>" in html
     assert '<td class="did">1 connection black-holed</td>' in html
-    assert '<td class="did">1 node paused (SIGSTOP)</td>' in html
-    assert "acted: 1 SIGKILL delivered</title>" in html
+    assert '<td class="did">1 node paused</td>' in html
+    assert "acted: 1 node killed</title>" in html
 
 
 def test_late_start_and_absent_faults_appear_on_the_html_timeline_and_in_junit(

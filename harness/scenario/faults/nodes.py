@@ -49,7 +49,7 @@ def _kill(world: World, record: FaultRecord, node: int) -> bool:
     """Kill ``node``, counting it when it was running."""
     killed = world.kill(node)
     if killed:
-        record.count("SIGKILLs delivered")
+        record.count("nodes killed")
     return killed
 
 
@@ -80,9 +80,9 @@ class PauseFault(_OnNodes):
             if self.on == "started" and launch is not None and launch.start_paused:
                 # (a node paused at start stops itself; a pause from here could land before
                 # its own and be undone first, leaving it stopped for good)
-                record.count("nodes paused (SIGSTOP)")
+                record.count("nodes paused")
             elif world.pause(node):
-                record.count("nodes paused (SIGSTOP)")
+                record.count("nodes paused")
 
         def heal() -> None:
             for node in targets:
