@@ -5,15 +5,12 @@ from __future__ import annotations
 import colorsys
 import io
 import re
-import shutil
-import struct
-import subprocess
 import xml.etree.ElementTree as ET
-import zlib
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, screenshot
 from report_samples import (
     big_report,
     error_report,
@@ -31,8 +28,6 @@ from harness.report.junit import junit_xml, write_junit
 from harness.report.text import result_line
 from harness.report.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
 from harness.run.model import NodeEvent, Report, Violation
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 def console_text(reports: list[Report]) -> str:
@@ -365,50 +360,11 @@ def test_nice_ticks_are_round_numbers_covering_the_run() -> None:
 # --- headless Chromium ---------------------------------------------------------------
 
 
-def png_pixels(path: Path) -> tuple[int, int, bytes]:
-    """Width, height and raw scanlines (filter bytes included) of a PNG."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, width, height = 8, b"", 0, 0
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            width, height = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    return width, height, zlib.decompress(idat)
-
-
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
 def test_html_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     write_html([failing_report(), happy_report(), big_report(256)], page, generated="now")
-    shot = tmp_path / "shot.png"
-    profile = tmp_path / "profile"
-    command = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        f"--screenshot={shot}",
-        "--window-size=1400,900",
-        page.as_uri(),
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert shot.exists(), (
-        f"chromium wrote no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
-    )
-    width, height, raw = png_pixels(shot)
+    width, height, raw = screenshot(page, tmp_path, 1400, 900)
     assert (width, height) == (1400, 900)
     assert len(set(raw)) > 64, "the screenshot is blank"
 

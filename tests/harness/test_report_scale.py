@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
-import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, screenshot
 from report_samples import big_report, failing_report, scale_report, straggler_report
 from rich.console import Console
-from test_report import CHROMIUM, assert_well_formed, lanes, parse_junit, png_pixels
+from test_report import assert_well_formed, lanes, parse_junit
 
 from harness.report.console import FOLDS_SHOWN, print_summary
 from harness.report.fold import mask, outcome_folds, placement_line, short_ranges, violation_folds
@@ -270,28 +269,7 @@ def test_html_folds_the_node_table_and_violations_of_a_large_run() -> None:
 def test_a_4096_node_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     write_html([straggler_report(4096), scale_report(4096)], page, generated="now")
-    shot, profile = tmp_path / "shot.png", tmp_path / "profile"
-    command = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        f"--screenshot={shot}",
-        "--window-size=1400,1400",
-        page.as_uri(),
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    assert shot.exists(), f"no screenshot (exit {done.returncode}): {done.stderr[-2000:]}"
-    width, height, raw = png_pixels(shot)
+    width, height, raw = screenshot(page, tmp_path, 1400, 1400)
     assert (width, height) == (1400, 1400)
     assert len(set(raw)) > 64, "the screenshot is blank"
     ET.fromstring(re.findall(r"<svg\b.*?</svg>", page.read_text())[-1])

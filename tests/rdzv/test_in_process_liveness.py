@@ -13,9 +13,9 @@ import gc
 import itertools
 import json
 import os
-from datetime import timedelta
 
 import pytest
+from round_config import round_cfg
 
 from rdzv.errors import RendezvousStateError
 from rdzv.rendezvous._join import RoundProtocol
@@ -29,16 +29,7 @@ KEYS = RoundKeys("run")
 
 
 def _cfg(rank: int, world_size: int) -> StaticConfig:
-    return StaticConfig(
-        host="127.0.0.1",
-        port=29400,
-        rank=rank,
-        world_size=world_size,
-        run_id="run",
-        join_timeout=timedelta(seconds=5),
-        read_timeout=timedelta(seconds=5),
-        start_daemon=rank == 0,
-    )
+    return round_cfg(rank, world_size)
 
 
 def _protocol(store: HashStore, me: Identity) -> RoundProtocol:

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from round_config import round_cfg
 
 from conftest import InThread
 from rdzv.errors import RendezvousConnectionError, StoreConnectionError
@@ -100,16 +101,7 @@ def test_a_cancelled_watch_and_a_closing_server_report_nothing() -> None:
 
 
 def _cfg(rank: int, world_size: int) -> StaticConfig:
-    return StaticConfig(
-        host="127.0.0.1",
-        port=29400,
-        rank=rank,
-        world_size=world_size,
-        run_id="run",
-        join_timeout=timedelta(seconds=60),
-        read_timeout=timedelta(seconds=60),
-        start_daemon=rank == 0,
-    )
+    return round_cfg(rank, world_size, timeout=60)
 
 
 class _Server:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from datetime import timedelta
 from typing import Any
 
 import pytest
+from round_config import round_cfg
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -32,16 +32,7 @@ DONE = KEYS.of(0, "done")
 
 
 def _cfg(rank: int, world_size: int, timeout: float = 3.0, read: float = 3.0) -> StaticConfig:
-    return StaticConfig(
-        host="127.0.0.1",
-        port=29400,
-        rank=rank,
-        world_size=world_size,
-        run_id="run",
-        join_timeout=timedelta(seconds=timeout),
-        read_timeout=timedelta(seconds=read),
-        start_daemon=rank == 0,
-    )
+    return round_cfg(rank, world_size, timeout, read)
 
 
 def _identity(rank: int, world_size: int) -> Identity:

@@ -6,10 +6,10 @@ import itertools
 import json
 import logging
 from dataclasses import asdict
-from datetime import timedelta
 from typing import Any
 
 import pytest
+from round_config import round_cfg
 
 from rdzv.errors import RendezvousStateError, RendezvousTimeoutError, StoreTimeoutError
 from rdzv.events import EventCollector
@@ -20,16 +20,7 @@ from rdzv.store.base import HashStore
 
 
 def _cfg(rank: int, world_size: int = 2, run_id: str = "run") -> StaticConfig:
-    return StaticConfig(
-        host="127.0.0.1",
-        port=29400,
-        rank=rank,
-        world_size=world_size,
-        run_id=run_id,
-        join_timeout=timedelta(seconds=5),
-        read_timeout=timedelta(seconds=5),
-        start_daemon=rank == 0,
-    )
+    return round_cfg(rank, world_size, run_id=run_id)
 
 
 def _identity(rank: int, world_size: int = 2) -> Identity:

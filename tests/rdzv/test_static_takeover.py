@@ -18,11 +18,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 
 import pytest
+from round_config import round_cfg
 from static_node_proc import Cluster, cluster, reserved_port
 
 import rdzv
@@ -40,16 +40,7 @@ DEAD_PID = 2001
 
 
 def _cfg(rank: int, world_size: int) -> StaticConfig:
-    return StaticConfig(
-        host="127.0.0.1",
-        port=29400,
-        rank=rank,
-        world_size=world_size,
-        run_id="run",
-        join_timeout=timedelta(seconds=5),
-        read_timeout=timedelta(seconds=5),
-        start_daemon=rank == 0,
-    )
+    return round_cfg(rank, world_size)
 
 
 def _identity(rank: int, world_size: int, pid: int | None = None) -> Identity:
