@@ -49,8 +49,9 @@ __all__ = [
 ]
 
 
-#: Written by rank 0 once it has seen every rank's key (see :func:`_prove_shared`).
-_ALL = "harness/all"
+#: Written by rank 0 once it has seen every rank's key, per world size (see
+#: :func:`_prove_shared`).
+_ALL = "harness/all/{}"
 
 
 class _Queue(Protocol):
@@ -177,8 +178,9 @@ def _prove_shared(
 ) -> bool:
     """Prove the store is one store shared by every rank, with O(world size) work in all.
 
-    Every rank writes its key; rank 0 waits for every rank's key, then writes ``all``; every
-    other rank waits for ``all``. A rank that reads ``all`` from its store shares that store
+    Every rank writes its key; rank 0 waits for every rank's key, then writes ``all/<world
+    size>``; every other rank waits for ``all/<its world size>`` (so a node told another
+    world size waits, as it did for keys of ranks that do not exist). A rank that reads ``all`` from its store shares that store
     with a rank 0 that saw every key there, so it saw (through rank 0) every rank's key:
     every rank reading every key would cost the store host world size squared reads (16
     million at 4096 nodes). Rank 0 then waits until every rank is done, so its shutdown cannot
@@ -191,13 +193,14 @@ def _prove_shared(
     store.set(f"harness/rank/{rank}", str(node))
     keys = [f"harness/rank/{r}" for r in range(world_size)]
     try:
+        everyone = _ALL.format(world_size)  # a node told another world size never sees it
         if rank == 0:
             store.wait(keys)
             ok = len(store.multi_get(keys)) == world_size
-            store.set(_ALL, str(world_size))
+            store.set(everyone, str(world_size))
         else:
-            store.wait([_ALL])
-            ok = int(store.get(_ALL)) == world_size
+            store.wait([everyone])
+            ok = int(store.get(everyone)) == world_size
     except BaseException:
         # Rank 0 (the store host in every backend) asks for every key; the others for their
         # own and rank 0's, so a failing world costs the store O(world size) checks too.

@@ -72,3 +72,25 @@ def test_a_rank_on_a_store_of_its_own_does_not_pass_and_says_what_it_saw() -> No
     assert results[0]["seen_ranks"] == [0, 1, 3]  # rank 0 names whose keys it saw
     assert results[1]["seen_ranks"] == [0, 1]  # its own and rank 0's
     assert results[2]["seen_ranks"] == [2]  # rank 0's key is not in its store
+
+
+def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
+    store = CountingStore(timeout=0.5)
+    results: dict[int, Any] = {}
+
+    def one(rank: int, world_size: int) -> None:
+        result: dict[str, Any] = {}
+        try:
+            result["ok"] = _prove_shared(store, rank, world_size, rank, result)
+        except Exception as exc:
+            result["error"] = exc
+        results[rank] = result
+
+    threads = [threading.Thread(target=one, args=(r, 5 if r == 3 else 4)) for r in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert "error" in results[3] and "ok" not in results[3]  # it waits for a world of 5
+    assert "error" in results[0]  # and rank 0 for its "done"
+    assert results[1]["ok"] is True and results[2]["ok"] is True

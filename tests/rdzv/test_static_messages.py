@@ -210,6 +210,33 @@ def test_naming_the_missing_ranks_of_4096_takes_a_few_requests_not_one_per_rank(
     assert store.after <= 10
 
 
+class _HostVerdictLate(_CountingDeadlineStore):
+    """The host publishes its timeout verdict just after this member's deadline passed."""
+
+    def __init__(self, clock: _Clock, at: float, verdict: str) -> None:
+        super().__init__(clock, at)
+        self.verdict = verdict
+
+    def check(self, keys: Any) -> bool:
+        if list(keys) == [DONE] and self.clock.now >= self.at and not super().check([DONE]):
+            HashStore.set(self, DONE, self.verdict)  # appears after this first look
+            return False
+        return super().check(keys)
+
+
+def test_a_member_reports_the_hosts_verdict_instead_of_asking_the_store_itself() -> None:
+    clock = _Clock()
+    host = {"status": "aborted", "reason": "timeout", "message": "rendezvous ... missing ranks: 7."}
+    store = _HostVerdictLate(
+        clock, 3.0, json.dumps({**host, "by": vars(_identity(0, 4096)), "at": 1.0})
+    )
+    with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 7\. \[reported by rank 0"):
+        _protocol(store, clock, world_size=4096).join()
+    # two looks at the verdict (this double counts them) and its GET; asking which ranks
+    # are missing itself would add the joined list, 4093 claims... (see the test above)
+    assert store.after <= 5
+
+
 class _SilentAfterTheDeadline(_DeadlineStore):
     def check(self, keys: Any) -> bool:
         raise StoreTimeoutError("no reply to CHECK within 300ms; the connection was closed")
