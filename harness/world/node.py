@@ -180,7 +180,8 @@ def _prove_shared(
 
     Every rank writes its key; rank 0 waits for every rank's key, then writes ``all/<world
     size>``; every other rank waits for ``all/<its world size>`` (so a node told another
-    world size waits, as it did for keys of ranks that do not exist). A rank that reads ``all`` from its store shares that store
+    world size waits, as it did for keys of ranks that do not exist). A rank that reads
+    ``all`` from its store shares that store
     with a rank 0 that saw every key there, so it saw (through rank 0) every rank's key:
     every rank reading every key would cost the store host world size squared reads (16
     million at 4096 nodes). Rank 0 then waits until every rank is done, so its shutdown cannot
