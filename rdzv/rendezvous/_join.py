@@ -276,8 +276,9 @@ class RoundProtocol(RoundIO):
         if self.cfg.start_daemon:
             return None
         done, until, pause = self.keys.of(self.round, "done"), self.deadline + _DEFER, 0.01
+        answer_by = self.hard_end - _VERDICT_RESERVE  # a slow reply is waited for, not cut
         for _ in range(_DEFER_LOOKS):
-            if (left := until - self.clock()) <= 0:
+            if until - self.clock() <= 0 or (left := answer_by - self.clock()) <= 0:
                 return None
             try:
                 self.store.set_timeout(left)
