@@ -47,6 +47,14 @@ def _targets(hub: ProxyCollection, body: object) -> list[Proxy]:
     return [hub.proxies[name] for name in names]
 
 
+def _field(body: object, key: str, kind: type, want: str) -> Any:
+    """``body[key]`` when it is a ``kind``; else the request is refused naming ``want``."""
+    value = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(value, kind):
+        raise InvalidRequestError(f"bad request body: expected {want}, got {value!r}")
+    return value
+
+
 def _done(proxies: list[Proxy]) -> web.Response:
     return json_response({"proxies": [proxy.name for proxy in proxies]})
 
@@ -74,11 +82,7 @@ def bulk_routes(hub_of: Any) -> list[web.RouteDef]:
     async def remove_toxics(request: web.Request) -> web.Response:
         body = await body_of(request)
         proxies = _targets(hub_of(request), body)
-        name = body.get("name") if isinstance(body, dict) else None
-        if not isinstance(name, str):
-            raise InvalidRequestError(
-                f'bad request body: expected "name": <toxic name>, got {name!r}'
-            )
+        name = _field(body, "name", str, '"name": <toxic name>')
         for proxy in proxies:
             proxy.find(name)  # every proxy has it, or nothing is removed
         for proxy in proxies:
@@ -88,11 +92,7 @@ def bulk_routes(hub_of: Any) -> list[web.RouteDef]:
     async def enable(request: web.Request) -> web.Response:
         body = await body_of(request)
         proxies = _targets(hub_of(request), body)
-        enabled = body.get("enabled") if isinstance(body, dict) else None
-        if not isinstance(enabled, bool):
-            raise InvalidRequestError(
-                f'bad request body: expected "enabled": true|false, got {enabled!r}'
-            )
+        enabled = _field(body, "enabled", bool, '"enabled": true|false')
         for proxy in proxies:
             await proxy.update({"enabled": enabled})
         return _done(proxies)
