@@ -17,11 +17,12 @@ Invariants:
    node that waits, waits on that one key, so a fast failure on any node (duplicate rank,
    world-size mismatch, a passed deadline, close, a member that lost its store connection)
    reaches every node at once.
-2. ``complete`` is written only by a node whose ``add`` made ``count`` reach the world size,
-   and only once every rank's ``confirmed`` key exists. Claims are unique per rank, every
-   claimant sets ``confirmed`` after its ``add``, so a complete round holds exactly the ranks
-   0..N-1, each counted. (A takeover may count a rank twice; ``count`` is only the trigger,
-   the ``confirmed`` keys decide.)
+2. ``complete`` is written only once every rank's ``confirmed`` key exists: by the hosting
+   node when it arbitrates (invariant 10), else by a node whose ``add`` made ``count``
+   reach the world size. Claims are unique per rank, every claimant sets ``confirmed``
+   after its ``add``, so a complete round holds exactly the ranks 0..N-1, each counted. (A
+   takeover may count a rank twice; ``count`` is only the trigger, the ``confirmed`` keys
+   decide.)
 3. A node whose own deadline passes tries to write ``aborted``; if ``complete`` won the race
    it returns success instead: the verdict, not the local clock, decides.
 4. ``set_closed`` writes ``closed`` and a ``closed`` verdict on the closer's next round, so
@@ -49,6 +50,16 @@ Invariants:
    and publishing the verdict get what is left (else the ranks are "not determined"), and a
    connection that ends then is a timeout, never published as lost. Figures count from
    ``started``, never below the timeout when that deadline is what passed.
+10. A round never completes while one of its claims belongs to a connection that closed
+   and was not taken over. A hosting node that runs the store server in-process (it sees
+   connections close) arbitrates: it sets ``arbiter`` before its own ``add`` and
+   ``confirmed`` (same connection, so whoever sees every confirmation sees ``arbiter``),
+   and it alone writes ``complete``, when its member watch
+   (:meth:`rdzv.rendezvous._lost_member.LostMemberWatch.decide`) finds every rank confirmed
+   and no claim whose connection closed (such a claim waits for its takeover, or for the
+   ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
+   the round itself only when ``arbiter`` is absent once every rank confirmed (a store
+   hosted outside the rendezvous); else it waits for the verdict like every member.
 """
 
 from __future__ import annotations
@@ -83,6 +94,7 @@ from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdic
 from rdzv.rendezvous._static_config import StaticConfig
 
 if TYPE_CHECKING:
+    from rdzv.rendezvous._lost_member import LostMemberWatch
     from rdzv.store.base import Store
 
 __all__ = ["RoundProtocol"]
@@ -116,6 +128,8 @@ class RoundProtocol(RoundIO):
 
     Args:
         alive: whether a claimant ``(pid, token)`` of this machine still runs (invariant 6).
+        arbiter: the hosting node's member watch, which decides completion (invariant 10);
+            None on the other nodes.
 
     Attributes:
         took_over: the dead predecessor whose claim this node took over, if any.
@@ -133,9 +147,11 @@ class RoundProtocol(RoundIO):
         reconnect: Callable[[float], Store] | None = None,
         alive: Callable[[int, str], bool] = claimant_alive,
         started: float | None = None,
+        arbiter: LostMemberWatch | None = None,
     ) -> None:
         super().__init__(store, cfg, me, round_index, deadline, clock, wall, reconnect, started)
         self.alive = alive
+        self.arbiter = arbiter
         self.took_over: Identity | None = None
 
     # -- the join -------------------------------------------------------------------------
@@ -169,6 +185,8 @@ class RoundProtocol(RoundIO):
         raw_holder = self.call(self.store.compare_set, claim_key, "", me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
+        if self.arbiter is not None:  # before this node's confirmation (invariant 10)
+            self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
         add_then_set = getattr(self.store, "add_then_set", None)
         if callable(add_then_set):  # one write: every confirmation is in when count is full
@@ -179,10 +197,23 @@ class RoundProtocol(RoundIO):
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
-        if joined >= me.world_size:
+        if self.arbiter is not None:
+            self._decide(self.arbiter)
+        elif joined >= me.world_size:
             self._complete_when_confirmed()
         else:
             self._await_verdict()
+
+    def _decide(self, arbiter: LostMemberWatch) -> None:
+        """As the hosting node: complete the round once the member watch allows it
+        (invariant 10), or act on the verdict another node wrote, or on the deadline."""
+        outcome = arbiter.decide(self.round, self.me.world_size, self.deadline, self.clock)
+        if outcome == "complete":
+            self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
+        elif outcome == "verdict":
+            self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
+        else:
+            self._on_deadline()
 
     def _take_over(self, claim_key: str, raw: bytes) -> None:
         """Replace the claim ``raw`` of a dead predecessor by this node's (invariant 6)."""
@@ -209,16 +240,20 @@ class RoundProtocol(RoundIO):
 
     def _complete_when_confirmed(self) -> None:
         """As the node whose add reached the world size: complete the round once every rank
-        confirmed (invariant 2), unless another verdict comes first or the deadline passes.
+        confirmed (invariant 2) and no hosting node arbitrates (invariant 10), unless another
+        verdict comes first or the deadline passes.
 
         Polls with CHECK (backing off to ``_CONFIRM_POLL``): a short WAIT would need a
         CANCEL_WAIT answered in time each round, which a slow link cannot give.
         """
         confirmations = [self.keys.confirmed(self.round, r) for r in range(self.me.world_size)]
-        done = self.keys.of(self.round, "done")
+        done, arbiter = self.keys.of(self.round, "done"), self.keys.of(self.round, "arbiter")
         pause = _FIRST_POLL
         while True:
             if self.call(self.store.check, confirmations):
+                if self.call(self.store.check, [arbiter]):  # the host decides (invariant 10)
+                    self._await_verdict()
+                    return
                 self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
                 return
             if self.call(self.store.check, [done]):

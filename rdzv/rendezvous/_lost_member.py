@@ -1,21 +1,32 @@
-"""The hosting node's watch for members that vanish before their round completes.
+"""The hosting node's watch of its members: lost ones, and when a round may complete.
 
-Invariant 8 of :mod:`rdzv.rendezvous._join`. The hosting node runs the store server
+Invariants 8 and 10 of :mod:`rdzv.rendezvous._join`. The hosting node runs the store server
 in-process, so it sees a member's store connection close (a SIGKILL, a crash, a network
 failure the kernel reports). Through the server's generic writer watch
-(:meth:`rdzv.store.server.StoreServer.watch_writers`) it learns when the connection that
-wrote a rank's claim closes. It then waits :data:`MEMBER_GRACE` seconds, in which a restarted
-process of that node may take the claim over (invariant 6), and checks over a connection of
-its own: if the round still has no verdict and the claim still holds the vanished identity,
-it writes the round's verdict, ``aborted`` with reason ``member_lost`` and ``lost`` (the
-identity), with ``compare_set("", ...)`` on ``done`` (one verdict per round, invariant 1).
-Every node waiting in that round then fails at once with ``RendezvousConnectionError``
-naming the rank; a node that arrives later reads the same verdict.
+(:meth:`rdzv.store.server.StoreServer.watch_writers`, which follows every key's writer from
+the server's first request, so a claim written before this watch existed is followed too) it
+learns when the connection that wrote a rank's claim closes, and of every change of the
+round's claims, confirmations and verdict.
 
-Rounds the hosting node has settled (it read their verdict) are not checked: a member whose
-round completed is the exit barrier's business. Events on ``rdzv.rendezvous``:
-``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``, ``first``: whether this
-verdict won) and ``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``).
+A claim whose connection closed is *pending*: the round cannot complete (:meth:`decide`)
+until a restarted process of that node takes the claim over (invariant 6; the claim changes)
+or the round gets a verdict. The watch waits :data:`MEMBER_GRACE` seconds for the takeover,
+then checks over a connection of its own: if the round still has no verdict and the claim
+still holds the vanished identity, it writes the round's verdict, ``aborted`` with reason
+``member_lost`` and ``lost`` (the identity), with ``compare_set("", ...)`` on ``done`` (one
+verdict per round, invariant 1). Every node waiting in that round then fails at once with
+``RendezvousConnectionError`` naming the rank; a node that arrives later reads the same
+verdict.
+
+:meth:`decide` is the hosting node's completion decision (invariant 10): it returns
+``"complete"`` only once every rank confirmed and no claim is pending, and it takes that
+decision under the same lock that records a closed connection, so each close the server
+reported is either before the decision (the round waits) or after it (the round completed
+first: a member lost after that is the exit barrier's business). Rounds with a verdict, or
+that the hosting node settled (it read their verdict), are not checked. Events on
+``rdzv.rendezvous``: ``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``,
+``first``: whether this verdict won) and ``member_loss_not_reported`` (WARNING;
+``lost_rank``, ``error``).
 """
 
 from __future__ import annotations
@@ -100,18 +111,49 @@ class LostMemberWatch:
         self._keys = RoundKeys(cfg.run_id)
         # Keys reach the server with the TCPStore client's leading "/" (torch's too).
         self._head = f"/{self._keys.prefix}/round/".encode()
-        self._claim = re.compile(re.escape(self._head) + rb"(\d+)/claim/(\d+)")
+        self._key = re.compile(re.escape(self._head) + rb"(\d+)/(?:(claim|confirmed)/(\d+)|done)")
         self._settled = -1
         self._closed = False
         self._timers: set[threading.Thread] = set()
-        self._lock = threading.Lock()  # _settled, _closed, _timers
+        self._lock = threading.Lock()  # all of the round state below, _closed, _timers
+        self._changed = threading.Condition(self._lock)
+        self._confirmed: dict[int, set[int]] = {}  # round -> ranks with a confirmation
+        self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
+        self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
-        self._cancel = server.watch_writers(self._selects, self._on_close)
+        self._cancel = server.watch_writers(self._selects, self._on_close, self._on_write)
 
     def settled(self, round_index: int) -> None:
         """This node read the verdict of rounds up to ``round_index``: stop checking them."""
         with self._lock:
             self._settled = max(self._settled, round_index)
+            for state in (self._confirmed, self._pending):
+                for k in [k for k in state if k <= self._settled]:
+                    del state[k]
+            self._ended = {k for k in self._ended if k > self._settled}
+
+    def decide(
+        self, round_index: int, world_size: int, deadline: float, clock: Callable[[], float]
+    ) -> str:
+        """Wait (until the monotonic ``deadline``) for round ``round_index`` to be decided.
+
+        Returns:
+            ``"complete"``: every rank confirmed and no claim is pending; from now on a
+            member whose connection closes is not reported (the round completed). The
+            caller writes the ``complete`` verdict. ``"verdict"``: the round has one; the
+            caller reads it. ``"deadline"``: the deadline passed first.
+        """
+        with self._changed:
+            while True:
+                if round_index in self._ended:
+                    return "verdict"
+                confirmed = self._confirmed.get(round_index, set())
+                if len(confirmed) >= world_size and not self._pending.get(round_index):
+                    self._ended.add(round_index)
+                    return "complete"
+                if (remaining := deadline - clock()) <= 0:
+                    return "deadline"
+                self._changed.wait(remaining)
 
     def close(self) -> None:
         """Stop watching, cancel pending checks, close the watch's connection (idempotent;
@@ -120,6 +162,7 @@ class LostMemberWatch:
         with self._lock:
             self._closed = True
             timers, self._timers = self._timers, set()
+            self._changed.notify_all()
         for timer in timers:
             if isinstance(timer, threading.Timer):
                 timer.cancel()
@@ -130,16 +173,37 @@ class LostMemberWatch:
     # -- on the server's loop thread --------------------------------------------------------
 
     def _selects(self, key: bytes) -> bool:
-        return key.startswith(self._head) and self._claim.fullmatch(key) is not None
+        return key.startswith(self._head) and self._key.fullmatch(key) is not None
+
+    def _on_write(self, key: bytes, value: bytes | None) -> None:
+        match = self._key.fullmatch(key)
+        if match is None:
+            return
+        round_index, kind = int(match[1]), match[2]
+        with self._lock:
+            if round_index <= self._settled:
+                return
+            if kind is None:  # done: the round has its verdict
+                self._ended.add(round_index)
+            elif kind == b"confirmed":
+                self._confirmed.setdefault(round_index, set()).add(int(match[3]))
+            else:  # a claim changed: a takeover ends its predecessor's pending loss
+                pending = self._pending.get(round_index, {})
+                if pending.get(int(match[3]), value) != value:
+                    del pending[int(match[3])]
+            self._changed.notify_all()
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
-        match = self._claim.fullmatch(key)
-        if match is None or value is None:
+        match = self._key.fullmatch(key)
+        if match is None or match[2] != b"claim" or value is None:
             return
-        round_index, rank = int(match[1]), int(match[2])
+        round_index, rank = int(match[1]), int(match[3])
         with self._lock:
             if self._closed or rank == self._me.rank or round_index <= self._settled:
                 return
+            if round_index in self._ended:
+                return  # the round has a verdict, or completed: not this watch's business
+            self._pending.setdefault(round_index, {})[rank] = value
             timer = threading.Timer(self._grace, self._check, (round_index, rank, value))
             timer.daemon = True
             self._timers.add(timer)

@@ -92,6 +92,7 @@ class Node:
             time.time,
             reconnect=partial(reconnect, store),
             started=started,
+            arbiter=self._members,
         )
         try:
             try:

@@ -6,9 +6,11 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
     closed                 who closed the rendezvous (JSON); set by set_closed()
     round/<k>/first        identity of the first node to join round k (holds its world size)
     round/<k>/claim/<r>    identity of the node that claimed rank r (compare_set: one winner)
+    round/<k>/arbiter      identity of the hosting node, set before its own confirmation when
+                           it decides completion (rdzv.rendezvous._join, invariant 10)
     round/<k>/count        add(1) by every claimant (a takeover adds again, so it may exceed
                            N); a node that sees it reach N completes the round once every
-                           rank has confirmed
+                           rank has confirmed, unless the hosting node arbitrates
     round/<k>/confirmed/<r>  identity of rank r's claimant, set right after its add(count):
                            "this rank is counted"
     round/<k>/joined       "r," appended by rank r right after its confirmation: what a timeout

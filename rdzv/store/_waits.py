@@ -14,10 +14,14 @@ Invariants:
    reason recorded; a reply is never left to be read as the answer to a later request.
 3. A timeout message names the keys and the configured timeout, and says whether the store
    answered the cancel.
+4. A wait whose deadline passed is a timeout (``StoreTimeoutError``) even when the
+   connection ends after it (the store host shut down, or closed the connection): the
+   deadline is the cause, the close is mentioned in the message.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -84,14 +88,21 @@ class Wait:
         except Expired:
             first = self._cancel()
             late = True
+        except StoreClosedError as exc:
+            if self.deadline is None or time.monotonic() < self.deadline:
+                raise
+            raise self._closed_after_timeout(exc) from exc  # the deadline is the cause
         if first == _wire.WAIT_CANCELED:  # unprompted: the server is shutting down
             channel.seen = "shutdown"
             channel.close(f"the store shut down while this client waited ({op})")
-            raise closed_error(
+            closed = closed_error(
                 f"the store at {channel.endpoint} shut down while this client waited for "
                 f"{', '.join(self.names)} ({op})",
                 "shutdown",
             )
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                raise self._closed_after_timeout(closed) from closed
+            raise closed
         if first != _wire.STOP_WAITING:
             raise self._junk(f"unexpected reply {first} to WAIT ({op})")
         if late and not pipelined and not self._acked():
@@ -129,7 +140,7 @@ class Wait:
             self.channel.send(_CANCEL, "CANCEL_WAIT", self._end)
             byte = self.channel.read(_wire.read_u8, self._end, "CANCEL_WAIT")
         except StoreClosedError as exc:
-            raise closed_error(f"{self._timed_out}, and then {exc}", exc.seen) from exc
+            raise self._closed_after_timeout(exc) from exc
         except Expired:
             self.channel.close(f"the store did not answer CANCEL_WAIT after a timed-out {self.op}")
             raise StoreTimeoutError(
@@ -141,6 +152,11 @@ class Wait:
         if byte != _wire.STOP_WAITING:
             raise self._junk(f"unexpected reply {byte} to CANCEL_WAIT")
         return byte
+
+    def _closed_after_timeout(self, exc: StoreClosedError) -> StoreTimeoutError:
+        """The wait timed out, and the connection ended after that: a timeout (its cause),
+        the close mentioned (invariant 4)."""
+        return StoreTimeoutError(f"{self._timed_out}; after that deadline, {exc}")
 
     def _acked(self) -> bool:
         """Read the WAIT_CANCELED that follows a late STOP_WAITING; False (and the

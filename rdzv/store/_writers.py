@@ -1,16 +1,23 @@
-"""Which connection last changed a watched key, and a callback when that connection closes.
+"""Which connection last changed a key, and callbacks when that connection closes.
 
 Generic: the store knows nothing of rendezvous. :class:`WatchingKV` is the store server's
-:class:`~rdzv.store._kv.KV` plus *writer watches*. A watch selects keys with a predicate; for each
-selected key it remembers the connection whose request last changed the key's value (SET,
-ADD, a COMPARE_SET that swapped, APPEND, DELETE_KEY, MULTI_SET, BARRIER), including a
-request pipelined behind a WAIT that runs later. When that connection closes, the watch's
-callback gets the key and the value the key holds then (None: deleted). A request that
-leaves the value as it was (a COMPARE_SET that did not swap, a SET of the same bytes) does
-not make its connection the writer; a later writer takes the key over from an earlier one.
+:class:`~rdzv.store._kv.KV` plus *writer watches*. The KV records, for every key, the
+connection whose request last changed its value (SET, ADD, a COMPARE_SET that swapped,
+APPEND, DELETE_KEY, MULTI_SET, BARRIER), including a request pipelined behind a WAIT that
+runs later, from the server's first request on. A request that leaves the value as it was (a
+COMPARE_SET that did not swap) does not make its connection the writer; a later writer takes
+the key over from an earlier one.
 
-Threads: watches are added and cancelled from any thread (the tuple of watches is replaced,
-never changed in place), so a callback may still run once just after its cancel returned.
+A watch selects keys with a predicate. When the connection that last changed a selected key
+closes, the watch's ``on_close`` gets the key and the value the key holds then (None:
+deleted); with ``on_write``, the watch also hears of every change of a selected key. A watch
+added while the server runs starts from what the KV recorded: it hears ``on_write`` for every
+selected key that exists, and ``on_close`` for those whose writer has already closed, so it
+misses nothing written before it was added (call :meth:`WatchingKV.watch_writers` on the
+loop thread, as :meth:`rdzv.store.server.StoreServer.watch_writers` does).
+
+Threads: watches are cancelled from any thread (the tuple of watches is replaced, never
+changed in place), so a callback may still run once just after its cancel returned.
 Everything else runs on the server's loop thread, callbacks included: they must return at
 once (start a timer, set an event) and never call the store.
 """
@@ -26,7 +33,7 @@ from typing import TypeAlias
 from rdzv.store import _wire as w
 from rdzv.store._kv import KV, ConnId, _Outbox, _Session
 
-__all__ = ["Cancel", "OnClose", "Selects", "WatchingKV"]
+__all__ = ["Cancel", "OnClose", "OnWrite", "Selects", "WatchingKV"]
 
 _log = logging.getLogger("rdzv.server")
 
@@ -34,6 +41,8 @@ Selects: TypeAlias = Callable[[bytes], bool]
 """``selects(key)``: whether a watch follows the writer of ``key`` (called per write)."""
 OnClose: TypeAlias = Callable[[bytes, bytes | None], None]
 """``on_close(key, value)``: the connection that last changed ``key`` closed."""
+OnWrite: TypeAlias = Callable[[bytes, bytes | None], None]
+"""``on_write(key, value)``: ``key`` now holds ``value`` (None: deleted)."""
 Cancel: TypeAlias = Callable[[], None]
 
 
@@ -41,6 +50,7 @@ Cancel: TypeAlias = Callable[[], None]
 class _Watch:
     selects: Selects
     on_close: OnClose
+    on_write: OnWrite | None = None
     writers: dict[bytes, ConnId] = field(default_factory=dict)
     by_conn: dict[ConnId, set[bytes]] = field(default_factory=dict)
 
@@ -64,18 +74,34 @@ class _Watch:
 
 
 class WatchingKV(KV):
-    """A :class:`~rdzv.store._kv.KV` that also follows the writers of watched keys."""
+    """A :class:`~rdzv.store._kv.KV` that also follows the writers of every key."""
 
     def __init__(self) -> None:
         super().__init__()
         self._watches: tuple[_Watch, ...] = ()
         self._watch_lock = threading.Lock()  # serialises add/cancel (any thread)
+        self._last_writer: dict[bytes, ConnId] = {}  # from the first request on
 
-    def watch_writers(self, selects: Selects, on_close: OnClose) -> Cancel:
-        """Start a watch (see the module doc); returns the function that cancels it."""
-        watch = _Watch(selects, on_close)
+    def watch_writers(
+        self, selects: Selects, on_close: OnClose, on_write: OnWrite | None = None
+    ) -> Cancel:
+        """Start a watch (see the module doc); returns the function that cancels it. Call it
+        on the loop thread while the server runs (the watch starts from the KV's record)."""
+        watch = _Watch(selects, on_close, on_write)
+        closed: list[bytes] = []
+        for key, conn in list(self._last_writer.items()):
+            if not selects(key):
+                continue
+            if conn not in self._sessions:  # closed (KV.close forgot its session)
+                closed.append(key)
+            else:
+                watch.wrote(key, conn)
         with self._watch_lock:
             self._watches = (*self._watches, watch)
+        for key in sorted(k for k in self._last_writer if selects(k)):
+            _call(on_write, key, self.data.get(key))
+        for key in sorted(closed):
+            _call(on_close, key, self.data.get(key))
 
         def cancel() -> None:
             with self._watch_lock:
@@ -88,27 +114,40 @@ class WatchingKV(KV):
         of the keys it was the last writer of (a failing callback is logged, not raised)."""
         for watch in self._watches:
             for key in sorted(watch.forget(conn)):
-                if not notify:
-                    continue
-                try:
-                    watch.on_close(key, self.data.get(key))
-                except Exception:  # a watcher's bug must not take the server down
-                    _log.exception("a writer watch failed on key %r", key[:80])
+                if notify:
+                    _call(watch.on_close, key, self.data.get(key))
 
     def _handle(
         self, conn: ConnId, session: _Session, req: w.Request, now: float, out: _Outbox
     ) -> None:
-        watches = self._watches
-        if watches:
-            chosen = [(x, key) for key in _written_keys(req) for x in watches if x.selects(key)]
-            if chosen:
-                before = [self.data.get(key) for _, key in chosen]
-                super()._handle(conn, session, req, now, out)
-                for (watch, key), old in zip(chosen, before, strict=True):
-                    if self.data.get(key) != old:
-                        watch.wrote(key, conn)
-                return
+        if type(req) not in _WRITES:
+            super()._handle(conn, session, req, now, out)
+            return
+        keys = _written_keys(req)
+        data = self.data
+        before = [data.get(key) for key in keys]
         super()._handle(conn, session, req, now, out)
+        for key, old in zip(keys, before, strict=True):
+            new = data.get(key)
+            if new is old:
+                continue
+            self._last_writer[key] = conn
+            for watch in self._watches:
+                if watch.selects(key):
+                    watch.wrote(key, conn)
+                    _call(watch.on_write, key, new)
+
+
+def _call(callback: OnWrite | OnClose | None, key: bytes, value: bytes | None) -> None:
+    if callback is None:
+        return
+    try:
+        callback(key, value)
+    except Exception:  # a watcher's bug must not take the server down
+        _log.exception("a writer watch failed on key %r", key[:80])
+
+
+_WRITES = frozenset({w.Set, w.CompareSet, w.Add, w.Append, w.DeleteKey, w.Barrier, w.MultiSet})
 
 
 def _written_keys(req: w.Request) -> tuple[bytes, ...]:

@@ -33,7 +33,7 @@ from rdzv.events import emit
 from rdzv.store import _decoder, _wire
 from rdzv.store._bind import BACKLOG, bind, bind_plan
 from rdzv.store._droplog import DropLog
-from rdzv.store._writers import Cancel, OnClose, Selects, WatchingKV
+from rdzv.store._writers import Cancel, OnClose, OnWrite, Selects, WatchingKV
 
 __all__ = ["PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
 
@@ -45,6 +45,7 @@ PARTIAL_REQUEST_TIMEOUT: Final = 30.0
 _HIGH_WATER: Final = 4 * 1024 * 1024
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
+_WATCH_SECONDS: Final = 10.0  # bound of adding a writer watch on the loop thread
 _READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
@@ -215,12 +216,32 @@ class StoreServer:
         """The ``(address, port)`` pairs actually listened on."""
         return [s.getsockname()[:2] for s in self._sockets]
 
-    def watch_writers(self, selects: Selects, on_close: OnClose) -> Cancel:
+    def watch_writers(
+        self, selects: Selects, on_close: OnClose, on_write: OnWrite | None = None
+    ) -> Cancel:
         """Call ``on_close(key, value)`` on the loop thread when the connection whose request
         last changed a key accepted by ``selects`` closes (see :mod:`rdzv.store._writers`; not for
-        connections that :meth:`close` ends). Thread-safe; returns the function that
-        cancels the watch."""
-        return self.kv.watch_writers(selects, on_close)
+        connections that :meth:`close` ends), and ``on_write(key, value)`` when such a key
+        changes. The watch starts from what the server recorded since its first request:
+        a key written, or whose writer closed, before the call is reported too.
+        Thread-safe; returns the function that cancels the watch."""
+        loop, thread = self._loop, self._thread
+        if loop is None or not self.running or threading.current_thread() is thread:
+            return self.kv.watch_writers(selects, on_close, on_write)
+        done = threading.Event()
+        cancel: list[Cancel] = []
+
+        def add() -> None:  # on the loop thread, in order with the requests
+            cancel.append(self.kv.watch_writers(selects, on_close, on_write))
+            done.set()
+
+        try:
+            loop.call_soon_threadsafe(add)
+        except RuntimeError:  # the loop closed meanwhile: no request runs any more
+            return self.kv.watch_writers(selects, on_close, on_write)
+        if not done.wait(_WATCH_SECONDS):  # the loop stopped meanwhile
+            return self.kv.watch_writers(selects, on_close, on_write)
+        return cancel[0]
 
     def __enter__(self) -> StoreServer:
         return self.start() if self._thread is None else self

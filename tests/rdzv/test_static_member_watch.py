@@ -21,7 +21,7 @@ from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.rendezvous.static import StaticTCPRendezvous
 from rdzv.store import _wire as w
-from rdzv.store._writers import OnClose, Selects, WatchingKV
+from rdzv.store._writers import OnClose, OnWrite, Selects, WatchingKV
 from rdzv.store.base import HashStore
 from rdzv.store.client import TCPStore
 
@@ -110,7 +110,7 @@ class _Server:
     def __init__(self) -> None:
         self.watches: list[tuple[Selects, OnClose]] = []
 
-    def watch_writers(self, selects: Selects, on_close: OnClose) -> Any:
+    def watch_writers(self, selects: Selects, on_close: OnClose, on_write: OnWrite) -> Any:
         self.watches.append((selects, on_close))
         return lambda: None
 
