@@ -2,7 +2,8 @@
 
 * :func:`wait_for_readers`: after a complete round, until every member read the verdict;
 * :func:`linger`: after a failed round, best effort, until every member that claimed a rank
-  read the verdict (and briefly for ranks that have not arrived yet);
+  read the verdict (and briefly for ranks that have not arrived yet; after a member was
+  lost, ``shutdown()`` waits for them until the round's join deadline);
 * :func:`leave`: in ``shutdown()``, until every other rank has left.
 
 A member acknowledges the verdict (``ack/<rank>``) and, in ``shutdown()``, its leaving
@@ -70,6 +71,7 @@ def linger(
     world_size: int,
     timeout: float,
     clock: Callable[[], float],
+    arrivals_until: float | None = None,
 ) -> str | None:
     """Exit barrier of a hosting node whose round failed: best effort, bounded.
 
@@ -78,8 +80,9 @@ def linger(
     a node that claims while this waits is waited for too. A member that reported losing
     its store connection, or that vanished (reason ``member_lost``), is not waited for (it
     cannot ack), unless a new process took its claim over. Ranks that have not claimed
-    yet get a short grace (:data:`ARRIVAL_GRACE`): a node that starts a moment after a fast
-    failure then learns the round's verdict instead of finding no store.
+    yet get a short grace (:data:`ARRIVAL_GRACE`), or until the ``clock`` time
+    ``arrivals_until`` when given: a node that starts after a fast failure then learns the
+    round's verdict instead of finding no store.
 
     Returns:
         None once every member read the verdict; else why the wait ended (a store error,
@@ -88,7 +91,7 @@ def linger(
     """
     start = clock()
     end = start + timeout
-    grace_end = start + min(timeout, ARRIVAL_GRACE)
+    grace_end = start + min(timeout, ARRIVAL_GRACE) if arrivals_until is None else arrivals_until
     claims = [keys.claim(round_index, r) for r in range(world_size)]
     try:
         store.set_timeout(timeout)

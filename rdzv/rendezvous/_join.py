@@ -133,6 +133,7 @@ class RoundProtocol(RoundIO):
 
     Attributes:
         took_over: the dead predecessor whose claim this node took over, if any.
+        reason: the reason of the failed verdict this node raised (``member_lost``, ...).
     """
 
     def __init__(
@@ -153,6 +154,7 @@ class RoundProtocol(RoundIO):
         self.alive = alive
         self.arbiter = arbiter
         self.took_over: Identity | None = None
+        self.reason: str | None = None
 
     # -- the join -------------------------------------------------------------------------
 
@@ -399,6 +401,7 @@ class RoundProtocol(RoundIO):
     def _raise_verdict(self, raw: bytes) -> NoReturn:
         """Raise the error an aborted or closed verdict stands for."""
         verdict = decode_verdict(raw, self.keys.of(self.round, "done"))
+        self.reason = str(verdict.get("reason", verdict["status"]))
         if verdict["status"] == "closed":
             self._raise_closed(raw)
         self.fail(verdict_error(verdict, self.me, self.waited()))

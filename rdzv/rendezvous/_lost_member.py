@@ -24,7 +24,8 @@ decision under the same lock that records a closed connection, so each close the
 reported is either before the decision (the round waits) or after it (the round completed
 first: a member lost after that is the exit barrier's business). Rounds with a verdict, or
 that the hosting node settled (it read their verdict), are not checked. Events on
-``rdzv.rendezvous``: ``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``,
+``rdzv.rendezvous``: ``member_vanished`` (WARNING; ``lost_rank``, ``grace``: a claim's
+connection closed, the round waits), ``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``,
 ``first``: whether this verdict won) and ``member_loss_not_reported`` (WARNING;
 ``lost_rank``, ``error``).
 """
@@ -208,6 +209,7 @@ class LostMemberWatch:
             timer.daemon = True
             self._timers.add(timer)
         timer.start()
+        self._event("member_vanished", round_index, lost_rank=rank, grace=self._grace)
 
     # -- on a timer thread ---------------------------------------------------------------
 

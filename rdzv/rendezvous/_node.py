@@ -8,7 +8,8 @@ the next round dials again (node 0 may be back). The hosting node also watches i
 A round is the join (:mod:`rdzv.rendezvous._join`) followed, on the hosting node, by an exit
 barrier (:mod:`rdzv.rendezvous._exit`): after a complete round, until every member read the
 verdict; after a failed one, a bounded linger so the verdict reaches every member. Leaving
-the run (``shutdown()``) is the last exit barrier.
+the run (``shutdown()``) is the last exit barrier; after a round that lost a member, it first
+keeps the store up for nodes that arrive later, until that round's join deadline.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
 from rdzv.events import emit
 from rdzv.rendezvous._connection import close_store, dial, reconnect
-from rdzv.rendezvous._exit import leave
+from rdzv.rendezvous._exit import leave, linger
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._liveness import handler_ended, handler_started
 from rdzv.rendezvous._lost_member import LostMemberWatch, watch_members
@@ -65,6 +66,7 @@ class Node:
         self.next_round = 0
         self._members: LostMemberWatch | None = None
         self._joined_last_round = False
+        self._serve_until: tuple[int, float] | None = None  # a round that lost a member
 
     def join_next(self) -> Store:
         """Join the next round; return the (unscoped) store once every rank joined it.
@@ -80,6 +82,7 @@ class Node:
         self.event("join_start", round_index, 0.0, world_size=cfg.world_size)
         self.next_round += 1
         self._joined_last_round = False
+        self._serve_until = None
         store = self._connect(round_index, started, deadline)
         self._watch_members(store)
         protocol = RoundProtocol(
@@ -101,6 +104,8 @@ class Node:
                 if cfg.start_daemon and not protocol.connection_lost:
                     # let the verdict reach every member before leaving
                     protocol.linger(min(cfg.read_timeout.total_seconds(), _LINGER_SECONDS))
+                    if protocol.reason == "member_lost":  # late arrivals: see leave()
+                        self._serve_until = (round_index, deadline)
                 raise
             if cfg.start_daemon:
                 store.set_timeout(cfg.read_timeout)
@@ -138,12 +143,26 @@ class Node:
                 if self._joined_last_round:
                     report = partial(self._report, last)
                     left = leave(store, self.cfg, self.keys, last, report)
+                elif self._serve_until is not None:
+                    self._serve_late_arrivals(store, *self._serve_until)
             except RendezvousConnectionError as exc:
                 error = str(exc)
             finally:
                 self._unwatch_members()
                 close_store(store)
         return left, error
+
+    def _serve_late_arrivals(self, store: Store, round_index: int, deadline: float) -> None:
+        """The round lost a member (invariant 8 of :mod:`rdzv.rendezvous._join`): keep the
+        store up until every rank read its verdict, or until its join deadline, so a node
+        that arrives later fails at once naming the lost rank instead of finding no store."""
+        remaining = deadline - self.clock()
+        if remaining <= 0:
+            return
+        world_size, keys = self.cfg.world_size, self.keys
+        error = linger(store, keys, round_index, world_size, remaining, self.clock, deadline)
+        if error is not None:
+            self.event("linger_ended", round_index, 0.0, error=error)
 
     def declare_dead(self) -> None:
         """This node's process counts as dead from now on, to this process's other handlers

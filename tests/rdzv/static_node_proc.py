@@ -9,7 +9,8 @@ A spec's ``member_grace`` sets the hosting node's grace for a vanished member's 
 (``rdzv.rendezvous._lost_member.MEMBER_GRACE``) in that process.
 
 Steps: ``rdzv`` (next_rendezvous), ``share`` (write a key through the returned store and
-read every rank's), ``set_closed``, ``is_closed``, ``num_waiting``, ``shutdown``, ``await``
+read every rank's), ``set_closed``, ``is_closed``, ``num_waiting``, ``shutdown``,
+``cleanup`` (``shutdown``, run even after a failed step, as the harness's node does), ``await``
 (block until the parent sends "go" on the node's command queue), ``exit`` (``os._exit(0)``
 at once: no cleanup, like a process that simply ends). A failing step ends the node.
 """
@@ -21,11 +22,17 @@ import logging
 import multiprocessing
 import os
 import queue
+import select
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import rdzv
 
 STEP_TIMEOUT = 120.0  # bound of every blocking wait in the parent and the children
 _EVENTS = {
@@ -36,6 +43,7 @@ _EVENTS = {
     "complete",
     "failed",
     "server_listening",
+    "member_vanished",
 }
 
 
@@ -97,7 +105,7 @@ def node_main(spec: dict[str, Any], out: Any, commands: Any) -> None:
                     record["value"] = handler.is_closed()
                 elif step == "num_waiting":
                     record["value"] = handler.num_nodes_waiting()
-                elif step == "shutdown":
+                elif step in ("shutdown", "cleanup"):
                     record["value"] = handler.shutdown()
                 elif step == "await":
                     record["value"] = commands.get(timeout=STEP_TIMEOUT)
@@ -110,12 +118,24 @@ def node_main(spec: dict[str, Any], out: Any, commands: Any) -> None:
             except Exception as exc:
                 record.update(error=type(exc).__name__, message=str(exc), t=time.time())
                 out.put(("step", name, record))
+                if "cleanup" in spec["steps"]:  # as the harness's node does, in a finally
+                    out.put(("step", name, _cleanup(handler)))
                 break
             record["t"] = time.time()
             out.put(("step", name, record))
     except Exception as exc:
         out.put(("step", name, {"step": "setup", "error": type(exc).__name__, "message": str(exc)}))
     out.put(("done", name, None))
+
+
+def _cleanup(handler: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {"step": "cleanup", "pid": os.getpid()}
+    try:
+        record["value"] = handler.shutdown()
+    except Exception as exc:
+        record.update(error=type(exc).__name__, message=str(exc))
+    record["t"] = time.time()
+    return record
 
 
 @dataclass
@@ -226,3 +246,61 @@ def reserved_port() -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     return sock
+
+
+# The node that crashes runs outside the cluster's shared report queue: a process killed
+# while it holds that queue's lock would block every other node's reports.
+_CRASHING_NODE = """
+import logging, sys
+from rdzv.rendezvous.api import RendezvousParameters
+from rdzv.rendezvous.registry import get_rendezvous_handler
+
+class Say(logging.Handler):
+    def emit(self, record):
+        event = getattr(record, "rdzv_event", None)
+        if event is not None:
+            print(event["event"], flush=True)
+
+logger = logging.getLogger("rdzv")
+logger.setLevel(logging.INFO)
+logger.addHandler(Say())
+params = RendezvousParameters(
+    "static", sys.argv[1], "run", 4, 4, rank=2, timeout=60
+)
+get_rendezvous_handler(params).next_rendezvous()
+"""
+
+
+@contextlib.contextmanager
+def crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
+    """Rank 2 of a 4-node run at ``endpoint`` (join timeout 60 s) in a process of its own
+    that prints the name of each rdzv event on its stdout; killed on the way out."""
+    env = dict(os.environ, PYTHONPATH=str(Path(rdzv.__file__).resolve().parent.parent))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_NODE, endpoint],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> None:
+    """Block until ``proc`` prints the line ``wanted``; fail if it ends or ``timeout`` passes."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], remaining)
+        line = proc.stdout.readline() if ready else ""
+        if line.strip() == wanted:
+            return
+        if ready and not line:
+            break  # the process ended
+    raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")

@@ -7,25 +7,20 @@ member that dies and is not restarted (the hosting node fails the round, naming 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import re
-import select
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import partial
-from pathlib import Path
 
 import pytest
 from round_config import round_cfg
-from static_node_proc import Cluster, cluster, reserved_port
+from static_node_proc import Cluster, cluster, crashing_node, reserved_port, wait_for_line
 
-import rdzv
 from rdzv.errors import RendezvousStateError, RendezvousTimeoutError
 from rdzv.events import EventCollector
 from rdzv.rendezvous._join import RoundProtocol
@@ -179,60 +174,6 @@ def test_the_liveness_probe_treats_a_pid_it_may_not_signal_or_a_group_id_as_aliv
 
 # -- a real restart -----------------------------------------------------------------------------
 
-# The node that crashes runs outside the cluster's shared report queue: a process killed
-# while it holds that queue's lock would block every other node's reports.
-_CRASHING_NODE = """
-import logging, sys
-from rdzv.rendezvous.api import RendezvousParameters
-from rdzv.rendezvous.registry import get_rendezvous_handler
-
-class Say(logging.Handler):
-    def emit(self, record):
-        event = getattr(record, "rdzv_event", None)
-        if event is not None:
-            print(event["event"], flush=True)
-
-logger = logging.getLogger("rdzv")
-logger.setLevel(logging.INFO)
-logger.addHandler(Say())
-params = RendezvousParameters(
-    "static", sys.argv[1], "run", 4, 4, rank=2, timeout=60
-)
-get_rendezvous_handler(params).next_rendezvous()
-"""
-
-
-@contextlib.contextmanager
-def _crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
-    env = dict(os.environ, PYTHONPATH=str(Path(rdzv.__file__).resolve().parent.parent))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CRASHING_NODE, endpoint],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        assert proc.stdout is not None
-        proc.stdout.close()
-
-
-def _wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> None:
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while (remaining := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], remaining)
-        line = proc.stdout.readline() if ready else ""
-        if line.strip() == wanted:
-            return
-        if ready and not line:
-            break  # the process ended
-    raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")
-
 
 def _spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
     return {
@@ -253,11 +194,11 @@ def test_a_node_restarted_after_joining_rejoins_its_round_and_every_node_complet
     # process start on a loaded machine may take longer than the default, so it is raised.
     host = dict(spec(0, [*steps, "await", "shutdown"]), listen=sock, member_grace=120.0)
 
-    with cluster() as nodes, _crashing_node(f"127.0.0.1:{port}") as first:
+    with cluster() as nodes, crashing_node(f"127.0.0.1:{port}") as first:
         nodes.start("n0", host)
         sock.close()
         nodes.start("n1", spec(1, [*steps, "shutdown"]))
-        _wait_for_line(first, "joined")
+        wait_for_line(first, "joined")
         first.kill()  # crashes right after joining
         first.wait(timeout=60)
         restarted = nodes.start("n2-restarted", spec(2, [*steps, "shutdown"]))
@@ -291,11 +232,11 @@ def test_a_member_killed_mid_round_and_not_restarted_fails_every_waiting_node_na
     port = sock.getsockname()[1]
     spec = partial(_spec, port)
 
-    with cluster() as nodes, _crashing_node(f"127.0.0.1:{port}") as crashing:
+    with cluster() as nodes, crashing_node(f"127.0.0.1:{port}") as crashing:
         nodes.start("n0", dict(spec(0, ["rdzv"]), listen=sock))
         sock.close()
         nodes.start("n1", spec(1, ["rdzv"]))
-        _wait_for_line(crashing, "joined")  # rank 2 joined; rank 3 never starts
+        wait_for_line(crashing, "joined")  # rank 2 joined; rank 3 never starts
         crashing.kill()
         crashing.wait(timeout=60)
         nodes.finish("n0", "n1", timeout=40)  # far below the 60 s join timeout
