@@ -5,8 +5,8 @@ Generic: the store knows nothing of rendezvous. :class:`WatchingKV` is the store
 connection whose request last changed its value (SET, ADD, a COMPARE_SET that swapped,
 APPEND, DELETE_KEY, MULTI_SET, BARRIER), including a request pipelined behind a WAIT that
 runs later, from the server's first request on. A request that leaves the value as it was (a
-COMPARE_SET that did not swap) does not make its connection the writer; a later writer takes
-the key over from an earlier one.
+COMPARE_SET that did not swap, a SET of the same bytes) does not make its connection the
+writer; a later writer takes the key over from an earlier one.
 
 A watch selects keys with a predicate. When the connection that last changed a selected key
 closes, the watch's ``on_close`` gets the key and the value the key holds then (None:
@@ -129,7 +129,7 @@ class WatchingKV(KV):
         super()._handle(conn, session, req, now, out)
         for key, old in zip(keys, before, strict=True):
             new = data.get(key)
-            if new is old:
+            if new is old or new == old:
                 continue
             self._last_writer[key] = conn
             for watch in self._watches:

@@ -328,7 +328,7 @@ def test_a_clean_close_during_get_says_the_store_closed_it_and_nothing_about_int
     assert info.value.seen == "eof"
 
 
-def test_a_close_while_cancelling_a_timed_out_wait_names_the_wait_and_the_close(
+def test_a_close_after_a_wait_timed_out_is_a_timeout_that_mentions_the_close(
     peer: ScriptedPeer,
 ) -> None:
     with TCPStore("127.0.0.1", peer.port, timeout=10.0) as client:
@@ -337,14 +337,15 @@ def test_a_close_while_cancelling_a_timed_out_wait_names_the_wait_and_the_close(
         peer.expect(_wire.Wait)
         peer.expect(_wire.CancelWait)
         with pytest.raises(
-            StoreClosedError,
+            StoreTimeoutError,
             match=(
-                rf"^wait timeout after 100ms, keys: /k \(store at {_AT}\), and then the store at "
-                rf"{_AT} closed the connection \(EOF\) during CANCEL_WAIT: "
+                rf"^wait timeout after 100ms, keys: /k \(store at {_AT}\); after that deadline, "
+                rf"the store at {_AT} closed the connection \(EOF\) during CANCEL_WAIT: "
             ),
         ) as info:
             waiter.outcome()
-    assert info.value.seen == "eof"
+    assert isinstance(info.value.__cause__, StoreClosedError)
+    assert info.value.__cause__.seen == "eof"
 
 
 def test_a_store_that_says_it_shuts_down_during_a_wait_is_reported_as_shut_down(

@@ -4,7 +4,9 @@ check after the grace, and a whole round on loopback in process (real store serv
 from __future__ import annotations
 
 import json
+import queue
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import timedelta
@@ -24,6 +26,7 @@ from rdzv.store import _wire as w
 from rdzv.store._writers import OnClose, OnWrite, Selects, WatchingKV
 from rdzv.store.base import HashStore
 from rdzv.store.client import TCPStore
+from rdzv.store.server import StoreServer
 
 KEYS = RoundKeys("run")
 
@@ -86,6 +89,51 @@ def test_a_write_pipelined_behind_a_wait_belongs_to_the_connection_that_sent_it(
     assert kv.closed == [(b"c/2", b"A")]
 
 
+def test_a_watch_added_later_follows_the_writers_recorded_since_the_first_request() -> None:
+    kv = WatchingKV()
+    for conn in ("a", "b"):
+        kv.open(conn)
+        kv.feed(conn, [w.Validate()], 0.0)
+    kv.feed("a", [w.CompareSet(b"c/1", b"", b"A")], 0.0)
+    kv.feed("b", [w.CompareSet(b"c/2", b"", b"B"), w.CompareSet(b"c/1", b"", b"B")], 0.0)
+    kv.close("b")
+    kv.writer_closed("b")  # b wrote c/2 and left before anyone watched
+    closed: list[tuple[bytes, bytes | None]] = []
+    written: list[tuple[bytes, bytes | None]] = []
+
+    kv.watch_writers(
+        lambda key: key.startswith(b"c/"),
+        lambda key, value: closed.append((key, value)),
+        lambda key, value: written.append((key, value)),
+    )
+    assert written == [(b"c/1", b"A"), (b"c/2", b"B")]  # what exists, as it is
+    assert closed == [(b"c/2", b"B")]  # its writer is already gone
+    kv.close("a")
+    kv.writer_closed("a")
+    assert closed == [(b"c/2", b"B"), (b"c/1", b"A")]
+
+
+def test_a_watch_hears_of_every_change_of_a_selected_key_and_of_no_other() -> None:
+    kv = _Watched("a")
+    written: list[tuple[bytes, bytes | None]] = []
+    kv.kv.watch_writers(lambda key: key == b"c/1", lambda *_: None, lambda *x: written.append(x))
+
+    kv.send("a", w.Set(b"c/1", b"A"), w.Set(b"c/1", b"A"), w.Set(b"c/2", b"B"))
+    kv.send("a", w.Add(b"c/1x", 1), w.DeleteKey(b"c/1"))
+    assert written == [(b"c/1", b"A"), (b"c/1", None)]
+
+
+def test_a_store_server_watch_added_after_a_client_wrote_reports_that_clients_close() -> None:
+    closed: queue.Queue[tuple[bytes, bytes | None]] = queue.Queue()
+    with StoreServer("127.0.0.1", 0) as server:
+        client = TCPStore("127.0.0.1", server.port, timeout=30)
+        client.compare_set("c/1", "", "A")
+        client.get("c/1")  # answered: the server applied the compare_set
+        server.watch_writers(lambda key: key == b"/c/1", lambda *x: closed.put(x))
+        client.close()
+        assert closed.get(timeout=30) == (b"/c/1", b"A")
+
+
 def test_a_cancelled_watch_and_a_closing_server_report_nothing() -> None:
     kv = _Watched("a", "b")
     kv.send("a", w.Set(b"c/1", b"A"))
@@ -109,9 +157,11 @@ class _Server:
 
     def __init__(self) -> None:
         self.watches: list[tuple[Selects, OnClose]] = []
+        self.on_write: OnWrite | None = None
 
     def watch_writers(self, selects: Selects, on_close: OnClose, on_write: OnWrite) -> Any:
         self.watches.append((selects, on_close))
+        self.on_write = on_write
         return lambda: None
 
 
@@ -161,6 +211,66 @@ def test_the_host_leaves_a_round_alone_once_a_restarted_member_took_the_claim_ov
     assert not store.check([KEYS.of(0, "done")])
 
 
+def _key(name: str) -> bytes:
+    return f"/{name}".encode()
+
+
+def _round_of_three(server: _Server) -> tuple[LostMemberWatch, Identity, OnClose, OnWrite]:
+    """A host watch (rank 0 of 3, grace far away) whose members 1 and 2 claimed and
+    confirmed; returns the watch, rank 1's identity and the server's callbacks."""
+    host = Identity("h0", 100, 0, 3, "t0")
+    watch = LostMemberWatch(server, HashStore(), _cfg(0, 3), host, lambda: 5.0, grace=600.0)  # type: ignore[arg-type]
+    [(_, on_close)] = server.watches
+    on_write = server.on_write
+    assert on_write is not None
+    one = Identity("h1", 101, 1, 3, "t1")
+    for who in (host, one, Identity("h2", 102, 2, 3, "t2")):
+        on_write(_key(KEYS.claim(0, who.rank)), who.raw)
+        on_write(_key(KEYS.confirmed(0, who.rank)), who.raw)
+    return watch, one, on_close, on_write
+
+
+def test_the_host_decides_complete_only_while_no_claim_belongs_to_a_closed_connection() -> None:
+    server = _Server()
+    watch, one, on_close, on_write = _round_of_three(server)
+    try:
+        on_close(_key(KEYS.claim(0, 1)), one.raw)  # rank 1's connection closed
+        assert watch.decide(0, 3, deadline=1.0, clock=lambda: 1.0) == "deadline"
+        restarted = Identity("h1", 103, 1, 3, "t3")
+        on_write(_key(KEYS.claim(0, 1)), restarted.raw)  # a restart took the claim over
+        assert watch.decide(0, 3, deadline=1.0, clock=lambda: 1.0) == "complete"
+    finally:
+        watch.close()
+
+
+def test_a_member_lost_after_the_host_decided_complete_is_left_to_the_exit_barrier(
+    events: EventCollector,
+) -> None:
+    server = _Server()
+    watch, one, on_close, _ = _round_of_three(server)
+    try:
+        assert watch.decide(0, 3, deadline=1.0, clock=lambda: 1.0) == "complete"
+        on_close(_key(KEYS.claim(0, 1)), one.raw)
+    finally:
+        watch.close()
+    assert "member_vanished" not in [e["event"] for e in events.events]
+
+
+def test_the_hosts_wait_for_completion_ends_with_the_last_confirmation_or_a_verdict() -> None:
+    server = _Server()
+    watch, _, _, on_write = _round_of_three(server)
+    try:
+        four = Identity("h3", 104, 3, 4, "t4")
+        deciding = InThread(watch.decide, 0, 4, time.monotonic() + 60, time.monotonic)
+        on_write(_key(KEYS.confirmed(0, 3)), four.raw)
+        assert deciding.outcome(timeout=30) == "complete"
+        verdict = InThread(watch.decide, 1, 4, time.monotonic() + 60, time.monotonic)
+        on_write(_key(KEYS.of(1, "done")), b'{"status": "aborted"}')
+        assert verdict.outcome(timeout=30) == "verdict"
+    finally:
+        watch.close()
+
+
 # -- a whole round on loopback, in process --------------------------------------------------
 
 
@@ -179,6 +289,7 @@ def test_every_waiting_node_fails_at_once_when_a_member_vanishes_mid_round(
     fd, port = listen_fd
     host = StaticTCPRendezvous("127.0.0.1", port, 0, 4, "run", 60, listen_fd=fd)
     member = StaticTCPRendezvous("127.0.0.1", port, 2, 4, "run", 60)
+    late = StaticTCPRendezvous("127.0.0.1", port, 3, 4, "run", 60)
     try:
         hosting = InThread(host.next_rendezvous)
         waiting = InThread(member.next_rendezvous)
@@ -189,7 +300,7 @@ def test_every_waiting_node_fails_at_once_when_a_member_vanishes_mid_round(
             vanishing.compare_set(KEYS.claim(0, 1), "", gone.raw)
             vanishing.add(KEYS.of(0, "count"), 1)
             vanishing.set(KEYS.confirmed(0, 1), gone.raw)
-        # its connection closed; rank 3 never arrives; the join timeout is 60 s
+        # its connection closed; rank 3 has not arrived; the join timeout is 60 s
 
         lost = r"rank 1 \(elsewhere pid 4242\) disappeared: its connection to the store closed"
         with pytest.raises(RendezvousConnectionError, match=rf"failed: {lost} before the round"):
@@ -197,8 +308,12 @@ def test_every_waiting_node_fails_at_once_when_a_member_vanishes_mid_round(
         reported = r"\[reported by rank 0 \(\S+ pid \d+\); this node, rank 2"
         with pytest.raises(RendezvousConnectionError, match=rf"{lost} .*{reported}"):
             waiting.outcome(timeout=40)
+        # rank 3 arrives after the verdict: the host still serves it (shutdown waits for it)
+        with pytest.raises(RendezvousConnectionError, match=rf"{lost} .*this node, rank 3"):
+            late.next_rendezvous()
     finally:
         member.shutdown()
+        late.shutdown()
         host.shutdown()
 
 
