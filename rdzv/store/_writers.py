@@ -88,19 +88,18 @@ class WatchingKV(KV):
         """Start a watch (see the module doc); returns the function that cancels it. Call it
         on the loop thread while the server runs (the watch starts from the KV's record)."""
         watch = _Watch(selects, on_close, on_write)
+        recorded = sorted((k, c) for k, c in list(self._last_writer.items()) if selects(k))
         closed: list[bytes] = []
-        for key, conn in list(self._last_writer.items()):
-            if not selects(key):
-                continue
+        for key, conn in recorded:
             if conn not in self._sessions:  # closed (KV.close forgot its session)
                 closed.append(key)
             else:
                 watch.wrote(key, conn)
         with self._watch_lock:
             self._watches = (*self._watches, watch)
-        for key in sorted(k for k in self._last_writer if selects(k)):
+        for key, _ in recorded:
             _call(on_write, key, self.data.get(key))
-        for key in sorted(closed):
+        for key in closed:
             _call(on_close, key, self.data.get(key))
 
         def cancel() -> None:
@@ -120,22 +119,31 @@ class WatchingKV(KV):
     def _handle(
         self, conn: ConnId, session: _Session, req: w.Request, now: float, out: _Outbox
     ) -> None:
-        if type(req) not in _WRITES:
+        kind = type(req)
+        if kind not in _WRITES:
             super()._handle(conn, session, req, now, out)
             return
-        keys = _written_keys(req)
         data = self.data
-        before = [data.get(key) for key in keys]
+        if kind is w.MultiSet:
+            keys = _written_keys(req)
+            before = [data.get(key) for key in keys]
+            super()._handle(conn, session, req, now, out)
+            for key, old in zip(keys, before, strict=True):
+                self._wrote(conn, key, old, data.get(key))
+            return
+        one: bytes = req.key  # type: ignore[union-attr]  # every kind in _WRITES but MultiSet
+        old = data.get(one)
         super()._handle(conn, session, req, now, out)
-        for key, old in zip(keys, before, strict=True):
-            new = data.get(key)
-            if new is old or new == old:
-                continue
-            self._last_writer[key] = conn
-            for watch in self._watches:
-                if watch.selects(key):
-                    watch.wrote(key, conn)
-                    _call(watch.on_write, key, new)
+        self._wrote(conn, one, old, data.get(one))
+
+    def _wrote(self, conn: ConnId, key: bytes, old: object, new: bytes | None) -> None:
+        if new is old or new == old:
+            return
+        self._last_writer[key] = conn
+        for watch in self._watches:
+            if watch.selects(key):
+                watch.wrote(key, conn)
+                _call(watch.on_write, key, new)
 
 
 def _call(callback: OnWrite | OnClose | None, key: bytes, value: bytes | None) -> None:
