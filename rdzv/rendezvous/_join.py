@@ -44,8 +44,9 @@ Invariants:
 8. If the connection that wrote a claim closes before the round has a verdict and no
    restarted process takes the claim over (invariant 6) within ``MEMBER_GRACE``, the
    hosting node writes an ``aborted`` verdict (reason ``member_lost``) naming the rank
-   (:mod:`rdzv.rendezvous._lost_member`); a member whose round completed is the exit
-   barrier's business.
+   (:mod:`rdzv.rendezvous._lost_member`; the store server follows every key's writer from
+   its first request, so no claim is written before it is followed); a member whose round
+   completed is the exit barrier's business.
 9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
    and publishing the verdict get what is left (else the ranks are "not determined"), and a
    connection that ends then is a timeout, never published as lost. Figures count from
