@@ -16,8 +16,9 @@ import pytest
 from round_config import round_cfg
 
 from conftest import InThread
-from rdzv.errors import RendezvousConnectionError, StoreConnectionError
+from rdzv.errors import RendezvousConnectionError, RendezvousTimeoutError, StoreConnectionError
 from rdzv.events import EventCollector
+from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
@@ -377,3 +378,22 @@ def test_the_hosting_node_holds_no_watch_connection_while_every_member_is_there(
     finally:
         member.shutdown()
         host.shutdown()
+
+
+def test_a_member_that_fills_the_count_leaves_completion_to_the_arbitrating_host() -> None:
+    store = HashStore()
+    host = Identity("h0", 100, 0, 2, "t0")
+    store.compare_set(KEYS.of(0, "first"), "", host.raw)
+    store.set(KEYS.claim(0, 0), host.raw)
+    store.set(KEYS.of(0, "arbiter"), host.raw)  # the host decides this round's completion
+    store.add(KEYS.of(0, "count"), 1)
+    store.set(KEYS.confirmed(0, 0), host.raw)
+    member = Identity("h1", 101, 1, 2, "t1")
+    started = time.monotonic()
+    protocol = RoundProtocol(
+        store, _cfg(1, 2), member, 0, started + 0.2, time.monotonic, lambda: 1.0, started=started
+    )
+
+    with pytest.raises(RendezvousTimeoutError):  # no host answered: never a world
+        protocol.join()
+    assert json.loads(store.get(KEYS.of(0, "done")))["status"] == "aborted"
