@@ -56,3 +56,31 @@ def test_no_survivor_returns_a_world_when_rank_2_dies_at_joined_and_the_others_c
         assert re.search(rf"{gone} before the round completed", outcome["message"]), outcome
     # node 0 served the verdict until the late nodes had read it: its shutdown returned
     assert nodes.nodes["n0"].step("cleanup").get("error") is None
+
+
+@pytest.mark.slow
+def test_a_round_full_but_for_a_dead_member_waits_for_its_restart_then_completes() -> None:
+    sock = reserved_port()
+    port = sock.getsockname()[1]
+    spec = partial(_spec, port)
+    steps = ["rdzv", "shutdown"]
+    # a restart from a cold process on a loaded machine may take longer than the default grace
+    host_spec = dict(spec(0, steps), listen=sock, member_grace=120.0)
+
+    with cluster() as nodes, crashing_node(f"127.0.0.1:{port}") as crashing:
+        host = nodes.start("n0", host_spec)
+        sock.close()
+        nodes.start("n1", spec(1, steps))
+        wait_for_line(crashing, "joined")
+        crashing.kill()
+        crashing.wait(timeout=60)
+        nodes.pump(lambda: "member_vanished" in host.event_names() or host.done)
+        last = nodes.start("n3", spec(3, steps))  # every rank is now confirmed, one is dead
+        nodes.pump(lambda: "joined" in last.event_names() or last.done)
+        assert not any(nodes.nodes[n].steps for n in ("n0", "n1", "n3")), nodes.state()
+        nodes.start("n2-restarted", spec(2, steps))
+        nodes.finish(timeout=60)
+
+    for name, rank in (("n0", 0), ("n1", 1), ("n2-restarted", 2), ("n3", 3)):
+        outcome = nodes.nodes[name].step("rdzv")
+        assert (outcome.get("rank"), outcome.get("world_size")) == (rank, 4), (name, outcome)
