@@ -12,9 +12,11 @@ node runs its rounds in :mod:`rdzv.rendezvous._node`):
   a restarted node (same machine, same rank, its predecessor dead) takes over its claim;
 * a node that loses its store connection mid-join tells the others (over a fresh
   connection), so they fail at once instead of at their deadline;
-* a member that vanishes mid-round (its store connection closes) and is not restarted within
-  a short grace fails the round on every node at once, naming it (the hosting node sees the
-  connection close; see :mod:`rdzv.rendezvous._lost_member`);
+* a round never completes with a dead member: a member that vanishes mid-round (its store
+  connection closes) holds the round, and if it is not restarted within a short grace the
+  round fails on every node at once, naming it, and on nodes that arrive later within the
+  join timeout too (the hosting node sees the connection close and decides completion; see
+  :mod:`rdzv.rendezvous._lost_member`);
 * a port in use fails node 0 at once; the others fail at their deadline saying that no
   rendezvous server answered (or that what answered is not a rendezvous store), and so does
   a node that arrives after node 0 has exited;
@@ -25,7 +27,8 @@ Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``r
 ``round``, ``rank``, ``endpoint`` and, except the ``member_*`` ones, ``elapsed`` (seconds
 since the call started): ``join_start``, ``joined``, ``complete``, ``failed``, ``closed``,
 ``shutdown``, ``linger_ended``, ``claim_taken_over``, ``failure_published`` /
-``failure_not_published``, ``member_lost`` / ``member_loss_not_reported``, ``exit_wait`` /
+``failure_not_published``, ``member_vanished``, ``member_lost`` /
+``member_loss_not_reported``, ``exit_wait`` /
 ``exit_wait_ended``; their fields are listed in
 docs/rendezvous.md ("Events"). The store client reports connect attempts
 (``connect_attempt`` / ``connected`` on ``rdzv.client``).
