@@ -215,6 +215,8 @@ class RoundProtocol(RoundIO):
             self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
         elif outcome == "verdict":
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
+        elif outcome == "closed":  # this node is leaving: the store decides how this ends
+            self._await_verdict()
         else:
             self._on_deadline()
 

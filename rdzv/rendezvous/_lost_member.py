@@ -142,12 +142,16 @@ class LostMemberWatch:
             ``"complete"``: every rank confirmed and no claim is pending; from now on a
             member whose connection closes is not reported (the round completed). The
             caller writes the ``complete`` verdict. ``"verdict"``: the round has one; the
-            caller reads it. ``"deadline"``: the deadline passed first.
+            caller reads it. ``"deadline"``: the deadline passed first. ``"closed"``: the
+            watch was closed (the node is leaving); the caller waits for the verdict in the
+            store.
         """
         with self._changed:
             while True:
                 if round_index in self._ended:
                     return "verdict"
+                if self._closed:
+                    return "closed"
                 confirmed = self._confirmed.get(round_index, set())
                 if len(confirmed) >= world_size and not self._pending.get(round_index):
                     self._ended.add(round_index)

@@ -244,6 +244,14 @@ def test_the_host_decides_complete_only_while_no_claim_belongs_to_a_closed_conne
         watch.close()
 
 
+def test_closing_the_watch_ends_the_hosts_wait_for_completion() -> None:
+    server = _Server()
+    watch, _, _, _ = _round_of_three(server)
+    deciding = InThread(watch.decide, 0, 4, time.monotonic() + 60, time.monotonic)
+    watch.close()
+    assert deciding.outcome(timeout=30) == "closed"
+
+
 def test_a_member_lost_after_the_host_decided_complete_is_left_to_the_exit_barrier(
     events: EventCollector,
 ) -> None:
