@@ -12,7 +12,14 @@ import tomli_w
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from harness.fuzz.oracle import allowed_for, expect_for, format_ranks, hard_deadline_for, harmless
+from harness.fuzz.oracle import (
+    allowed_for,
+    expect_for,
+    format_ranks,
+    hard_deadline_for,
+    harmless,
+    summary,
+)
 from harness.fuzz.ordered import dead_members
 from harness.fuzz.strategies import (
     endpoints,
@@ -335,3 +342,13 @@ def test_the_dead_member_rule_never_objects_when_the_kill_came_after_every_late_
         assert [v.check for v in violations] == ["dead_member"]
     else:  # the round may have completed before the kill, or the restart took over
         assert violations == []
+
+
+def test_the_summary_line_shows_late_delays_and_what_a_kill_waits_for() -> None:
+    faults = [
+        {"kind": "late_start", "nodes": [2], "delay": 1.5},
+        {"kind": "kill", "nodes": [1], "on": "joined", "on_node": 1, "after": 0.2},
+    ]
+    assert summary({"nodes": 3, "timeouts": {"join": 3.0}, "fault": faults}) == (
+        "3 nodes, join 3 s, faults: late_start [2] by 1.5 s, kill [1] on joined of 1 +0.2 s"
+    )
