@@ -18,8 +18,16 @@ The rule applies to a scenario only where nothing else can take the dead member'
 * the target is not the target of any ``restart`` (a restart inside the grace may take the
   claim over and complete the round legitimately; one after it races rdzv's grace timer);
 * the later node is not restarted either (its recorded start is then its only one);
+* no network or store fault on the target's link (``toxic``, ``link_down``, ``store_op``):
+  a held or slowed link can keep the store host from seeing the close until after the later
+  node joined, and rdzv can only act on a close it has seen;
+* node 0 is never paused (a frozen store host reads the close and the later node's claim
+  at once, in no order this rule can know);
 * no ``override`` (a node configured with another rank or world size changes who the round
   needs).
+
+What remains assumed: a SIGKILLed process's connections close, and the store host reads
+that, before a node the harness launches afterwards has started, connected and claimed.
 
 Both times come from the runner's single thread and clock: the kill's time is when the
 harness's SIGKILL returned (the killed node's ``finished``), the later node's is when the
@@ -46,11 +54,15 @@ __all__ = ["DEAD_MEMBER", "dead_members"]
 DEAD_MEMBER = "dead_member"
 
 
-def _targets(data: Mapping[str, Any], kind: str) -> set[int]:
+#: Faults on a node's link to the store: they can hide or delay its connection's close.
+_ON_THE_LINK = ("toxic", "link_down", "store_op")
+
+
+def _targets(data: Mapping[str, Any], *kinds: str) -> set[int]:
     count = int(data["nodes"])
     found: set[int] = set()
     for fault in data.get("fault", []):
-        if fault["kind"] != kind:
+        if fault["kind"] not in kinds:
             continue
         nodes = fault.get("nodes", "others")
         if nodes == "all":
@@ -89,12 +101,13 @@ def dead_members(data: Mapping[str, Any], outcomes: Sequence[NodeOutcome]) -> li
     Raises:
         KeyError: ``data`` lacks ``nodes``, or a fault lacks ``kind``.
     """
-    if data.get("override"):
+    if data.get("override") or 0 in _targets(data, "pause"):
         return []
     restarted = _targets(data, "restart")
+    hidden = _targets(data, *_ON_THE_LINK)
     by_node = {o.node: o for o in outcomes}
     found: list[Violation] = []
-    for target in sorted(_targets(data, "kill") - restarted):
+    for target in sorted(_targets(data, "kill") - restarted - hidden):
         dead = by_node.get(target)
         if dead is None or dead.status != "killed" or dead.finished is None:
             continue  # the kill never landed (the node had already ended)

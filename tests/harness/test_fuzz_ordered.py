@@ -123,6 +123,35 @@ def test_a_kill_that_never_landed_because_the_node_had_ended_judges_nothing() ->
     assert dead_members(scenario(KILL_2_ON_JOINED, LATE_1_3), outcomes) == []
 
 
+@pytest.mark.parametrize(
+    "link_fault",
+    [
+        {"kind": "toxic", "nodes": [2], "type": "latency", "attributes": {"latency": 3000}},
+        {"kind": "toxic", "type": "timeout", "attributes": {"timeout": 0}, "at": 0.1},
+        {"kind": "link_down", "nodes": [2], "duration": 1.0, "at": 0.1},
+        {"kind": "store_op", "op": "*", "action": "drop"},
+    ],
+)
+def test_a_fault_on_the_dead_member_s_link_leaves_success_legitimate(
+    link_fault: dict[str, Any],
+) -> None:
+    # the store host may see the close only after the late node joined
+    outcomes = [returned(0, 0.0), returned(1, 1.5), killed(2, 0.2), returned(3, 1.5)]
+    assert dead_members(scenario(KILL_2_ON_JOINED, LATE_1_3, link_fault), outcomes) == []
+
+
+def test_a_fault_on_another_node_s_link_keeps_the_rule() -> None:
+    slow = {"kind": "toxic", "nodes": [3], "type": "latency", "attributes": {"latency": 3000}}
+    outcomes = [returned(0, 0.0), returned(1, 1.5), killed(2, 0.2), returned(3, 1.5)]
+    assert len(dead_members(scenario(KILL_2_ON_JOINED, LATE_1_3, slow), outcomes)) == 1
+
+
+def test_a_paused_store_host_turns_the_rule_off() -> None:
+    pause = {"kind": "pause", "nodes": [0], "at": 0.1, "duration": 2.0}
+    outcomes = [returned(0, 0.0), returned(1, 1.5), killed(2, 0.2), returned(3, 1.5)]
+    assert dead_members(scenario(KILL_2_ON_JOINED, LATE_1_3, pause), outcomes) == []
+
+
 def test_a_misconfigured_node_turns_the_rule_off() -> None:
     override = [{"nodes": [3], "rank": 2}]
     outcomes = [returned(0, 0.0), returned(1, 1.5), killed(2, 0.2), returned(3, 1.5)]
