@@ -291,18 +291,17 @@ def ordered_kill_schedules(
 ) -> list[dict[str, Any]]:
     """Fault schedules where a member dies before the round can complete.
 
-    A worker is killed on its own ``joined`` event (``after`` 0-0.5 s), so its claim is
-    written when it dies, while one or more other workers start late (0.2 s up to the join
-    timeout) or never: whenever the kill lands before a late worker starts, no node's
-    rendezvous may return (the ``dead_member`` rule, :mod:`harness.fuzz.ordered`). At most
-    3 faults: ``absent`` and one ``late_start``, or two ``late_start``, then the kill. Drawn
-    with a restart instead (a new process after 0.1-2.5 s), the replacement may take the
-    claim over and the round may complete: the oracle must not object.
-
-    Needs ``nodes`` >= 3 (node 0 hosts the store and starts at once).
+    A worker is killed on its own ``joined`` event (``after`` 0-0.5 s), its claim written,
+    while other workers start late or never: when the kill lands before a late worker
+    starts, no rendezvous may return (``dead_member``, :mod:`harness.fuzz.ordered`). At
+    most 3 faults: ``absent`` and one ``late_start`` or two ``late_start``, then the kill;
+    one draw in four restarts the member instead (after 0.1-2.5 s), which may complete the
+    round legitimately. Late delays are 1.5 s up to the join timeout, or 0.2-1.4 s; the long
+    ones first, so shrinking keeps one where it can: in a fresh process (``harness replay``)
+    the first nodes start slowly and a member may join only after a short delay passed.
 
     Raises:
-        ValueError: (when drawing) ``nodes`` is below 3.
+        ValueError: (when drawing) ``nodes`` is below 3 (node 0 hosts the store).
     """
     if nodes < 3:
         raise ValueError(f"ordered_kill_schedules() needs at least 3 nodes, got {nodes}")
@@ -314,9 +313,10 @@ def ordered_kill_schedules(
         faults.append({"kind": "absent", "nodes": absent})
     late = [n for n in later if n not in absent]
     split = len(late) > 1 and not absent and draw(st.booleans())
+    long, short = _tenths(min(1.5, join_timeout), join_timeout), _tenths(0.2, 1.4)
     for group in (late[:1], late[1:]) if split else (late,):  # each group its own delay
         if group:
-            delay = draw(_tenths(0.2, join_timeout))
+            delay = min(join_timeout, draw(long | short))
             faults.append({"kind": "late_start", "nodes": group, "delay": delay})
     death: dict[str, Any] = {
         "kind": "kill",
