@@ -3,7 +3,7 @@
 ``fuzz_data/dead-member.toml`` is the scenario ``harness fuzz --budget 60 --seed 17`` wrote
 on rdzv before the fix of issue 17 (its output: ``dead-member.fuzz.log``);
 ``dead-member.outcomes.json`` is what a ``harness replay`` of it recorded (events and
-output left out): node 1 killed 0.02 s in, node 2 started 0.2 s in and handed a world of 3.
+output left out): node 1 killed 0.98 s in, node 2 started 1.5 s in and handed a world of 3.
 """
 
 from __future__ import annotations
