@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
+from harness.fuzz import loop
 from harness.fuzz.loop import fuzz, judged
 from harness.fuzz.ordered import DEAD_MEMBER, dead_members
 from harness.run.model import NodeOutcome, Report
+from harness.scenario.faults.nodes import AbsentFault, KillFault, LateStartFault
 from harness.scenario.load import load, parse
 from harness.scenario.model import Scenario
 
@@ -197,13 +199,12 @@ def early_kill_run(scenario: Scenario, seed: int) -> Report:
     gone: set[int] = set()
     dead: set[int] = set()
     for fault in scenario.fault:
-        nodes = getattr(fault, "nodes", [])
-        if fault.kind == "late_start":
-            start.update(dict.fromkeys(nodes, fault.delay))
-        elif fault.kind == "absent":
-            gone.update(nodes)
-        elif fault.kind == "kill":
-            dead.update(nodes)
+        if isinstance(fault, LateStartFault):
+            start.update(dict.fromkeys(fault.nodes, fault.delay))
+        elif isinstance(fault, AbsentFault):
+            gone.update(fault.nodes)
+        elif isinstance(fault, KillFault):
+            dead.update(fault.nodes)
     outcomes = [
         failed(n, None, "absent")
         if n in gone
@@ -228,6 +229,20 @@ def test_fuzz_finds_a_dead_member_and_shrinks_it_to_one_kill_and_one_late_node(
     assert lines[-1].endswith(
         "dead_member is the oracle's verdict on the run's order: replay applies it"
     )
+
+
+def test_replay_judges_the_recorded_file_with_the_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, outcomes = recorded("dead-member")
+
+    def recorded_run(scenario: Scenario, proxies: object, seed: int) -> Report:
+        return Report(scenario, seed, outcomes=outcomes)
+
+    monkeypatch.setattr(loop, "run_one", recorded_run)
+    report = loop.replay(DATA / "dead-member.toml")
+    assert [v.check for v in report.problems] == [DEAD_MEMBER]
+    assert report.seed == 0  # the seed the file records
 
 
 def test_judged_leaves_a_skipped_run_alone() -> None:
