@@ -2,6 +2,7 @@
 
 * ``strategies``  hypothesis strategies: endpoints, fault schedules, whole scenarios
 * ``oracle``      a scenario's faults -> the outcomes rdzv must report (its ``expect``)
+* ``ordered``     the oracle's rule on a run's recorded order: no round with a dead member
 * ``loop``        the fuzz loop: run, shrink, write the minimal failing scenario; replay
 
 Imported only by ``harness fuzz | replay`` and property tests (hypothesis is heavy).

@@ -2,9 +2,11 @@
 
 :func:`fuzz` draws scenarios from :func:`harness.fuzz.strategies.scenarios` with hypothesis
 (seeded, no example database), runs each one on real node processes and judges it with the
-usual checks plus the oracle's expectations. A failing example is shrunk by hypothesis; the
-last failing example it runs is the minimal one, and it is written as a scenario file (its
-run seed recorded) that ``harness run FILE`` loads and that fails the same way again.
+usual checks, the oracle's expectations and the oracle's rule on the order the run recorded
+(:mod:`harness.fuzz.ordered`: no round completes with a dead member). A failing example is
+shrunk by hypothesis; the last failing example it runs is the minimal one, and it is written
+as a scenario file (its run seed recorded) that ``harness replay FILE`` re-runs and judges
+the same way (``harness run FILE`` too, but without the order rule, which is the fuzzer's).
 
 :func:`replay` re-runs a scenario file with the seed recorded in it (or a given one) on a
 fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat.
@@ -13,7 +15,8 @@ fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +29,13 @@ from hypothesis.errors import Flaky
 
 from harness.errors import ScenarioError
 from harness.fuzz.oracle import summary
+from harness.fuzz.ordered import DEAD_MEMBER, dead_members
 from harness.fuzz.strategies import scenarios
 from harness.run.model import Report
 from harness.run.suite import ProxyProvider, embedded_proxy, run_one
 from harness.scenario.load import load, parse
 
-__all__ = ["FuzzResult", "Runner", "fuzz", "on_backend", "replay"]
+__all__ = ["FuzzResult", "Runner", "fuzz", "judged", "on_backend", "replay"]
 
 #: Runs one parsed scenario with a seed and judges it (default: real nodes, embedded proxy).
 Runner = Callable[[Any, int], Report]
@@ -85,7 +89,7 @@ class _Search:
         if key in self.passed:
             return  # drawn again (hypothesis can reach one scenario several ways): it passed
         scenario = parse(data, f"<{data['name']}>")
-        report = self.runner(scenario, int(data["seed"]))
+        report = judged(data, self.runner(scenario, int(data["seed"])))
         if shrinking:
             self.result.shrinks += 1
             where = f"[shrink {self.result.shrinks}]"
@@ -103,6 +107,14 @@ class _Search:
     @property
     def last_data(self) -> dict[str, Any] | None:
         return None if self.last is None else self.last[0]
+
+
+def judged(data: Mapping[str, Any], report: Report) -> Report:
+    """``report`` with the oracle's verdict on the order its run recorded added (the
+    ``dead_member`` rule of :mod:`harness.fuzz.ordered`); an interrupted run is left alone."""
+    if not report.interrupted and report.skipped is None:
+        report.violations.extend(dead_members(data, report.outcomes))
+    return report
 
 
 def _key(data: dict[str, Any]) -> str:
@@ -236,6 +248,8 @@ def _closing_line(result: FuzzResult) -> str:
         f"{ran}; 1 failing scenario written to {path} "
         f"(run it: harness run {path}; replay: harness replay {path})"
     )
+    if any(DEAD_MEMBER in _checks(report) for report in result.reports):
+        line += f"; {DEAD_MEMBER} is the oracle's verdict on the run's order: replay applies it"
     if result.flaky:
         line += "; it passed once when run again: the failure depends on timing"
     return line
@@ -246,7 +260,9 @@ def replay(
     seed: int | None = None,
     proxies: ProxyProvider = embedded_proxy,
 ) -> Report:
-    """Re-run a scenario file with the seed recorded in it (``seed`` overrides it).
+    """Re-run a scenario file with the seed recorded in it (``seed`` overrides it), judged
+    like ``harness fuzz`` judges: the checks, the file's expectations and the oracle's
+    ``dead_member`` rule on the order the run recorded.
 
     The embedded proxy is seeded from the run seed, so its toxicity rolls and jitter repeat.
 
@@ -258,4 +274,6 @@ def replay(
     chosen = seed if seed is not None else scenario.seed
     if chosen is None:
         raise ScenarioError(str(path), ["seed: the file records no seed; give one with --seed N"])
-    return run_one(scenario, proxies, chosen)
+    with open(path, "rb") as handle:  # load() read it a moment ago: it parses
+        data = tomllib.load(handle)
+    return judged(data, run_one(scenario, proxies, chosen))

@@ -18,6 +18,10 @@ The rules are the rendezvous semantics of docs/rendezvous.md, as the scenario fi
    without every rank); ``killed`` only for a kill's targets; ``state_error`` only for a
    restart's targets (a replacement arriving after its round ended).
 
+One rule needs the run's recorded order, not just the faults: a member killed before a node
+the round needs started leaves no node's rendezvous free to return (``dead_member``,
+:mod:`harness.fuzz.ordered`); the outcome lists here stay open for it.
+
 Harmless: latency + jitter at most J/50 (in ms: J*20), a slicer, a noop toxic, a late start
 of at most J/4, store delays adding up to at most J/4.
 
@@ -206,7 +210,8 @@ def expect_for(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def summary(data: Mapping[str, Any]) -> str:
-    """One line: ``3 nodes, join 2.5 s, faults: absent [2], toxic latency``.
+    """One line: ``3 nodes, join 2.5 s, faults: absent [2], late_start [3] by 1.2 s, kill [1]
+    on joined of 1 +0.2 s, toxic latency``.
 
     Raises:
         KeyError: ``data`` lacks ``nodes``, or a fault lacks ``kind``.
@@ -220,6 +225,10 @@ def summary(data: Mapping[str, Any]) -> str:
         detail = fault.get("type") or fault.get("action") or ""
         if fault["kind"] in ("absent", "kill", "pause", "restart", "late_start"):
             detail = str(fault["nodes"])
+        if fault["kind"] == "late_start":
+            detail += f" by {float(fault['delay']):g} s"
+        elif fault["kind"] in ("kill", "restart") and "on" in fault:
+            detail += f" on {fault['on']} of {fault['on_node']} +{float(fault.get('after', 0)):g} s"
         faults.append(f"{fault['kind']} {detail}".strip())
     parts.append(f"faults: {', '.join(faults) or 'none'}")
     return ", ".join(parts)

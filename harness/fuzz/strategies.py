@@ -26,6 +26,7 @@ __all__ = [
     "expect_for",
     "fault_schedules",
     "host_names",
+    "ordered_kill_schedules",
     "scenarios",
     "valid_endpoints",
 ]
@@ -285,6 +286,52 @@ def fault_schedules(
 
 
 @st.composite
+def ordered_kill_schedules(
+    draw: st.DrawFn, nodes: int, join_timeout: float
+) -> list[dict[str, Any]]:
+    """Fault schedules where a member dies before the round can complete.
+
+    A worker is killed on its own ``joined`` event (``after`` 0-0.5 s), its claim written,
+    while other workers start late or never: when the kill lands before a late worker
+    starts, no rendezvous may return (``dead_member``, :mod:`harness.fuzz.ordered`). At
+    most 3 faults: ``absent`` and one ``late_start`` or two ``late_start``, then the kill;
+    one draw in four restarts the member instead (after 0.1-2.5 s), which may complete the
+    round legitimately. Late delays are 1.5 s up to the join timeout, or 0.2-1.4 s; the long
+    ones first, so shrinking keeps one where it can: in a fresh process (``harness replay``)
+    the first nodes start slowly and a member may join only after a short delay passed.
+
+    Raises:
+        ValueError: (when drawing) ``nodes`` is below 3 (node 0 hosts the store).
+    """
+    if nodes < 3:
+        raise ValueError(f"ordered_kill_schedules() needs at least 3 nodes, got {nodes}")
+    target = draw(st.integers(1, nodes - 1))
+    later = _subset(draw, [n for n in range(1, nodes) if n != target])
+    absent = [n for n in later if draw(st.booleans())] if draw(st.booleans()) else []
+    faults: list[dict[str, Any]] = []
+    if absent:
+        faults.append({"kind": "absent", "nodes": absent})
+    late = [n for n in later if n not in absent]
+    split = len(late) > 1 and not absent and draw(st.booleans())
+    long, short = _tenths(min(1.5, join_timeout), join_timeout), _tenths(0.2, 1.4)
+    for group in (late[:1], late[1:]) if split else (late,):  # each group its own delay
+        if group:
+            delay = min(join_timeout, draw(long | short))
+            faults.append({"kind": "late_start", "nodes": group, "delay": delay})
+    death: dict[str, Any] = {
+        "kind": "kill",
+        "nodes": [target],
+        "on": "joined",
+        "on_node": target,
+        "after": draw(_tenths(0, 0.5)),
+    }
+    if draw(st.integers(0, 3)) == 3:  # now and then a restart: the round may complete
+        death = {**death, "kind": "restart", "duration": draw(_tenths(0.1, 2.5))}
+    faults.append(death)
+    return faults
+
+
+@st.composite
 def _overrides(draw: st.DrawFn, nodes: int) -> list[dict[str, Any]]:
     """At most one misconfigured worker: a duplicate rank or a larger world size."""
     if draw(st.integers(0, 3)) != 3:  # (the simplest draw, 0, means no override)
@@ -312,7 +359,10 @@ def scenarios(
 ) -> dict[str, Any]:
     """Whole scenarios as plain dicts, with the expectations :func:`expect_for` derives.
 
-    Small by default (2-5 nodes, join timeout 2-4 s, up to 3 faults). A misconfigured node
+    Small by default (2-5 nodes, join timeout 2-4 s, up to 3 faults). With 3 nodes or more
+    (and ``max_faults`` >= 3) about one scenario in three is drawn from
+    :func:`ordered_kill_schedules`: a member killed on its own ``joined`` event while others
+    start late or never. A misconfigured node
     (duplicate rank or world-size mismatch) comes only with harmless faults, so its outcome
     stays exact. The name is ``fuzz-<hash of the contents>``, stable for equal scenarios;
     ``seed`` is the run seed.
@@ -329,7 +379,10 @@ def scenarios(
     nodes = draw(st.integers(min_nodes, max_nodes))
     join = draw(_tenths(min_join, max_join))
     override = draw(_overrides(nodes))
-    faults = draw(fault_schedules(nodes, join, max_faults))
+    if nodes >= 3 and max_faults >= 3 and not override and draw(st.integers(0, 2)) == 2:
+        faults = draw(ordered_kill_schedules(nodes, join))
+    else:
+        faults = draw(fault_schedules(nodes, join, max_faults))
     if override:
         faults = [f for f in faults if f["kind"] == "late_start" and f["delay"] <= join / 4]
     data: dict[str, Any] = {"nodes": nodes, "timeouts": {"join": join}}

@@ -9,11 +9,26 @@ from typing import Any
 
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from harness.fuzz.oracle import allowed_for, expect_for, format_ranks, hard_deadline_for, harmless
-from harness.fuzz.strategies import endpoints, fault_schedules, scenarios, valid_endpoints
+from harness.fuzz.oracle import (
+    allowed_for,
+    expect_for,
+    format_ranks,
+    hard_deadline_for,
+    harmless,
+    summary,
+)
+from harness.fuzz.ordered import dead_members
+from harness.fuzz.strategies import (
+    endpoints,
+    fault_schedules,
+    ordered_kill_schedules,
+    scenarios,
+    valid_endpoints,
+)
+from harness.run.model import NodeOutcome
 from harness.scenario.load import parse
 from harness.scenario.model import allowed_outcomes
 from rdzv.endpoint import parse_rendezvous_endpoint
@@ -236,3 +251,104 @@ def test_scenarios_refuses_a_world_of_fewer_than_two_nodes() -> None:
 
     with pytest.raises(ValueError, match=r"needs 2 <= min_nodes <= max_nodes.*got nodes 1\.\.5"):
         draw()
+
+
+# --- ordered kills: a member dies before the round can complete ------------------------
+
+
+def death_of(faults: list[dict[str, Any]]) -> dict[str, Any]:
+    [death] = [f for f in faults if f["kind"] in ("kill", "restart")]
+    return death
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.integers(3, 6).flatmap(
+        lambda n: st.tuples(st.just(n), st.sampled_from([2.0, 3.5])).flatmap(
+            lambda nj: st.tuples(st.just(nj), ordered_kill_schedules(*nj))
+        )
+    )
+)
+def test_ordered_kill_schedules_kill_a_worker_on_its_own_join_while_others_come_later(
+    drawn: tuple[tuple[int, float], list[dict[str, Any]]],
+) -> None:
+    (nodes, join), faults = drawn
+    parse({"name": "x", "description": "x", "nodes": nodes, "fault": faults}, "<schedule>")
+    assert len(faults) <= 3
+    death = death_of(faults)
+    target = death["nodes"][0]
+    assert target != 0 and death["on"] == "joined" and death["on_node"] == target
+    assert 0 <= death["after"] <= 0.5
+    later = {n for f in faults if f["kind"] in ("late_start", "absent") for n in f["nodes"]}
+    assert later and not later & {0, target}
+    for fault in faults:
+        if fault["kind"] == "late_start":
+            assert 0.2 <= fault["delay"] <= join
+
+
+def test_ordered_kill_schedules_need_a_third_node() -> None:
+    @given(ordered_kill_schedules(2, 3.0))
+    def draw(faults: list[dict[str, Any]]) -> None:
+        raise AssertionError(f"drew {faults}")
+
+    with pytest.raises(ValueError, match="needs at least 3 nodes, got 2"):
+        draw()
+
+
+def is_ordered_kill(data: dict[str, Any], kind: str) -> bool:
+    """A worker killed (or restarted) on its own join, other workers late or absent, node 0
+    on time."""
+    deaths = [f for f in data["fault"] if f["kind"] == kind and f.get("on") == "joined"]
+    targets = {d["on_node"] for d in deaths if d["nodes"] == [d["on_node"]]} - {0}
+    later = {n for f in data["fault"] if f["kind"] in ("late_start", "absent") for n in f["nodes"]}
+    return bool(targets) and 0 not in later and bool(later - targets)
+
+
+@pytest.mark.parametrize("kind", ["kill", "restart"])
+def test_scenarios_draw_ordered_kills_and_their_restart_variant(kind: str) -> None:
+    found = find(
+        scenarios(),
+        lambda data: is_ordered_kill(data, kind),
+        settings=settings(database=None, max_examples=2000, deadline=None),
+    )
+    assert parse(found, "<found>").nodes >= 3
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(3, 5).flatmap(lambda n: ordered_kill_schedules(n, 3.0)), st.data())
+def test_the_dead_member_rule_never_objects_when_the_kill_came_after_every_late_start(
+    faults: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    nodes = 1 + max(n for f in faults for n in f["nodes"])
+    starts = {n: 0.0 for n in range(nodes)}
+    for fault in faults:
+        if fault["kind"] == "late_start":
+            starts.update(dict.fromkeys(fault["nodes"], fault["delay"]))
+    death = death_of(faults)
+    target = death["nodes"][0]
+    absent = {n for f in faults if f["kind"] == "absent" for n in f["nodes"]}
+    kill_at = max(starts.values()) + data.draw(st.floats(0.01, 2.0))
+    outcomes = [
+        NodeOutcome(n, "absent")
+        if n in absent
+        else NodeOutcome(n, "killed", started=0.0, finished=kill_at)
+        if n == target and death["kind"] == "kill"
+        else NodeOutcome(n, "ok", rank=n, world_size=nodes, started=starts[n], finished=5.0)
+        for n in range(nodes)
+    ]
+    scenario = {"nodes": nodes, "fault": faults}
+    violations = dead_members(scenario, outcomes)
+    if absent and death["kind"] == "kill":  # an absent node never starts: always after
+        assert [v.check for v in violations] == ["dead_member"]
+    else:  # the round may have completed before the kill, or the restart took over
+        assert violations == []
+
+
+def test_the_summary_line_shows_late_delays_and_what_a_kill_waits_for() -> None:
+    faults = [
+        {"kind": "late_start", "nodes": [2], "delay": 1.5},
+        {"kind": "kill", "nodes": [1], "on": "joined", "on_node": 1, "after": 0.2},
+    ]
+    assert summary({"nodes": 3, "timeouts": {"join": 3.0}, "fault": faults}) == (
+        "3 nodes, join 3 s, faults: late_start [2] by 1.5 s, kill [1] on joined of 1 +0.2 s"
+    )
