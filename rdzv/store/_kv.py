@@ -66,10 +66,14 @@ class _Session:
 
 
 class _Outbox:
-    """Replies per connection, kept in the order connections first received one."""
+    """Replies per connection, kept in the order connections first received one, and the
+    connections to drop (one object per :meth:`KV.feed`: it is made for every read)."""
+
+    __slots__ = ("dropped", "parts")
 
     def __init__(self) -> None:
         self.parts: dict[ConnId, list[bytes]] = {}
+        self.dropped: dict[ConnId, StoreProtocolError] = {}
 
     def add(self, conn: ConnId, data: bytes) -> None:
         self.parts.setdefault(conn, []).append(data)
@@ -78,24 +82,24 @@ class _Outbox:
         return [(conn, b"".join(chunks)) for conn, chunks in self.parts.items()]
 
 
-class Outcome:
+class Outcome(_Outbox):
     """What one :meth:`KV.feed` produced: replies to send and connections to drop.
 
     Attributes:
-        out: the replies, per connection.
+        out: the replies, per connection (this object itself).
         dropped: the connections to drop, with the protocol error each committed.
     """
 
-    __slots__ = ("dropped", "out")
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self.out = _Outbox()
-        self.dropped: dict[ConnId, StoreProtocolError] = {}
+    @property
+    def out(self) -> _Outbox:
+        return self
 
     @property
     def replies(self) -> list[tuple[ConnId, bytes]]:
         """``(connection, bytes)`` to write, one entry per connection, in order."""
-        return self.out.result()
+        return self.result()
 
 
 class KV(Table):
@@ -156,8 +160,7 @@ class KV(Table):
             KeyError: ``conn`` was never opened.
         """
         session = self._sessions[conn]
-        outcome = Outcome()
-        out = outcome.out
+        outcome = out = Outcome()
         try:
             for req in requests:
                 if session.waiting is None:
@@ -173,7 +176,8 @@ class KV(Table):
                     )
                 else:
                     session.held.append(req)
-                self._drain(now, outcome)
+                if self._ready:
+                    self._drain(now, outcome)
         except StoreProtocolError as exc:
             self.close(conn)
             outcome.dropped[conn] = exc
@@ -266,10 +270,10 @@ class KV(Table):
             session = self._sessions.get(conn)
             if session is None:
                 continue
-            outcome.out.add(conn, _STOP)
+            outcome.add(conn, _STOP)
             try:
                 while session.held and session.waiting is None:
-                    self._handle(conn, session, session.held.popleft(), now, outcome.out)
+                    self._handle(conn, session, session.held.popleft(), now, outcome)
             except StoreProtocolError as exc:
                 # A request *that* connection had pipelined was bad: it alone is dropped.
                 self.close(conn)
