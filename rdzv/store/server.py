@@ -375,9 +375,9 @@ class _Connection(asyncio.BufferedProtocol):
             else:
                 batch = [pending.popleft() for _ in range(_BATCH)]
             outcome = kv.feed(self, batch, now)
-            for conn, payload in outcome.replies:
+            for conn, chunks in outcome.parts.items():  # Outcome.replies, without a list
                 assert isinstance(conn, _Connection)
-                conn.write(payload)
+                conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
             if outcome.dropped:
                 for conn, error in outcome.dropped.items():
                     assert isinstance(conn, _Connection)
