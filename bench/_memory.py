@@ -73,3 +73,15 @@ def load_text() -> str:
     with open("/proc/loadavg") as loadavg:
         one, five, fifteen = loadavg.read().split()[:3]
     return f"load average {one} {five} {fifteen} on {os.cpu_count()} CPUs"
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds ``pid`` has used so far, from ``/proc/<pid>/stat``
+    (``(0.0, 0.0)`` if the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick

@@ -8,7 +8,9 @@ Each server runs in its own process (started here, ended here by PID). Rows (``-
   torch/torch (goal >= 1.5x set+get, >= 2x batched) and torch client on the rdzv server vs
   torch on its own (goal >= 0.9x).
 * ``aggregate``: ``--clients`` (256) client processes at once against each server, set+get
-  pairs for ``--seconds``; aggregate pairs/s and the ratio (goal >= 1.0x torch's server).
+  pairs for ``--seconds``; aggregate pairs/s and the ratio (goal >= 1.0x torch's server),
+  and the server process's CPU time per pair (user and system, from ``/proc``), the figure
+  that stays put when other work shares the machine.
 * ``storm``: ``--storm`` (4096) clients connecting within ``--storm-window`` (0.1 s) to
   each server, each served one set+get: how many were served, retried, p50/p99/max
   connect-to-reply latency, server RSS with every connection open (goal <= 200 MiB).
@@ -170,21 +172,32 @@ def _servers(have_torch: bool) -> list[tuple[str, str]]:
 def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
     """``--clients`` client processes at once against each server; aggregate pairs/s."""
     runs: dict[str, list[float]] = {}
+    costs: dict[str, list[tuple[float, float]]] = {}
     for _ in range(args.repeat):
         for name, code in _servers(have_torch):
-            with server(code) as (port, _):
+            with server(code) as (port, pid):
+                before = _memory.cpu_seconds(pid)
                 result = _store_load.aggregate(port, args.clients, args.seconds)
+                after = _memory.cpu_seconds(pid)
             if "error" in result:
                 print(f"aggregate {name} server ERROR {result['error']}", flush=True)
                 continue
             if result["wrong"]:
                 print(f"aggregate {name} server: {result['wrong']} WRONG replies", flush=True)
             runs.setdefault(name, []).append(result["pairs_per_s"])
+            # The server's CPU per pair (the clients' connects and handshakes included, a
+            # rounding error against the pairs): steadier than pairs/s on a shared machine.
+            pairs = max(result["pairs_per_s"] * args.seconds, 1.0)
+            user, system = (1e6 * (b - a) / pairs for a, b in zip(before, after, strict=True))
+            costs.setdefault(name, []).append((user, system))
     for name, rates in runs.items():
         shown = ", ".join(f"{r:.0f}" for r in rates)
+        user = statistics.median(u for u, _ in costs[name])
+        system = statistics.median(s for _, s in costs[name])
         print(
             f"aggregate {args.clients} client processes -> {name:5s} server: median "
-            f"{statistics.median(rates):9.0f} set+get pairs/s (runs {shown})",
+            f"{statistics.median(rates):9.0f} set+get pairs/s (runs {shown}); server CPU "
+            f"per pair {user + system:.1f} us ({user:.1f} user, {system:.1f} system)",
             flush=True,
         )
     if "rdzv" in runs and "torch" in runs:

@@ -14,7 +14,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeAlias
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store._wire import (
@@ -42,6 +42,8 @@ from rdzv.store._wire import (
     Validate,
     Wait,
     read_bytes,
+    read_bytes_list,
+    read_bytes_pairs,
     read_count,
     read_i64,
     read_u32,
@@ -78,18 +80,29 @@ class RequestDecoder:
         if self.error is not None:
             raise self.error
         buf = self._buf
-        buf += data
+        src: bytes | bytearray
+        if buf:
+            # A partial frame is buffered: parse where it starts, in the buffer.
+            buf += data
+            src, pos = buf, self._pos
+        else:
+            # The common case: nothing buffered. Parse an immutable copy, whose slices are
+            # the keys and values themselves (one copy each, not two).
+            src, pos = bytes(data), 0
         out: list[Request] = []
-        pos = self._pos
-        end = len(buf)
+        end = len(src)
+        parsers, limits = _PARSERS, self.limits
         try:
             while pos < end:
+                parser = parsers.get(src[pos])
+                if parser is None:
+                    raise _unknown(src[pos])
                 try:
-                    req, pos = self._parse_one(buf, pos)
+                    req, pos = parser(limits, src, pos + 1)
                 except Incomplete:
-                    if end - pos > self.limits.max_frame:
+                    if end - pos > limits.max_frame:
                         raise StoreProtocolError(
-                            f"a request exceeds the frame limit of {self.limits.max_frame} bytes"
+                            f"a request exceeds the frame limit of {limits.max_frame} bytes"
                         ) from None
                     break
                 out.append(req)
@@ -98,50 +111,44 @@ class RequestDecoder:
             buf.clear()
             self._pos = 0
             return out
-        if pos == end:
+        if src is not buf:
+            if pos < end:
+                buf += src[pos:]  # keep the partial frame
+            self._pos = 0
+        elif pos == end:
             buf.clear()
-            pos = 0
+            self._pos = 0
         elif pos > 65536 and pos * 2 > end:
             del buf[:pos]
-            pos = 0
-        self._pos = pos
+            self._pos = 0
+        else:
+            self._pos = pos
         return out
 
-    def _parse_one(self, buf: bytearray, pos: int) -> tuple[Request, int]:
-        op = buf[pos]
-        parser = _PARSERS.get(op)
-        if parser is None:
-            raise StoreProtocolError(
-                f"unknown opcode {op} (0x{op:02x}) at the start of a request; "
-                "the peer does not speak the TCPStore protocol"
-            )
-        return parser(self.limits, buf, pos + 1)
+
+def _unknown(op: int) -> StoreProtocolError:
+    return StoreProtocolError(
+        f"unknown opcode {op} (0x{op:02x}) at the start of a request; "
+        "the peer does not speak the TCPStore protocol"
+    )
 
 
-def _p_key(lim: Limits, buf: bytearray, pos: int) -> tuple[bytes, int]:
-    return read_bytes(buf, pos, lim.max_key, "key")
+#: What the parsers read from: the received bytes, or the buffer holding a partial frame.
+Buf: TypeAlias = bytes | bytearray
 
 
-def _p_val(lim: Limits, buf: bytearray, pos: int) -> tuple[bytes, int]:
-    return read_bytes(buf, pos, lim.max_value, "value")
-
-
-def _p_keys(lim: Limits, buf: bytearray, pos: int) -> tuple[tuple[bytes, ...], int]:
+def _p_keys(lim: Limits, buf: Buf, pos: int) -> tuple[tuple[bytes, ...], int]:
     count, pos = read_count(buf, pos, lim.max_keys)
-    cap = lim.max_key
-    keys = []
-    for _ in range(count):
-        key, pos = read_bytes(buf, pos, cap, "key")
-        keys.append(key)
+    keys, pos = read_bytes_list(buf, pos, count, lim.max_key, "key")
     return tuple(keys), pos
 
 
 def _parse_key_value(
     cls: Callable[[bytes, bytes], Request],
-) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
-    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
-        key, pos = _p_key(lim, buf, pos)
-        value, pos = _p_val(lim, buf, pos)
+) -> Callable[[Limits, Buf, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
+        key, pos = read_bytes(buf, pos, lim.max_key, "key")
+        value, pos = read_bytes(buf, pos, lim.max_value, "value")
         return cls(key, value), pos
 
     return parse
@@ -149,9 +156,9 @@ def _parse_key_value(
 
 def _parse_key(
     cls: Callable[[bytes], Request],
-) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
-    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
-        key, pos = _p_key(lim, buf, pos)
+) -> Callable[[Limits, Buf, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
+        key, pos = read_bytes(buf, pos, lim.max_key, "key")
         return cls(key), pos
 
     return parse
@@ -159,59 +166,54 @@ def _parse_key(
 
 def _parse_keys(
     cls: Callable[[tuple[bytes, ...]], Request],
-) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
-    def parse(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+) -> Callable[[Limits, Buf, int], tuple[Request, int]]:
+    def parse(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
         keys, pos = _p_keys(lim, buf, pos)
         return cls(keys), pos
 
     return parse
 
 
-def _parse_bare(req: Request) -> Callable[[Limits, bytearray, int], tuple[Request, int]]:
+def _parse_bare(req: Request) -> Callable[[Limits, Buf, int], tuple[Request, int]]:
     return lambda lim, buf, pos: (req, pos)
 
 
-def _parse_validate(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+def _parse_validate(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
     magic, pos = read_u32(buf, pos)
     return Validate(magic), pos
 
 
-def _parse_ping(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+def _parse_ping(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
     nonce, pos = read_u32(buf, pos)
     return Ping(nonce), pos
 
 
-def _parse_compare_set(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
-    key, pos = _p_key(lim, buf, pos)
-    expected, pos = _p_val(lim, buf, pos)
-    desired, pos = _p_val(lim, buf, pos)
+def _parse_compare_set(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
+    key, pos = read_bytes(buf, pos, lim.max_key, "key")
+    expected, pos = read_bytes(buf, pos, lim.max_value, "value")
+    desired, pos = read_bytes(buf, pos, lim.max_value, "value")
     return CompareSet(key, expected, desired), pos
 
 
-def _parse_add(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
-    key, pos = _p_key(lim, buf, pos)
+def _parse_add(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
+    key, pos = read_bytes(buf, pos, lim.max_key, "key")
     delta, pos = read_i64(buf, pos)
     return Add(key, delta), pos
 
 
-def _parse_barrier(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
-    key, pos = _p_key(lim, buf, pos)
+def _parse_barrier(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
+    key, pos = read_bytes(buf, pos, lim.max_key, "key")
     world_size, pos = read_i64(buf, pos)
     return Barrier(key, world_size), pos
 
 
-def _parse_multi_set(lim: Limits, buf: bytearray, pos: int) -> tuple[Request, int]:
+def _parse_multi_set(lim: Limits, buf: Buf, pos: int) -> tuple[Request, int]:
     count, pos = read_count(buf, pos, lim.max_keys)
-    key_cap, value_cap = lim.max_key, lim.max_value
-    items = []
-    for _ in range(count):
-        key, pos = read_bytes(buf, pos, key_cap, "key")
-        value, pos = read_bytes(buf, pos, value_cap, "value")
-        items.append((key, value))
-    return MultiSet(tuple(items)), pos
+    flat, pos = read_bytes_pairs(buf, pos, count, lim.max_key, lim.max_value)
+    return MultiSet(tuple(zip(flat[::2], flat[1::2], strict=True))), pos
 
 
-_PARSERS: Final[dict[int, Callable[[Limits, bytearray, int], tuple[Request, int]]]] = {
+_PARSERS: Final[dict[int, Callable[[Limits, Buf, int], tuple[Request, int]]]] = {
     Op.VALIDATE: _parse_validate,
     Op.SET: _parse_key_value(Set),
     Op.COMPARE_SET: _parse_compare_set,

@@ -25,6 +25,7 @@ rdzv extensions (invisible to torch clients, which never pipeline behind a WAIT)
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ MAX_HELD: Final = 4096
 
 _STOP: Final = w.encode_u8(w.STOP_WAITING)
 _CANCELED: Final = w.encode_u8(w.WAIT_CANCELED)
+_U64_PACK: Final = struct.Struct("<Q").pack  # a byte string's length prefix
 
 ConnId = Hashable
 
@@ -64,10 +66,14 @@ class _Session:
 
 
 class _Outbox:
-    """Replies per connection, kept in the order connections first received one."""
+    """Replies per connection, kept in the order connections first received one, and the
+    connections to drop (one object per :meth:`KV.feed`: it is made for every read)."""
+
+    __slots__ = ("dropped", "parts")
 
     def __init__(self) -> None:
         self.parts: dict[ConnId, list[bytes]] = {}
+        self.dropped: dict[ConnId, StoreProtocolError] = {}
 
     def add(self, conn: ConnId, data: bytes) -> None:
         self.parts.setdefault(conn, []).append(data)
@@ -76,17 +82,24 @@ class _Outbox:
         return [(conn, b"".join(chunks)) for conn, chunks in self.parts.items()]
 
 
-@dataclass
-class Outcome:
-    """What one :meth:`KV.feed` produced: replies to send and connections to drop."""
+class Outcome(_Outbox):
+    """What one :meth:`KV.feed` produced: replies to send and connections to drop.
 
-    out: _Outbox = field(default_factory=_Outbox)
-    dropped: dict[ConnId, StoreProtocolError] = field(default_factory=dict)
+    Attributes:
+        out: the replies, per connection (this object itself).
+        dropped: the connections to drop, with the protocol error each committed.
+    """
+
+    __slots__ = ()
+
+    @property
+    def out(self) -> _Outbox:
+        return self
 
     @property
     def replies(self) -> list[tuple[ConnId, bytes]]:
         """``(connection, bytes)`` to write, one entry per connection, in order."""
-        return self.out.result()
+        return self.result()
 
 
 class KV(Table):
@@ -147,8 +160,7 @@ class KV(Table):
             KeyError: ``conn`` was never opened.
         """
         session = self._sessions[conn]
-        outcome = Outcome()
-        out = outcome.out
+        outcome = out = Outcome()
         try:
             for req in requests:
                 if session.waiting is None:
@@ -164,7 +176,8 @@ class KV(Table):
                     )
                 else:
                     session.held.append(req)
-                self._drain(now, outcome)
+                if self._ready:
+                    self._drain(now, outcome)
         except StoreProtocolError as exc:
             self.close(conn)
             outcome.dropped[conn] = exc
@@ -179,60 +192,76 @@ class KV(Table):
                 f"the first request must be VALIDATE (opcode 0), got {type(req).__name__}; "
                 "the peer does not speak the TCPStore protocol"
             )
-        match req:
-            case w.Set(key, value):
-                self.set(key, value)
-            case w.Get(key):
-                out.add(conn, w.encode_bytes(self.data.get(key, b"")))
-            case w.Wait(keys):
-                self._wait(conn, session, keys, now, out)
-            case w.Add(key, delta):
-                out.add(conn, w.encode_i64(self._protocol_add("ADD", key, delta)))
-            case w.Check(keys):
-                if keys == (PROBE_KEY,):
-                    session.rdzv = True
-                    out.add(conn, w.encode_u8(w.READY))
-                else:
-                    out.add(conn, w.encode_u8(w.READY if self.check(keys) else w.NOT_READY))
-            case w.CompareSet(key, expected, desired):
-                out.add(conn, w.encode_bytes(self.compare_set(key, expected, desired)))
-            case w.MultiGet(keys):
-                out.add(conn, b"".join(w.encode_bytes(self.data.get(k, b"")) for k in keys))
-            case w.MultiSet(items):
-                self.multi_set(items)
-            case w.Append(key, value):
-                self.append(key, value)
-            case w.DeleteKey(key):
-                out.add(conn, w.encode_i64(int(self.delete_key(key))))
-            case w.GetNumKeys():
-                out.add(conn, w.encode_i64(len(self.data)))
-            case w.Ping(nonce):
-                out.add(conn, w.encode_u32(nonce))
-            case w.Validate(magic):
-                if magic != w.MAGIC:
-                    raise StoreProtocolError(
-                        f"VALIDATE carried magic 0x{magic:08x}, expected 0x{w.MAGIC:08x}; "
-                        "the peer is not a TCPStore client"
-                    )
-                session.validated = True
-            case w.CancelWait():
-                out.add(conn, _CANCELED)
-            case w.QueuePush(key, value):
-                self.queue_push(key, value)
-            case w.QueuePop(key):
-                length, popped = self.queue_pop(key)
-                tail = b"" if popped is None else w.encode_bytes(popped)
-                out.add(conn, w.encode_i64(length) + tail)
-            case w.QueueLen(key):
-                out.add(conn, w.encode_i64(self.queue_len(key)))
-            case w.ListKeys():
-                keys_now = list(self.data)
-                out.add(
-                    conn,
-                    w.encode_i64(len(keys_now)) + b"".join(w.encode_bytes(k) for k in keys_now),
+        # A chain of isinstance tests, most frequent first: a ``match`` of class patterns
+        # also looks up the attributes of every case it tries (measured: 4x slower).
+        if isinstance(req, w.Set):
+            self.set(req.key, req.value)
+        elif isinstance(req, w.Get):
+            value = self.data.get(req.key, b"")
+            out.add(conn, _U64_PACK(len(value)) + value)
+        elif isinstance(req, w.Wait):
+            self._wait(conn, session, req.keys, now, out)
+        elif isinstance(req, w.Add):
+            out.add(conn, w.encode_i64(self._protocol_add("ADD", req.key, req.delta)))
+        elif isinstance(req, w.Check):
+            keys = req.keys
+            if keys == (PROBE_KEY,):
+                session.rdzv = True
+                out.add(conn, w.encode_u8(w.READY))
+            else:
+                out.add(conn, w.encode_u8(w.READY if self.check(keys) else w.NOT_READY))
+        elif isinstance(req, w.CompareSet):
+            out.add(conn, w.encode_bytes(self.compare_set(req.key, req.expected, req.desired)))
+        elif isinstance(req, w.MultiGet):
+            get, pack, parts = self.data.get, _U64_PACK, list[bytes]()
+            for key in req.keys:
+                value = get(key, b"")
+                parts += (pack(len(value)), value)
+            out.add(conn, b"".join(parts))
+        elif isinstance(req, w.MultiSet):
+            self.multi_set(req.items)
+        elif isinstance(req, w.Append):
+            self.append(req.key, req.value)
+        elif isinstance(req, w.DeleteKey):
+            out.add(conn, w.encode_i64(int(self.delete_key(req.key))))
+        elif isinstance(req, w.GetNumKeys):
+            out.add(conn, w.encode_i64(len(self.data)))
+        elif isinstance(req, w.Ping):
+            out.add(conn, w.encode_u32(req.nonce))
+        elif isinstance(req, w.Validate):
+            magic = req.magic
+            if magic != w.MAGIC:
+                raise StoreProtocolError(
+                    f"VALIDATE carried magic 0x{magic:08x}, expected 0x{w.MAGIC:08x}; "
+                    "the peer is not a TCPStore client"
                 )
-            case w.Barrier(key, world_size):
-                self._barrier(conn, session, key, world_size, now, out)
+            session.validated = True
+        elif isinstance(req, w.CancelWait):
+            out.add(conn, _CANCELED)
+        elif isinstance(req, w.QueuePush):
+            self.queue_push(req.key, req.value)
+        elif isinstance(req, w.QueuePop):
+            length, popped = self.queue_pop(req.key)
+            tail = b"" if popped is None else w.encode_bytes(popped)
+            out.add(conn, w.encode_i64(length) + tail)
+        elif isinstance(req, w.QueueLen):
+            out.add(conn, w.encode_i64(self.queue_len(req.key)))
+        elif isinstance(req, w.ListKeys):
+            keys_now = list(self.data)
+            out.add(
+                conn,
+                w.encode_i64(len(keys_now)) + b"".join(w.encode_bytes(k) for k in keys_now),
+            )
+        elif isinstance(req, w.Barrier):
+            self._barrier(conn, session, req.key, req.world_size, now, out)
+
+    def multi_set(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """:meth:`Table.multi_set`, looking up the waiters of a key only when it has some."""
+        data, waiters = self.data, self._waiters
+        for key, value in items:
+            data[key] = value
+            if key in waiters:
+                self._wake(key)
 
     def _drain(self, now: float, outcome: Outcome) -> None:
         """Send STOP_WAITING to woken connections and run what they had pipelined."""
@@ -241,10 +270,10 @@ class KV(Table):
             session = self._sessions.get(conn)
             if session is None:
                 continue
-            outcome.out.add(conn, _STOP)
+            outcome.add(conn, _STOP)
             try:
                 while session.held and session.waiting is None:
-                    self._handle(conn, session, session.held.popleft(), now, outcome.out)
+                    self._handle(conn, session, session.held.popleft(), now, outcome)
             except StoreProtocolError as exc:
                 # A request *that* connection had pipelined was bad: it alone is dropped.
                 self.close(conn)
@@ -293,7 +322,10 @@ class KV(Table):
     def _wait(
         self, conn: ConnId, session: _Session, keys: tuple[bytes, ...], now: float, out: _Outbox
     ) -> None:
-        missing = [k for k in keys if not self.exists(k)]
+        data = self.data  # Table.exists, inlined: this runs once per key
+        missing = [k for k in keys if k not in data]
+        if missing and self.queues:
+            missing = [k for k in missing if not self.queues.get(k)]
         if not missing:
             out.add(conn, _STOP)
             return

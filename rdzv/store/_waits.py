@@ -39,6 +39,7 @@ GRACE: Final = 0.4
 to CANCEL_WAIT, or the rest of a reply whose keys arrived as the deadline passed."""
 
 _CANCEL: Final = _wire.encode_request(_wire.CancelWait())
+_MULTI_GET: Final = _wire.encode_u8(_wire.Op.MULTI_GET)
 
 
 @dataclass
@@ -80,7 +81,11 @@ class Wait:
         pipelined = pipelined and follow is not None
         payload = _wire.encode_request(_wire.Wait(self.keys))
         if pipelined and follow is not None:
-            payload += _wire.encode_request(follow)
+            if isinstance(follow, _wire.MultiGet) and follow.keys == self.keys:
+                # The same key list as the WAIT's: reuse its encoding, change the opcode.
+                payload += _MULTI_GET + payload[1:]
+            else:
+                payload += _wire.encode_request(follow)
         channel.submit(payload, op, self.deadline, self.seconds)
         late = False
         try:

@@ -54,6 +54,7 @@ __all__ = [
     "encode_u32",
     "read_bytes",
     "read_bytes_list",
+    "read_bytes_pairs",
     "read_count",
     "read_counted_bytes_list",
     "read_i64",
@@ -121,7 +122,8 @@ def encode_bytes(value: bytes) -> bytes:
 
 
 def _encode_list(keys: Sequence[bytes]) -> bytes:
-    return _U64.pack(len(keys)) + b"".join(_U64.pack(len(k)) + k for k in keys)
+    pack = _U64.pack
+    return b"".join([pack(len(keys)), *[x for k in keys for x in (pack(len(k)), k)]])
 
 
 def encode_request(req: Request) -> bytes:
@@ -160,7 +162,7 @@ _ENCODERS: Final[dict[type, Callable[..., bytes]]] = {
     m.MultiSet: lambda r: (
         _U8.pack(Op.MULTI_SET)
         + _U64.pack(len(r.items))
-        + b"".join(encode_bytes(k) + encode_bytes(v) for k, v in r.items)
+        + b"".join([x for k, v in r.items for x in (_U64.pack(len(k)), k, _U64.pack(len(v)), v)])
     ),
     m.CancelWait: lambda r: _U8.pack(Op.CANCEL_WAIT),
     m.Ping: lambda r: _U8.pack(Op.PING) + _U32.pack(r.nonce),
@@ -226,13 +228,17 @@ def read_bytes(
         raise Incomplete
     (length,) = _U64.unpack_from(buf, pos)
     if length > cap:
-        raise StoreProtocolError(
-            f"{what} length {length} exceeds the limit of {cap} bytes; dropping the connection"
-        )
+        raise _too_long(what, length, cap)
     stop = start + length
     if stop > size:
         raise Incomplete
     return bytes(buf[start:stop]), stop
+
+
+def _too_long(what: str, length: int, cap: int) -> StoreProtocolError:
+    return StoreProtocolError(
+        f"{what} length {length} exceeds the limit of {cap} bytes; dropping the connection"
+    )
 
 
 def read_count(buf: bytes | bytearray | memoryview, pos: int, cap: int) -> tuple[int, int]:
@@ -243,13 +249,63 @@ def read_count(buf: bytes | bytearray | memoryview, pos: int, cap: int) -> tuple
 
 
 def read_bytes_list(
-    buf: bytes | bytearray | memoryview, pos: int, count: int, cap: int
+    buf: bytes | bytearray | memoryview, pos: int, count: int, cap: int, what: str = "value"
 ) -> tuple[list[bytes], int]:
-    """Read ``count`` byte strings (a MULTI_GET reply). Raises ``Incomplete``."""
-    out = []
-    for _ in range(count):
-        item, pos = read_bytes(buf, pos, cap)
-        out.append(item)
+    """Read ``count`` byte strings (a MULTI_GET reply, the keys of a request), each
+    refused when its length exceeds ``cap``.
+
+    Raises:
+        Incomplete: not all there yet.
+        StoreProtocolError: a length exceeds ``cap``.
+    """
+    out: list[bytes] = []
+    append, unpack, size = out.append, _U64.unpack_from, len(buf)
+    try:
+        for _ in range(count):  # read_bytes, inlined: this loop runs once per key
+            (length,) = unpack(buf, pos)  # struct.error: fewer than 8 bytes left
+            if length > cap:
+                raise _too_long(what, length, cap)
+            start = pos + 8
+            pos = start + length
+            if pos > size:
+                raise Incomplete
+            append(bytes(buf[start:pos]))
+    except struct.error:
+        raise Incomplete from None
+    return out, pos
+
+
+def read_bytes_pairs(
+    buf: bytes | bytearray | memoryview, pos: int, count: int, key_cap: int, value_cap: int
+) -> tuple[list[bytes], int]:
+    """Read ``count`` key-value pairs (a MULTI_SET), flat: ``[key, value, key, ...]``.
+
+    Raises:
+        Incomplete: not all there yet.
+        StoreProtocolError: a key longer than ``key_cap`` or a value longer than ``value_cap``.
+    """
+    out: list[bytes] = []
+    append, unpack, size = out.append, _U64.unpack_from, len(buf)
+    try:
+        for _ in range(count):
+            (length,) = unpack(buf, pos)
+            if length > key_cap:
+                raise _too_long("key", length, key_cap)
+            start = pos + 8
+            pos = start + length
+            if pos > size:
+                raise Incomplete
+            append(bytes(buf[start:pos]))
+            (length,) = unpack(buf, pos)
+            if length > value_cap:
+                raise _too_long("value", length, value_cap)
+            start = pos + 8
+            pos = start + length
+            if pos > size:
+                raise Incomplete
+            append(bytes(buf[start:pos]))
+    except struct.error:
+        raise Incomplete from None
     return out, pos
 
 

@@ -160,11 +160,9 @@ _WRITES = frozenset({w.Set, w.CompareSet, w.Add, w.Append, w.DeleteKey, w.Barrie
 
 def _written_keys(req: w.Request) -> tuple[bytes, ...]:
     """The keys a request may change the value of."""
-    match req:
-        case w.Set(key) | w.CompareSet(key) | w.Add(key) | w.Append(key):
-            return (key,)
-        case w.DeleteKey(key) | w.Barrier(key):
-            return (key,)
-        case w.MultiSet(items):
-            return tuple(key for key, _ in items)
+    # isinstance of a tuple, not a match of class patterns: this runs on every request.
+    if isinstance(req, (w.Set, w.CompareSet, w.Add, w.Append, w.DeleteKey, w.Barrier)):
+        return (req.key,)
+    if isinstance(req, w.MultiSet):
+        return tuple(key for key, _ in req.items)
     return ()

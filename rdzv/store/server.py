@@ -343,8 +343,10 @@ class _Connection(asyncio.BufferedProtocol):
             # A new request began in ``data``; a trickle of bytes does not restart the clock.
             self.partial_since = asyncio.get_running_loop().time()
             self._arm_partial_timer(self.partial_since)
-        self.pending.extend(requests)
-        self._pump()
+        if requests:
+            self.pending.extend(requests)
+        if self.pending or self.decoder.error is not None:
+            self._pump()
 
     def _arm_partial_timer(self, since: float) -> None:
         if self.partial_timer is None:
@@ -388,14 +390,19 @@ class _Connection(asyncio.BufferedProtocol):
             if self.transport.get_write_buffer_size() > _HIGH_WATER:
                 self._pause_reading()  # resume_writing pumps again
                 return
-            batch = [pending.popleft() for _ in range(min(_BATCH, len(pending)))]
+            if len(pending) <= _BATCH:  # the common case: one read, a request or two
+                batch = list(pending)
+                pending.clear()
+            else:
+                batch = [pending.popleft() for _ in range(_BATCH)]
             outcome = kv.feed(self, batch, now)
-            for conn, payload in outcome.replies:
+            for conn, chunks in outcome.parts.items():  # Outcome.replies, without a list
                 assert isinstance(conn, _Connection)
-                conn.write(payload)
-            for conn, error in outcome.dropped.items():
-                assert isinstance(conn, _Connection)
-                conn.drop(_REJECTED, error)
+                conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            if outcome.dropped:
+                for conn, error in outcome.dropped.items():
+                    assert isinstance(conn, _Connection)
+                    conn.drop(_REJECTED, error)
         if self.decoder.error is not None and not self.dropped:
             kv.close(self)
             self.drop(_UNDECODABLE, self.decoder.error)

@@ -209,3 +209,41 @@ def test_queue_pop_reply_carries_a_value_only_when_the_queue_was_not_empty() -> 
 def test_a_reply_longer_than_the_cap_is_a_protocol_error() -> None:
     with pytest.raises(StoreProtocolError, match="value length 11 exceeds the limit of 10"):
         w.read_bytes(bytearray(w.encode_bytes(b"x" * 11)), 0, 10)
+
+
+@given(st.lists(st.tuples(values, values), min_size=1, max_size=4), st.data())
+def test_key_value_pairs_read_whole_and_cut_anywhere_are_incomplete(
+    pairs: list[tuple[bytes, bytes]], data: st.DataObject
+) -> None:
+    payload = b"".join(w.encode_bytes(k) + w.encode_bytes(v) for k, v in pairs)
+    flat = [x for pair in pairs for x in pair]
+    for kind in (bytes, bytearray):
+        assert w.read_bytes_pairs(kind(payload), 0, len(pairs), 1000, 1000) == (flat, len(payload))
+    cut = data.draw(st.integers(0, len(payload) - 1))
+    for kind in (bytes, bytearray):
+        with pytest.raises(w.Incomplete):
+            w.read_bytes_pairs(kind(payload[:cut]), 0, len(pairs), 1000, 1000)
+        with pytest.raises(w.Incomplete):
+            w.read_bytes_list(kind(payload[:cut]), 0, len(flat), 1000)
+
+
+def test_a_multi_set_names_which_of_key_and_value_is_over_its_limit() -> None:
+    limits = w.Limits(max_key=4, max_value=8)
+    long_key = w.encode_request(w.MultiSet(((b"k" * 5, b"v"),)))
+    long_value = w.encode_request(w.MultiSet(((b"k", b"v" * 9),)))
+    for payload, what, size, cap in ((long_key, "key", 5, 4), (long_value, "value", 9, 8)):
+        decoder = RequestDecoder(limits)
+        assert decoder.feed(payload) == []
+        assert decoder.error is not None
+        assert f"{what} length {size} exceeds the limit of {cap} bytes" in str(decoder.error)
+
+
+def test_a_request_cut_at_the_end_of_a_read_is_kept_and_completed_by_the_next() -> None:
+    first, second = w.Set(b"a", b"1"), w.Get(b"a")
+    stream = w.encode_request(first) + w.encode_request(second)
+    decoder = RequestDecoder()
+    cut = len(w.encode_request(first)) + 3  # three bytes of the GET arrive with the SET
+    assert decoder.feed(memoryview(stream[:cut])) == [first]
+    assert decoder.buffered == 3
+    assert decoder.feed(memoryview(stream[cut:])) == [second]
+    assert decoder.buffered == 0
