@@ -11,16 +11,29 @@ one, invariant 7 of :mod:`rdzv.rendezvous._join`); ``close_store`` releases a co
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rdzv.errors import StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store.client import TCPStore
 
 if TYPE_CHECKING:
     from rdzv.store.base import Store
 
-__all__ = ["close_store", "dial", "fresh_connection", "publish", "reconnect"]
+__all__ = ["close_store", "dial", "fresh_connection", "load_server", "publish", "reconnect"]
+
+#: The store server's module: only the hosting node imports it (it brings asyncio).
+_SERVER_MODULE = "rdzv.store.server"
+
+
+def load_server(cfg: StaticConfig) -> None:
+    """Import what :func:`dial` will need beyond this module, so that a node's first round
+    imports nothing: the store server (and asyncio with it) when ``cfg.start_daemon``; a node
+    that does not host never imports it."""
+    if cfg.start_daemon:
+        importlib.import_module(_SERVER_MODULE)
 
 
 def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
@@ -33,8 +46,6 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
         StoreError: the server could not be started (``StoreBindError``), or no store
             answered in time.
     """
-    from rdzv.store.client import TCPStore  # sockets and asyncio only once a round starts
-
     return TCPStore(
         cfg.host,
         cfg.port,
