@@ -78,12 +78,13 @@ class Wait:
         if pipelined and follow is not None:
             payload += _wire.encode_request(follow)
         channel.submit(payload, op, self.deadline, self.seconds)
-        late = False
         try:
-            first = channel.read(_wire.read_u8, self.deadline, op)
+            first: int | None = channel.read(_wire.read_u8, self.deadline, op)
         except Expired:
+            first = None  # cancelled below, outside this handler: no Expired in the chain
+        late = first is None
+        if first is None:
             first = self._cancel()
-            late = True
         if first == _wire.WAIT_CANCELED:  # unprompted: the server is shutting down
             channel.seen = "shutdown"
             channel.close(f"the store shut down while this client waited ({op})")
