@@ -39,7 +39,6 @@ from datetime import timedelta
 from typing import Any, Final, overload
 
 from rdzv.errors import RendezvousClosedError, RendezvousConnectionError, StoreError
-from rdzv.rendezvous._connection import load_server
 from rdzv.rendezvous._node import Node
 from rdzv.rendezvous._round_state import closed_record
 from rdzv.rendezvous._static_config import (
@@ -138,7 +137,6 @@ class StaticTCPRendezvous(RendezvousHandler):
                     f"{type(master_addr).__name__} {master_addr!r}.",
                 )
             )
-        load_server(self._cfg)  # the first round imports nothing (asyncio: the host only)
         self._node = Node(self._cfg)
         self._closed_here = False
         self._shut_down = False
