@@ -1,5 +1,15 @@
 """The process trial of ``bench_rendezvous.py``: one process per node (see its docstring for
-the method), and the handler every trial builds (torch's constructor form)."""
+the method), and the handler every trial builds (torch's constructor form).
+
+How a node starts (``START``): what its forkserver preloads, and whether the handler is built
+before the release (then only ``next_rendezvous()`` is timed) or after it (timed too):
+
+* ``fresh``     nothing of the library preloaded: the import, the constructor and the
+  rendezvous all run after the release, in every node at once;
+* ``imported``  the user's top-of-file import line preloaded (a forkserver, or a module that
+  imports the library at the top), the constructor and the rendezvous after the release;
+* ``warm``      everything already imported (the server too) and the handler built.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +28,28 @@ from typing import Any
 import _memory
 import _trace
 
-_RDZV_PRELOAD = ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"]
-PRELOAD = {
-    "rdzv": _RDZV_PRELOAD,
-    "rdzv-fd": _RDZV_PRELOAD,
-    "torch": ["torch.distributed", "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"],
-}
+_RDZV_WARM = [
+    "rdzv.rendezvous.static",
+    "rdzv.store.client",
+    "rdzv.store.server",
+    "rdzv.rendezvous.registry",
+]
+_TORCH = ["torch.distributed", "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"]
+#: What a warm node's forkserver imported (also the packed trial's preload).
+PRELOAD = {"rdzv": _RDZV_WARM, "rdzv-fd": _RDZV_WARM, "torch": _TORCH}
+#: What a user's import line imports: ``from rdzv import StaticTCPRendezvous`` (the package's
+#: lazy attribute imports ``rdzv.rendezvous.static``, nothing more) and torch's
+#: ``import torch.distributed`` + ``from ...static_tcp_rendezvous import StaticTCPRendezvous``.
+_USER_IMPORT = {"rdzv": ["rdzv.rendezvous.static"], "rdzv-fd": ["rdzv.rendezvous.static"]}
+_USER_IMPORT["torch"] = _TORCH
+START = ("imported", "fresh", "warm")
+
+
+def preload_for(backend: str, start: str) -> list[str]:
+    """The modules a ``start`` node's forkserver imports before any node exists."""
+    if start == "fresh":
+        return []
+    return (_USER_IMPORT if start == "imported" else PRELOAD)[backend]
 
 
 # -- one node ------------------------------------------------------------------------------
@@ -56,10 +82,12 @@ def node(
     returned_at: Any,
     finish: Any,
 ) -> None:
-    """A node process: build the handler, say ready, wait for the release, rendezvous, note
-    when it returned (one write to shared memory), and report only after the measurement."""
+    """A node process: build the handler (warm), say ready, wait for the release, (build the
+    handler,) rendezvous, note when it returned (one write to shared memory), and report only
+    after the measurement."""
     try:
-        handler = make_handler(backend, rank, n, port, timeout, listen)
+        built_before = options.get("start", "warm") == "warm"
+        handler = make_handler(backend, rank, n, port, timeout, listen) if built_before else None
         trace = None
         if options["trace"] and backend != "torch":
             trace = _trace.Trace()
@@ -89,6 +117,8 @@ def node(
             trace.cpu0 = cpu
         if profiler is not None:
             profiler.enable()
+        if handler is None:
+            handler = make_handler(backend, rank, n, port, timeout, listen)
         info = handler.next_rendezvous()
         returned = time.monotonic()
         cpu = time.process_time() - cpu
@@ -119,7 +149,7 @@ def trial(
     backend: str, n: int, port: int, timeout: float, options: dict[str, Any]
 ) -> dict[str, Any]:
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD[backend])
+    ctx.set_forkserver_preload(preload_for(backend, options.get("start", "warm")))
     out = ctx.Queue()
     go = ctx.Event()
     start_at = ctx.Value("d", 0.0)

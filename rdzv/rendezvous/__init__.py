@@ -1,11 +1,11 @@
 """The static rendezvous: torch's rendezvous API over the TCP store of :mod:`rdzv.store`.
 
-Modules, lowest first; each imports only modules listed before it, except two lazy
-imports: ``api`` reaches ``registry`` (as torch's API module does) and ``registry`` imports
-``static`` only when it creates a ``static`` handler:
+Modules, lowest first; each imports only modules listed before it, except one lazy
+import: ``api`` reaches ``registry`` (as torch's API module does). Importing ``static`` (or
+``registry``) imports everything a join needs but the store server, which a hosting
+handler imports when it is built (a node that does not host never imports asyncio):
 
 * ``api``             torch's ``RendezvousHandler`` ABC, parameters and results
-* ``registry``        backend name -> handler factory (``static`` + entry-point plugins)
 * ``_static_config``  the ``static`` backend's options, validated once (pure)
 * ``_liveness`` ``_round_state``  is a claimant alive; store keys, identities, verdicts
 * ``_round_failures`` the errors and messages users see (pure)
@@ -16,6 +16,7 @@ imports: ``api`` reaches ``registry`` (as torch's API module does) and ``registr
 * ``_lost_member``    the hosting node's watch for members that vanish mid-round
 * ``_node``           one handler's node across rounds: connection, watch, rounds
 * ``static``          ``StaticTCPRendezvous``, the ``static`` backend (torch's surface)
+* ``registry``        backend name -> handler factory (``static`` + entry-point plugins)
 
 Imports: the standard library, :mod:`rdzv.errors`, :mod:`rdzv.events`,
 :mod:`rdzv.endpoint` and :mod:`rdzv.store` (which never imports this package).

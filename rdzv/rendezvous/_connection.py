@@ -14,8 +14,10 @@ import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rdzv.errors import StoreConnectionError, StoreError
+from rdzv.errors import StoreBindError, StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.store._bind import bind, bind_plan
+from rdzv.store.client import TCPStore
 
 if TYPE_CHECKING:
     from rdzv.store.base import Store
@@ -29,12 +31,18 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
     hosting node (``cfg.start_daemon``) first starts the server (shared with the other
     handlers of this process that host the same port).
 
+    The hosting node listens before it imports the server (and asyncio with it, tens of
+    milliseconds of CPU: the one import a process's first round makes, and only on the
+    hosting node): the others' connections wait in the listen backlog meanwhile, instead
+    of being refused and retried, which would take the CPU the import needs.
+
     Raises:
         StoreError: the server could not be started (``StoreBindError``), or no store
             answered in time.
     """
-    from rdzv.store.client import TCPStore  # sockets and asyncio only once a round starts
-
+    listen_fd = cfg.listen_fd
+    if cfg.start_daemon and listen_fd is None:
+        listen_fd = _listen_early(cfg)
     return TCPStore(
         cfg.host,
         cfg.port,
@@ -43,9 +51,24 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
         cfg.read_timeout,
         wait_for_workers=False,
         multi_tenant=True,
-        master_listen_fd=cfg.listen_fd,
+        master_listen_fd=listen_fd,
         connect_timeout=connect_timeout,
     )
+
+
+def _listen_early(cfg: StaticConfig) -> int | None:
+    """The descriptor of a socket listening where the hosting node's server will, for the
+    server to adopt; None when the server binds itself: an endpoint with several listen
+    addresses (``localhost``: IPv4 and IPv6), or a port this process cannot bind now (one of
+    its handlers already hosts it, which the server shares, or a real bind error, which the
+    server then reports)."""
+    if len(bind_plan(cfg.host)[0]) != 1:
+        return None
+    try:
+        (sock,) = bind(cfg.host, cfg.port)
+    except (StoreBindError, ValueError):
+        return None
+    return sock.detach()
 
 
 def reconnect(store: Store, seconds: float) -> Store:

@@ -1,8 +1,12 @@
 """Backend name -> handler factory, with torch's registry API and messages.
 
-``rendezvous_handler_registry`` comes with the ``static`` backend registered (its module is
-imported only when a ``static`` handler is created) and with every third-party backend
-advertised in the entry-point group ``rdzv.handlers``. Like torch's ``torchrun.handlers``
+``rendezvous_handler_registry`` comes with the ``static`` backend registered (imported
+with this module, so that ``from rdzv import create_handler`` imports all a join needs)
+and with every third-party backend advertised in the entry-point group ``rdzv.handlers``,
+looked up the first time a backend
+is asked for that is not registered (or :meth:`~RendezvousHandlerRegistry.backends` is
+called): reading every installed distribution's metadata costs milliseconds that a
+``static`` handler does not need to pay. Like torch's ``torchrun.handlers``
 group, each entry point names a zero-argument callable that returns the creator::
 
     [project.entry-points."rdzv.handlers"]
@@ -19,10 +23,14 @@ A plugin that fails to load is logged as a warning (and a ``plugin_failed`` even
 from __future__ import annotations
 
 import logging
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from rdzv.events import emit
 from rdzv.rendezvous.api import RendezvousHandler, RendezvousHandlerCreator, RendezvousParameters
+from rdzv.rendezvous.static import create_rdzv_handler
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoints
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -43,6 +51,12 @@ class RendezvousHandlerRegistry:
 
     def __init__(self) -> None:
         self._registry: dict[str, RendezvousHandlerCreator] = {}
+        self._plugin_group: str | None = None  # entry points not looked up yet
+
+    def _load_plugins(self) -> None:
+        group, self._plugin_group = self._plugin_group, None
+        if group is not None:
+            load_entry_point_handlers(self, group)
 
     def register(self, backend: str, creator: RendezvousHandlerCreator) -> None:
         """Register ``creator`` under ``backend``; registering the same pair again is fine.
@@ -72,6 +86,8 @@ class RendezvousHandlerRegistry:
                 rejected ``params``.
             RuntimeError: the handler reports a different backend name than requested.
         """
+        if params.backend not in self._registry:
+            self._load_plugins()
         try:
             creator = self._registry[params.backend]
         except KeyError as exc:
@@ -88,13 +104,19 @@ class RendezvousHandlerRegistry:
 
     def backends(self) -> list[str]:
         """Return the registered backend names, sorted (an rdzv extension)."""
+        self._load_plugins()
         return sorted(self._registry)
 
 
 def _create_static_handler(params: RendezvousParameters) -> RendezvousHandler:
-    from rdzv.rendezvous.static import create_rdzv_handler
-
     return create_rdzv_handler(params)
+
+
+def entry_points(*, group: str) -> EntryPoints:
+    """The entry points of ``group`` (``importlib.metadata`` is imported only now)."""
+    from importlib import metadata
+
+    return metadata.entry_points(group=group)
 
 
 def load_entry_point_handlers(
@@ -136,7 +158,7 @@ def load_entry_point_handlers(
 def _default_registry() -> RendezvousHandlerRegistry:
     registry = RendezvousHandlerRegistry()
     registry.register("static", _create_static_handler)
-    load_entry_point_handlers(registry)
+    registry._plugin_group = ENTRY_POINT_GROUP  # looked up when first needed
     return registry
 
 

@@ -27,7 +27,6 @@ from rdzv.errors import StoreConnectionError, StoreProtocolError
 from rdzv.events import emit
 from rdzv.store import _wire
 from rdzv.store._convert import format_elapsed
-from rdzv.store._kv import PROBE_KEY
 from rdzv.store._transport import Channel, Expired
 
 __all__ = [
@@ -48,7 +47,7 @@ _log = logging.getLogger("rdzv.client")
 FAST_WINDOW: Final = 1.0
 FAST_RETRY: Final = 0.02
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
-_PROBE: Final = _wire.encode_request(_wire.Check((PROBE_KEY,)))
+_PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
 _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
@@ -267,5 +266,7 @@ def _give_up(
         f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
         f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
     )
-    error.__cause__ = last
+    # The cause a user can act on: an OSError or a protocol error, never this package's
+    # private deadline signals (the message has already said what they meant).
+    error.__cause__ = None if isinstance(last, Expired) else last
     return error

@@ -12,11 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreTimeoutError
 from rdzv.store._convert import format_elapsed
-from rdzv.store.server import StoreServer
+
+if TYPE_CHECKING:  # a client that does not host never imports the server (nor asyncio)
+    from rdzv.store.server import StoreServer
 
 __all__ = ["TENANTS", "Tenancy", "await_workers", "local_address"]
 

@@ -38,7 +38,7 @@ from rdzv.store._table import Table
 __all__ = ["KV", "MAX_HELD", "PROBE_KEY", "Outcome"]
 
 #: The key an rdzv client CHECKs during its handshake to learn it may pipeline.
-PROBE_KEY: Final = b"\x00rdzv\x00pipelined-wait"
+PROBE_KEY: Final = w.PROBE_KEY
 #: Requests one connection may pipeline behind a pending wait before it is a protocol error.
 MAX_HELD: Final = 4096
 

@@ -87,16 +87,17 @@ class Wait:
             else:
                 payload += _wire.encode_request(follow)
         channel.submit(payload, op, self.deadline, self.seconds)
-        late = False
         try:
-            first = channel.read(_wire.read_u8, self.deadline, op)
+            first: int | None = channel.read(_wire.read_u8, self.deadline, op)
         except Expired:
-            first = self._cancel()
-            late = True
+            first = None  # cancelled below, outside this handler: no Expired in the chain
         except StoreClosedError as exc:
             if self.deadline is None or time.monotonic() < self.deadline:
                 raise
             raise self._closed_after_timeout(exc) from exc  # the deadline is the cause
+        late = first is None
+        if first is None:
+            first = self._cancel()
         if first == _wire.WAIT_CANCELED:  # unprompted: the server is shutting down
             channel.seen = "shutdown"
             channel.close(f"the store shut down while this client waited ({op})")

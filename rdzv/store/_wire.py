@@ -40,6 +40,7 @@ from rdzv.store._messages import Op, Request
 
 __all__ = [
     "NOT_READY",
+    "PROBE_KEY",
     "READY",
     "STOP_WAITING",
     "TORCH_PROTOCOL",
@@ -71,6 +72,9 @@ READY: Final = 0
 NOT_READY: Final = 1
 STOP_WAITING: Final = 0
 WAIT_CANCELED: Final = 1
+#: The key an rdzv client CHECKs during its handshake to learn it may pipeline (an rdzv
+#: server answers READY; see :mod:`rdzv.store._kv`). Here, so a client needs no ``_kv``.
+PROBE_KEY: Final = b"\x00rdzv\x00pipelined-wait"
 
 
 @dataclass(frozen=True)

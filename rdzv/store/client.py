@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from rdzv.errors import (
     QueueEmptyError,
@@ -48,7 +48,9 @@ from rdzv.store._hosting import TENANTS, await_workers, local_address
 from rdzv.store._transport import Channel, Expired, closed_error
 from rdzv.store._waits import Wait
 from rdzv.store.base import Store
-from rdzv.store.server import StoreServer
+
+if TYPE_CHECKING:  # imported by a master only: a client that does not host needs no asyncio
+    from rdzv.store.server import StoreServer
 
 __all__ = ["TCPStore"]
 
@@ -117,6 +119,8 @@ class TCPStore(Store):
         self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
         connect_host = host_name
         if is_master:
+            from rdzv.store.server import StoreServer
+
             self.server = TENANTS.acquire(
                 host_name,
                 port,

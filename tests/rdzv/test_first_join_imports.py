@@ -1,0 +1,145 @@
+"""What a process imports for its first rendezvous: all of it before the first join, but
+the store server on the hosting node.
+
+Each case runs in a fresh interpreter (``sys.modules`` of this test process says nothing),
+records ``sys.modules`` after building the handler, joins a round and reports what the join
+imported. A node that does not host imports nothing in its first join and never imports
+asyncio; the hosting node listens first, then imports the store server (and asyncio with
+it) and nothing else of rdzv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rdzv.rendezvous.static import StaticTCPRendezvous
+from tests.rdzv.conftest import REPO_ROOT
+
+#: Modules no node should import to join (asyncio's own imports among them).
+_HEAVY = ("asyncio", "ssl", "concurrent.futures", "base64")
+
+_CHILD = """
+import json, sys
+form, rank, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if form == "class":
+    from rdzv import StaticTCPRendezvous
+    handler = StaticTCPRendezvous("127.0.0.1", port, rank, world, "imports", 30.0)
+else:
+    from rdzv import RendezvousParameters, create_handler
+    params = RendezvousParameters(
+        "static", f"127.0.0.1:{port}", "imports", world, world, rank=rank, timeout=30
+    )
+    handler = create_handler(params)
+built = set(sys.modules)
+info = handler.next_rendezvous()
+joined = set(sys.modules)
+handler.shutdown()
+print(json.dumps({
+    "rank": info.rank,
+    "imported_by_join": sorted(joined - built),
+    "at_build": sorted(built),
+}), flush=True)
+"""
+
+
+def _run_child(form: str, rank: int, world: int, port: int) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, form, str(rank), str(world), str(port)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
+
+
+@contextlib.contextmanager
+def _host_in_this_process(world: int) -> Iterator[int]:
+    """Node 0 of a ``world``-node round, joining in a thread of this process; yields its port
+    (a socket bound here, port 0, handed to node 0 to listen on)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    handler = StaticTCPRendezvous(
+        "127.0.0.1", port, 0, world, "imports", 30.0, listen_fd=sock.detach()
+    )
+    failure: list[BaseException] = []
+
+    def join() -> None:
+        try:
+            handler.next_rendezvous()
+        except BaseException as exc:  # reported by the test below
+            failure.append(exc)
+
+    thread = threading.Thread(target=join, daemon=True)
+    thread.start()
+    try:
+        yield port
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "node 0 did not return"
+        assert not failure, failure
+    finally:
+        handler.shutdown()
+        thread.join(timeout=10)
+
+
+#: The store server's own modules: what the hosting node imports in its first join.
+_SERVER_SIDE = {
+    "rdzv.store.server",
+    "rdzv.store._decoder",
+    "rdzv.store._droplog",
+    "rdzv.store._kv",
+    "rdzv.store._writers",
+}
+
+
+@pytest.mark.parametrize("form", ["class", "create_handler"])
+def test_the_hosting_nodes_first_join_imports_only_the_store_server(form: str) -> None:
+    result = _run_child(form, 0, 1, 0)
+    assert result["rank"] == 0
+    joined = result["imported_by_join"]
+    assert "rdzv.store.server" in joined
+    assert {m for m in joined if m.startswith("rdzv")} <= _SERVER_SIDE
+    assert "asyncio" in joined
+
+
+@pytest.mark.parametrize("form", ["class", "create_handler"])
+def test_a_node_that_does_not_host_imports_nothing_new_and_no_asyncio(form: str) -> None:
+    with _host_in_this_process(2) as port:
+        result = _run_child(form, 1, 2, port)
+    assert result["rank"] == 1
+    assert result["imported_by_join"] == []
+    assert "rdzv.store.client" in result["at_build"]
+    assert not [m for m in _HEAVY if m in result["at_build"]]
+    assert "rdzv.store.server" not in result["at_build"]
+
+
+def test_importing_the_class_imports_no_asyncio_and_no_server() -> None:
+    code = (
+        "import json, sys\nfrom rdzv import StaticTCPRendezvous\nprint(json.dumps([*sys.modules]))"
+    )
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(
+        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout))
+    assert "rdzv.store.client" in modules
+    assert not [m for m in (*_HEAVY, "rdzv.store.server") if m in modules]

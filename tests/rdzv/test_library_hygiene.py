@@ -1,0 +1,124 @@
+"""rdzv behaves as a library: no output unless the application asks, and errors whose chain
+names only what a user can act on (never a private rdzv exception)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from rdzv.errors import StoreConnectionError, StoreTimeoutError
+from rdzv.store.client import TCPStore
+from tests.rdzv.conftest import REPO_ROOT
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception reachable through ``__cause__`` and ``__context__``."""
+    seen: list[BaseException] = []
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if any(current is s for s in seen):
+            continue
+        seen.append(current)
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return seen
+
+
+def _private_rdzv(chain: list[BaseException]) -> list[str]:
+    """The exceptions of ``chain`` that are rdzv's but not public (public: ``rdzv.errors``)."""
+    names = [f"{type(e).__module__}.{type(e).__qualname__}" for e in chain]
+    return [n for n in names if n.startswith("rdzv.") and not n.startswith("rdzv.errors.")]
+
+
+@pytest.fixture
+def stores() -> tuple[TCPStore, TCPStore]:
+    master = TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=30))
+    try:
+        worker = TCPStore("127.0.0.1", master.port, timeout=30)
+    except BaseException:
+        master.close()
+        raise
+    try:
+        yield master, worker
+    finally:
+        worker.close()
+        master.close()
+
+
+def test_the_readmes_timed_out_wait_chains_no_private_exception(
+    stores: tuple[TCPStore, TCPStore],
+) -> None:
+    _, worker = stores
+    with pytest.raises(StoreTimeoutError) as info:
+        worker.wait(["missing"], timedelta(seconds=0.2))
+    assert "wait timeout after 200ms, keys: /missing" in str(info.value)
+    assert _private_rdzv(_chain(info.value)) == []
+
+
+def test_a_timed_out_get_chains_no_private_exception(stores: tuple[TCPStore, TCPStore]) -> None:
+    _, worker = stores
+    worker.set_timeout(0.2)
+    with pytest.raises(StoreTimeoutError) as info:
+        worker.get("missing")
+    assert _private_rdzv(_chain(info.value)) == []
+
+
+def test_a_silent_acceptor_gives_a_connection_error_without_a_private_cause() -> None:
+    with socket.socket() as silent:  # listens, never accepts, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        with pytest.raises(StoreConnectionError) as info:
+            TCPStore("127.0.0.1", silent.getsockname()[1], timeout=1.0)
+    assert "never answers the handshake" in str(info.value)
+    assert _private_rdzv(_chain(info.value)) == []
+
+
+def test_a_refused_connection_keeps_the_os_error_as_its_cause() -> None:
+    with socket.socket() as bound:  # bound, not listening: connections are refused
+        bound.bind(("127.0.0.1", 0))
+        with pytest.raises(StoreConnectionError) as info:
+            TCPStore("127.0.0.1", bound.getsockname()[1], timeout=0.3)
+    assert isinstance(info.value.__cause__, ConnectionRefusedError)
+    assert _private_rdzv(_chain(info.value)) == []
+
+
+_WARN = """
+import logging, sys
+from rdzv.events import emit
+if sys.argv[1] == "configured":
+    logging.basicConfig(format="%(name)s %(levelname)s %(message)s")
+log = logging.getLogger("rdzv.rendezvous")
+emit(log, "member_lost", logging.WARNING, run_id="job-1", round=0, rank=0, lost_rank=2)
+emit(log, "exit_wait_ended", logging.WARNING, missing=[3], message="rank 3 did not call shutdown()")
+logging.getLogger("rdzv.server").warning("a plain warning")
+"""
+
+
+def _stderr_of(mode: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _WARN, mode],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def test_with_logging_unconfigured_rdzv_writes_nothing_to_stderr() -> None:
+    assert _stderr_of("unconfigured") == ""
+
+
+def test_with_logging_configured_events_read_as_lines_of_names_and_values() -> None:
+    lines = _stderr_of("configured").splitlines()
+    assert lines == [
+        "rdzv.rendezvous WARNING member_lost run_id='job-1' round=0 rank=0 lost_rank=2",
+        "rdzv.rendezvous WARNING exit_wait_ended: rank 3 did not call shutdown()",
+        "rdzv.server WARNING a plain warning",
+    ]
