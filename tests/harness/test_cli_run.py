@@ -85,6 +85,14 @@ backend = "waiting_backend:waiting"
 
 [timeouts]
 join = 300
+
+# in place from the start, but the nodes never send through their links: when the run is
+# interrupted it has not acted, because it was not reached, not because it missed
+[[fault]]
+kind = "toxic"
+nodes = [1]
+type = "latency"
+attributes = { latency = 100 }
 """
 
 ELSEWHERE = """\
@@ -362,6 +370,9 @@ def test_ctrl_c_stops_the_run_at_once_kills_every_node_and_says_interrupted(
     assert re.search(r"^\[1/2\] INTERRUPTED waits-forever .*\[3 interrupted\]", out, re.M)
     assert "0 passed, 0 failed, 0 errors, 1 interrupted" in out
     assert not re.search(r"\bPASS\b", out)
+    assert "did not act" not in out + err
+    assert "fault 0 toxic on nodes 1 from 0.00 s to the end: latency" in out
+    assert "not reached: the run was interrupted before it acted" in out
     _, alive = psutil.wait_procs(family, timeout=30)
     assert not alive, f"left running: {alive}"
     assert ToxiproxyClient(embedded.host, embedded.port).proxies() == {}
