@@ -4,7 +4,8 @@ Registered as the ``pytest11`` entry point ``harness`` (active once the package 
 installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
 
 * Every file matching the ini glob ``harness_scenarios`` (default ``scenarios/**/*.toml``,
-  relative to the rootdir) is collected as one item per file, marked ``harness_scenario``.
+  relative to the rootdir), and any ``.toml`` file named on the command line, is collected
+  as one item per file, marked ``harness_scenario``.
   An invalid file is a collection error naming the file and its bad keys; a failing item
   shows the failed checks, each node's outcome, the seed and the command that replays it.
 * Options (group "harness"), each with an ini twin: ``--harness-seed`` / ``harness_seed``,
@@ -236,6 +237,11 @@ def _matches(config: pytest.Config) -> frozenset[Path]:
     if _MATCHES not in config.stash:
         root = config.rootpath
         found = {p.resolve() for g in config.getini("harness_scenarios") for p in root.glob(g)}
+        # a .toml file named on the command line is collected even outside the globs, so
+        # `pytest scenarios/scale/x.toml` runs it instead of answering "not found"
+        where = config.invocation_params.dir
+        named = {(where / arg.split("::")[0]).resolve() for arg in config.args}
+        found |= {p for p in named if p.suffix == ".toml"}
         config.stash[_MATCHES] = frozenset(p for p in found if p.is_file())
     return config.stash[_MATCHES]
 

@@ -1,5 +1,9 @@
 """rdzv installs and works on its own; the harness's dependencies live behind its extra.
 
+The rdzv-only distribution (``packaging/rdzv``: ``pip install ./packaging/rdzv``) ships the
+``rdzv`` package alone: no ``harness`` package, no console script, no pytest plugin, no
+dependency. A test builds its wheel and looks inside.
+
 ``pip install .`` (no extra) installs the ``rdzv`` and ``harness`` packages and nothing
 else. The end-to-end tests reproduce that install: a fresh virtual environment without pip
 and without the system's site-packages, holding only copies of the two packages, in which
@@ -9,11 +13,14 @@ and without the system's site-packages, holding only copies of the two packages,
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
+import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +178,39 @@ def test_harness_command_says_in_one_line_that_it_needs_its_extra(
     reason = f"the harness needs its extra, which is not installed here (missing: {missing})"
     assert done.stderr == f"harness: {reason}; install it with: {INSTALL_HINT}\n"
     assert INSTALL_HINT == "pip install 'rdzv[harness]' (from a checkout: pip install '.[harness]')"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("setuptools") is None, reason="building a wheel needs setuptools"
+)
+def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
+    source = tmp_path / "source"  # a copy (its rdzv link resolved): no build files in the repo
+    shutil.copytree(
+        REPO / "packaging" / "rdzv", source, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    built = subprocess.run(
+        [*pip, str(source), "-w", str(tmp_path / "wheels")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "wheels").glob("rdzv-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    dist_info = wheel.name.split("-py")[0] + ".dist-info"
+    assert {name.split("/")[0] for name in names} == {"rdzv", dist_info}
+    shipped = {name for name in names if name.startswith("rdzv/")}
+    ours = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "rdzv").rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert shipped == ours  # the whole library, the same files
+    meta = zipfile.ZipFile(wheel)
+    info = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    metadata = meta.read(info).decode()
+    assert "Name: rdzv\n" in metadata
+    assert "Requires-Dist" not in metadata and "Provides-Extra" not in metadata
+    assert not any(name.endswith(".dist-info/entry_points.txt") for name in names)

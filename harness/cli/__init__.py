@@ -3,7 +3,8 @@
 Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
 returns the exit status, so new commands plug in with one ``add_parser`` call:
 
-* ``run``      ``run`` and ``list`` (and what other commands share: exit codes, types)
+* ``run``      ``run`` (and what other commands share: exit codes, types, loading)
+* ``listing``  ``list``
 * ``fuzz``     ``fuzz`` and ``replay``
 * ``proxy``    ``proxy``: the embedded fault proxy as a server
 
@@ -22,6 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from harness.cli.fuzz import add_commands as add_fuzz_commands
+from harness.cli.listing import add_command as add_list_command
 from harness.cli.proxy import add_command as add_proxy_command
 from harness.cli.run import add_commands
 
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_commands(commands)
+    add_list_command(commands)
     add_fuzz_commands(commands)
     add_proxy_command(commands)
     return parser

@@ -114,7 +114,7 @@ def _replay_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("harness replay: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print_summary([report], out, report.duration)
+    print_summary([report], out, report.duration, title="harness replay")
     if args.html is not None:
         now = dt.datetime.now(dt.UTC)
         try:

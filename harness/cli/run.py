@@ -1,4 +1,4 @@
-"""``harness run`` and ``harness list``: the commands that load and run scenario files.
+"""``harness run``: load scenario files, run them, report (and what ``list`` shares).
 
 ``run`` checks that the ``--junit``/``--html`` destinations can be written and loads
 every scenario first (invalid files stop everything with exit status 2, naming every bad
@@ -10,7 +10,7 @@ exits 1 when any scenario failed, 2 when nothing ran (every scenario skipped), 1
 Ctrl-C (the running scenarios are stopped at once and shown as interrupted), 0 otherwise.
 
 Everything read from files is data: it is printed literally (rich markup and ``:emoji:``
-codes are off on these consoles), and ``list`` never shortens a name or a path.
+codes are off on these consoles).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -33,7 +32,6 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
 from harness.errors import HarnessError, InvalidScenariosError, ScenarioError
@@ -63,6 +61,7 @@ __all__ = [
     "at_least_one",
     "backend_arg",
     "data_console",
+    "load_scenarios",
     "nothing_ran",
     "pack_arg",
     "parse_address",
@@ -70,12 +69,9 @@ __all__ = [
     "report_file",
 ]
 
-DEFAULT_PATH = "scenarios"
 #: Exit statuses: every scenario passed / some failed / the command could not run or
 #: nothing ran / interrupted (Ctrl-C).
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-#: Where the field failures that scenarios cite (``field_failure = "F28"``) are described.
-FIELD_FAILURES_DOC = "docs/field-failures.md"
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -171,8 +167,9 @@ def print_invalid(command: str, exc: ScenarioError) -> None:
         problems = "\n".join(f"  - {p}" for p in error.problems)
         print(f"harness {command}: invalid scenario {error.source}:\n{problems}", file=sys.stderr)
     if isinstance(exc, InvalidScenariosError) and len(errors) > 1:
+        outcome = "nothing listed" if command == "list" else "nothing ran"
         print(
-            f"harness {command}: {len(errors)} scenario paths are invalid; nothing ran",
+            f"harness {command}: {len(errors)} scenario paths are invalid; {outcome}",
             file=sys.stderr,
         )
 
@@ -186,7 +183,7 @@ def nothing_ran(reports: Sequence[Report]) -> str | None:
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``run`` and ``list`` to the top-level subparsers."""
+    """Add ``run`` to the top-level subparsers."""
     run = commands.add_parser(
         "run",
         help="run scenario files and judge them",
@@ -231,16 +228,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="use this real Toxiproxy server instead of the embedded one",
     )
     run.set_defaults(func=_run_command)
-    listing = commands.add_parser(
-        "list", help="list scenario files", description="List scenarios without running them."
-    )
-    listing.add_argument(
-        "paths", nargs="*", metavar="PATH", help=f"files or directories (default {DEFAULT_PATH}/)"
-    )
-    listing.set_defaults(func=_list_command)
 
 
-def _load(command: str, paths: Sequence[str]) -> list[Scenario] | None:
+def load_scenarios(command: str, paths: Sequence[str]) -> list[Scenario] | None:
+    """The scenarios of ``paths``, or None after saying on stderr why there are none (bad
+    files, each with its problems; no ``*.toml`` under a path)."""
     try:
         scenarios = load_many(paths)
     except ScenarioError as exc:
@@ -316,7 +308,7 @@ def _write(what: str, path: Path, write: Callable[[], None]) -> bool:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    scenarios = _load("run", args.paths)
+    scenarios = load_scenarios("run", args.paths)
     if scenarios is None:
         return EXIT_USAGE
     if args.backend is not None:
@@ -368,45 +360,3 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"harness run: {why_not}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_PASSED if all(r.passed for r in reports) else EXIT_FAILED
-
-
-def _fault_names(scenario: Scenario) -> str:
-    names: list[str] = []
-    for fault in scenario.fault:
-        detail = getattr(fault, "type", None) or getattr(fault, "mode", None)
-        if fault.kind == "store_op":
-            detail = f"{getattr(fault, 'action', '')} {getattr(fault, 'op', '')}"
-        name = f"{fault.kind} {detail}" if detail else fault.kind
-        if name not in names:
-            names.append(name)
-    return ", ".join(names) or "-"
-
-
-def _list_command(args: argparse.Namespace) -> int:
-    scenarios = _load("list", args.paths or [DEFAULT_PATH])
-    if scenarios is None:
-        return EXIT_USAGE
-    heads = ("scenario", "nodes", "faults", "field failure", "backends", "file")
-    rows = []
-    for sc in scenarios:
-        backends = ", ".join([sc.backend, *(b for b in sc.backends if b != sc.backend)])
-        fields = (sc.name, str(sc.nodes), _fault_names(sc), sc.field_failure or "-", backends)
-        rows.append((*fields, sc.path or "-"))
-    out = data_console()
-    table = Table(header_style="bold")
-    for head in heads:
-        table.add_column(head, justify="right" if head == "nodes" else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
-    unbounded = out.options.update(max_width=1_000_000)
-    if Measurement.get(out, unbounded, table).maximum <= out.width:
-        out.print(table)
-    else:  # too narrow for the table without wrapping: one unbroken line per field
-        for name, *rest in rows:
-            out.print(name, soft_wrap=True)
-            for head, value in zip(heads[1:], rest, strict=True):
-                out.print(f"  {head}: {value}", soft_wrap=True)
-    out.print(f"{len(scenarios)} scenario(s)", soft_wrap=True)
-    if any(sc.field_failure for sc in scenarios):
-        out.print(f"field failures (F..) are described in {FIELD_FAILURES_DOC}", soft_wrap=True)
-    return EXIT_PASSED

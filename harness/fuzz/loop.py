@@ -14,7 +14,9 @@ fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -204,7 +206,7 @@ def fuzz(
         result.failures = 1
         result.reports.append(report)
         result.written.append(_write(data, report, seed, Path(out_dir)))
-    progress(_closing_line(result))
+    progress(_closing_line(result, backend))
     return result
 
 
@@ -237,22 +239,46 @@ def _write(data: dict[str, Any], report: Report, seed: int, out_dir: Path) -> Pa
     return path
 
 
-def _closing_line(result: FuzzResult) -> str:
+def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
     ran = f"fuzz: seed {result.seed}: {result.examples} scenario(s) run"
     if result.shrinks:
         ran += f" and {result.shrinks} shrink step(s)"
     if not result.written:
         return f"{ran}; no failure found"
     path = result.written[0]
+    env = ""
+    if backend is not None and ":" in backend:  # module:factory: its nodes import module
+        where = module_home(backend.partition(":")[0])
+        env = f"PYTHONPATH={shlex.quote(str(where))} " if where is not None else ""
     line = (
         f"{ran}; 1 failing scenario written to {path} "
-        f"(run it: harness run {path}; replay: harness replay {path})"
+        f"(run it: {env}harness run {path}; replay: {env}harness replay {path})"
     )
     if any(DEAD_MEMBER in _checks(report) for report in result.reports):
         line += f"; {DEAD_MEMBER} is the oracle's verdict on the run's order: replay applies it"
+    if backend is not None and ":" in backend:
+        module = backend.partition(":")[0]
+        line += f"; its backend {backend} needs module {module!r} importable where it runs" + (
+            " (PYTHONPATH as shown)" if env else " (on PYTHONPATH)"
+        )
     if result.flaky:
         line += "; it passed once when run again: the failure depends on timing"
     return line
+
+
+def module_home(module: str) -> Path | None:
+    """The directory to put on ``PYTHONPATH`` so that ``module`` imports as it does here
+    (None when it does not import here)."""
+    top = module.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:  # a package: the directory that holds it
+        return Path(next(iter(spec.submodule_search_locations))).parent
+    return Path(spec.origin).parent if spec.origin else None
 
 
 def replay(

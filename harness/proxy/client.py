@@ -69,6 +69,26 @@ class _TimedRequests:
         return self._send("DELETE", **kwargs)
 
 
+def _why(exc: BaseException) -> str:
+    """The socket error under requests' and urllib3's wrappers, in a few words
+    (``connection refused``), else the first line of the outermost message."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        err = todo.pop(0)
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.strerror:
+            return err.strerror[:1].lower() + err.strerror[1:]
+        reason = getattr(err, "reason", None)
+        nested = [a for a in err.args if isinstance(a, BaseException)]
+        todo += [err.__cause__, err.__context__, *nested]
+        if isinstance(reason, BaseException):
+            todo.append(reason)
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 class ToxiproxyClient:
     """Typed access to a Toxiproxy API server (real or the harness's embedded one).
 
@@ -122,7 +142,7 @@ class ToxiproxyClient:
             )
         hint = "is the server running there?"
         return ToxiproxyUnreachableError(
-            f"cannot reach toxiproxy at {self.url} for {method} {path}: {exc}; {hint}"
+            f"cannot reach toxiproxy at {self.url} for {method} {path}: {_why(exc)}; {hint}"
         )
 
     @contextlib.contextmanager

@@ -7,7 +7,11 @@ Error messages imitate Go's ``net`` package, as Toxiproxy returns them verbatim 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
+import functools
 import socket
+import sys
 
 from harness.errors import ProxyStartError
 
@@ -61,39 +65,67 @@ async def bind_listen(listen: str) -> socket.socket:
     return _listen_socket(*await resolve_listen(listen))
 
 
-def _shareable(family: socket.AddressFamily) -> socket.socket:
+def _reusable(family: socket.AddressFamily) -> socket.socket:
+    # SO_REUSEADDR only: a port left in TIME_WAIT by dropped connections can be bound again,
+    # while a second listener on the same port (SO_REUSEPORT) is refused, as Toxiproxy does.
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if hasattr(socket, "SO_REUSEPORT"):  # lets hold_port() keep the port (Linux, BSD)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     return sock
+
+
+def _disconnect(sock: socket.socket) -> bool:
+    """``connect(AF_UNSPEC)``: Linux turns a listening TCP socket back into a closed one
+    (pending connections are reset) while it stays bound. False where that is not possible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    unspec = (ctypes.c_ubyte * 16)()  # a sockaddr whose family is AF_UNSPEC (0)
+    return bool(_libc().connect(sock.fileno(), unspec, ctypes.sizeof(unspec)) == 0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def hold_port(listener: socket.socket) -> socket.socket | None:
-    """A socket bound to ``listener``'s address that does not listen: once the listener is
-    closed, connections to the port are refused, and nothing else can bind it (an outgoing
-    connection's automatic port included) until this socket listens again (``listen()``)
-    or is closed. None where the platform cannot share a port this way."""
-    if not hasattr(socket, "SO_REUSEPORT"):
-        return None
-    sock = _shareable(socket.AddressFamily(listener.family))
+    """Stop ``listener`` listening but keep its port: connections to the port are refused,
+    and nothing else can bind it (an outgoing connection's automatic port included) until
+    the socket listens again (:func:`relisten`) or is closed. Returns the same socket, or
+    None where the platform cannot do this (``listener`` is then closed, the port free).
+    """
+    address = listener.getsockname()
     try:
-        sock.bind(listener.getsockname())
+        if not _disconnect(listener):
+            listener.close()
+            return None
+        try:  # a port the kernel chose (listen on port 0) is given back: take it again
+            listener.bind(address)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: still bound (the port was explicit)
+                raise
+        # no SO_REUSEADDR while held: a bound socket that does not listen blocks others only
+        # if it does not offer to share (Linux lets two reusable non-listeners bind a port)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
     except OSError:
-        sock.close()
+        listener.close()
         return None
-    return sock
+    return listener
 
 
 def relisten(sock: socket.socket) -> socket.socket:
-    """Make a socket kept by :func:`hold_port` a non-blocking listener again."""
+    """Make a socket kept by :func:`hold_port` a non-blocking listener again.
+
+    Raises:
+        OSError: the socket cannot listen again.
+    """
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.listen(4096)
     sock.setblocking(False)
     return sock
 
 
 def _listen_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
-    sock = _shareable(family)
+    sock = _reusable(family)
     try:
         sock.bind(address)
         sock.listen(4096)

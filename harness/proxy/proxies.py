@@ -143,11 +143,10 @@ class Proxy:
         if not self.enabled:
             return
         self.enabled = False
-        if self._listener is not None:
-            asyncio.get_running_loop().remove_reader(self._listener.fileno())
-            self._held = hold_port(self._listener)
-            self._listener.close()
-            self._listener = None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            asyncio.get_running_loop().remove_reader(listener.fileno())
+            self._held = hold_port(listener)  # the same socket, no longer listening
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self.connections.values()):

@@ -72,9 +72,9 @@ def _counts_text(report: Report) -> Text:
     return text
 
 
-def summary_table(reports: Sequence[Report]) -> Table:
-    """The rich summary table, one row per report."""
-    table = Table(title="harness run", title_justify="left", header_style="bold")
+def summary_table(reports: Sequence[Report], title: str = "harness run") -> Table:
+    """The rich summary table, one row per report, titled after the command."""
+    table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("scenario", no_wrap=True)
     table.add_column("seed", justify="right", no_wrap=True)
     table.add_column("nodes", justify="right")
@@ -110,7 +110,13 @@ def failure_panel(report: Report) -> Panel:
         line.append(f"{check}] ", style="bold")
         line.append(message)
         if fold.nodes:
-            count = f"{len(fold.nodes)} nodes: " if fold.count > 1 else "nodes "
+            count = (
+                f"{len(fold.nodes)} nodes: "
+                if fold.count > 1
+                else "node "
+                if len(fold.nodes) == 1
+                else "nodes "
+            )
             line.append(f"  ({count}{short_ranges(fold.nodes)})", style="dim")
         lines.append(line)
     lines += [Text(x, style="red") for x in fold_lines(folds, shown)[shown:]]
@@ -131,10 +137,15 @@ def failure_panel(report: Report) -> Panel:
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
-def print_summary(reports: Sequence[Report], console: Console, wall: float | None = None) -> None:
-    """Print the summary table, a warning per fault that did not act, a panel per failed
-    report, and the totals line."""
-    console.print(summary_table(reports))
+def print_summary(
+    reports: Sequence[Report],
+    console: Console,
+    wall: float | None = None,
+    title: str = "harness run",
+) -> None:
+    """Print the summary table (titled ``title``, the command), a warning per fault that
+    did not act, a panel per failed report, and the totals line."""
+    console.print(summary_table(reports, title))
     for report in reports:
         for warning in idle_fault_lines(report):
             line = Text("warning: ", style="bold yellow")

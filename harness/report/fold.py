@@ -3,7 +3,10 @@
 At 4096 nodes a failing run has thousands of look-alike violations and outcomes
 ("node 17 ended 'timeout', expected 'ok': ..."). Each is folded with the others that read
 the same once the node's own number is masked (``node 17`` and ``rank 17`` become
-``node N`` and ``rank N``), and the group is shown once, with its nodes as ranges:
+``node N`` and ``rank N``) and every other number (a pid, a port, a duration, another
+node's number) is abstracted; the group is shown once, with its nodes as ranges and each
+abstracted number as the range of what its nodes said (``waited 27.1-28.4 s`` with
+an en dash; a number all of them said alike is shown as it is):
 ``[outcome] node N ended 'timeout', expected 'ok': ...  (nodes 0-2729, 2731-4095: 4095)``.
 A group of one node keeps its own words.
 
@@ -25,8 +28,11 @@ from harness.run.model import NodeOutcome, Violation
 __all__ = [
     "FOLD_ABOVE",
     "Fold",
+    "abstract",
     "elapsed_range",
+    "fill",
     "fold_lines",
+    "group_message",
     "mask",
     "node_ranges",
     "nodes_label",
@@ -34,7 +40,9 @@ __all__ = [
     "outcome_groups",
     "placement_line",
     "runs",
+    "same_words",
     "short_ranges",
+    "value_range",
     "violation_folds",
 ]
 
@@ -52,6 +60,48 @@ def mask(text: str, node: int, rank: int | None = None) -> str:
     ``node N`` and ``rank N``, so that look-alike lines of different nodes compare equal."""
     own = {str(node)} if rank is None else {str(node), str(rank)}
     return _NUMBERED.sub(lambda m: f"{m[1]} N" if m[2] in own else m[0], text)
+
+
+#: A number in a message: ``41234``, ``27.5``, ``127.0.0.1``, ``1.5s``, ``300ms`` (not
+#: part of a word: ``F28``, ``round0``).
+_VALUE = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?=(?:ms|s)?(?!\w))")
+#: Where :func:`abstract` took a number out of a text.
+_HOLE = "\x00"
+
+
+def abstract(text: str) -> tuple[str, tuple[str, ...]]:
+    """``text`` with every number taken out, and the numbers in order: lines that differ
+    only by pids, ports, durations or other nodes' numbers get the same template."""
+    return _VALUE.sub(_HOLE, text), tuple(m[0] for m in _VALUE.finditer(text))
+
+
+def _order(value: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), value)
+    except ValueError:  # a dotted address: in text order
+        return (1, 0.0, value)
+
+
+def value_range(values: Iterable[str]) -> str:
+    """``27.1-28.4`` (lowest to highest, an en dash between), or the value when all are
+    the same."""
+    ordered = sorted(set(values), key=_order)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}\N{EN DASH}{ordered[-1]}"
+
+
+def fill(template: str, said: Sequence[Sequence[str]]) -> str:
+    """A template of :func:`abstract` with each hole the :func:`value_range` of what each
+    member said there (``said`` holds each member's numbers, in order)."""
+    parts = template.split(_HOLE)
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        out += value_range(values[i] for values in said) + part
+    return out
+
+
+def same_words(one: str, other: str) -> bool:
+    """Whether two texts differ at most by their numbers (:func:`abstract`)."""
+    return abstract(one)[0] == abstract(other)[0]
 
 
 def runs(indexes: Iterable[int]) -> list[tuple[int, int]]:
@@ -91,8 +141,9 @@ def nodes_label(nodes: Sequence[int]) -> str:
 
 @dataclass
 class Fold:
-    """Nodes whose lines read the same: ``line`` (node number masked) and the first node's
-    own ``sample``; ``count`` lines were folded; :attr:`text` is what is shown."""
+    """Nodes whose lines read the same: ``line`` (node number masked, other numbers as the
+    range of what the nodes said) and the first node's own ``sample``; ``count`` lines were
+    folded; :attr:`text` is what is shown."""
 
     nodes: list[int]
     line: str
@@ -105,15 +156,31 @@ class Fold:
 
 
 def _fold(items: Iterable[tuple[Hashable, Sequence[int], str, str]]) -> list[Fold]:
-    """Group ``(key, nodes, masked line, own line)`` by key, in order of first appearance."""
-    groups: dict[Hashable, Fold] = {}
+    """Group ``(key, nodes, masked line, own line)`` by key and by the masked line's
+    template (:func:`abstract`), in order of first appearance."""
+    groups: dict[Hashable, tuple[Fold, str, list[tuple[str, ...]]]] = {}
     for key, nodes, line, sample in items:
-        if key in groups:
-            groups[key].nodes.extend(nodes)
-            groups[key].count += 1
+        template, values = abstract(line)
+        if (key, template) in groups:
+            fold, _, said = groups[key, template]
+            fold.nodes.extend(nodes)
+            fold.count += 1
+            said.append(values)
         else:
-            groups[key] = Fold(list(nodes), line, sample)
-    return list(groups.values())
+            groups[key, template] = (Fold(list(nodes), line, sample), template, [values])
+    for fold, template, said in groups.values():
+        fold.line = fill(template, said)
+    return [fold for fold, _, _ in groups.values()]
+
+
+def group_message(group: Sequence[NodeOutcome]) -> str:
+    """The message of nodes that ended alike: each node's number masked, other numbers as
+    the range of what they said (empty when the first has none)."""
+    first = group[0]
+    if not first.message:
+        return ""
+    said = [abstract(mask(o.message, o.node, o.rank))[1] for o in group if o.message]
+    return fill(abstract(mask(first.message, first.node, first.rank))[0], said)
 
 
 def violation_folds(violations: Sequence[Violation], fold: bool = True) -> list[Fold]:
@@ -126,7 +193,7 @@ def violation_folds(violations: Sequence[Violation], fold: bool = True) -> list[
         if len(v.nodes) != 1 or not fold:
             return (i,), v.nodes, own, own
         masked = f"[{v.check}] {mask(v.message, v.nodes[0])}"
-        return (v.check, masked, v.known), v.nodes, masked, own
+        return (v.check, v.known), v.nodes, masked, own
 
     return _fold(item(i, v) for i, v in enumerate(violations))
 
@@ -143,13 +210,13 @@ def _outcome_words(o: NodeOutcome, rank: str, elapsed: str) -> str:
 
 
 def outcome_groups(outcomes: Sequence[NodeOutcome]) -> list[list[NodeOutcome]]:
-    """Nodes that ended alike: same status, error, message but for their own number, world
-    size, and rank (their own node id, none, or the same other rank); in order of first
-    node."""
+    """Nodes that ended alike: same status, error, message but for their own number and
+    other numbers (:func:`abstract`), world size, and rank (their own node id, none, or the
+    same other rank); in order of first node."""
     keyed: dict[tuple[str, str | None, str, int | None, str], list[NodeOutcome]] = {}
     for o in sorted(outcomes, key=lambda o: o.node):
         rank = "" if o.rank is None else "same" if o.rank == o.node else str(o.rank)
-        message = mask(o.message, o.node, o.rank) if o.message else ""
+        message = abstract(mask(o.message, o.node, o.rank))[0] if o.message else ""
         keyed.setdefault((o.status, o.error_class, message, o.world_size, rank), []).append(o)
     return list(keyed.values())
 
@@ -176,8 +243,7 @@ def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], 
         elapsed = elapsed_range(group)
         line = _outcome_words(first, rank, f"after {elapsed}" if elapsed else "")
         if first.message:
-            message = mask(first.message, first.node, first.rank)
-            line += f" \N{EM DASH} {first.error_class or 'message'}: {message}"
+            line += f" \N{EM DASH} {first.error_class or 'message'}: {group_message(group)}"
         folds.append(Fold([o.node for o in group], line, own(first), len(group)))
     return folds
 

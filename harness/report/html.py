@@ -28,7 +28,7 @@ import jinja2
 from harness.report.fold import (
     FOLD_ABOVE,
     elapsed_range,
-    mask,
+    group_message,
     nodes_label,
     outcome_groups,
     placement_line,
@@ -152,7 +152,7 @@ def _folded_row(group: list[NodeOutcome], flagged: set[int]) -> _Row:
         world_size=_opt(first.world_size),
         elapsed=elapsed_range(group),
         error_class=(first.error_class or "").rsplit(".", 1)[-1],
-        message=mask(first.message, first.node, first.rank) if first.message else "",
+        message=group_message(group),
         flagged=any(o.node in flagged for o in group),
     )
 

@@ -17,7 +17,14 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from harness.report.fold import node_ranges, nodes_label, runs, short_ranges
+from harness.report.fold import (
+    group_message,
+    node_ranges,
+    nodes_label,
+    runs,
+    same_words,
+    short_ranges,
+)
 from harness.report.glyphs import (
     FAULT_COLORS,
     GLYPHS,
@@ -296,7 +303,8 @@ def _members(
     for i, o in enumerate(group):
         # Drawn from y = 0 (the template moves each lane down): shorter coordinates.
         lane = _lane([o], 0.0, MEMBER_H, bad, x_of, report.duration, compact=True)
-        if i and o.message and o.message == group[0].message:  # the band says it already
+        if i and o.message and group[0].message and same_words(o.message, group[0].message):
+            # the band says it already (its numbers as ranges)
             lane.title = lane.title.replace(f"\n{o.error_class}: {o.message}", "", 1)
         lane.y = i * MEMBER_H
         lanes.append(lane)
@@ -332,7 +340,8 @@ def _lane(
         if len(group) == 1
         else f"{first.status} \N{MULTIPLICATION SIGN}{len(group)}"
     )
-    detail = f"\n{first.error_class}: {first.message}" if first.message else ""
+    message = first.message if len(group) == 1 else group_message(group)
+    detail = f"\n{first.error_class}: {message}" if message else ""
     if compact:
         detail += _node_detail(first)
     elif len(group) > 1:

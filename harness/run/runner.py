@@ -277,6 +277,9 @@ class _Run:
         report.proxy_events = self.world.link_log() or []
         if interrupted:  # stopped mid-run: there is nothing to judge
             report.interrupted = True
+            for record in faults:  # one that did nothing never had the chance
+                if record.acted is not None and not any(record.acted.values()):
+                    record.reached = False
             return report
         report.violations = check(self.sc, outcomes, leaks=leaks)
         return report

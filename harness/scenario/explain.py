@@ -19,12 +19,15 @@ than the others (an outcome list with one bad entry), its errors are the ones sh
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from harness.scenario.faults.registry import FAULTS
-from harness.scenario.format import shown
+from harness.scenario.format import FormatModel, shown
 
 __all__ = ["explain", "key_path", "shown"]
 
@@ -143,14 +146,14 @@ def _detail(error: Mapping[str, Any]) -> str:
     return message.replace("Input should be", "must be").replace("Value error, ", "")
 
 
-def _line(item: _Located) -> str:
+def _line(item: _Located, data: Any) -> str:
     error = item.error
     kind = error.get("type", "")
     where = key_path(item.path)
     if kind == "missing":
         text = "required key is missing"
     elif kind == "extra_forbidden":
-        text = "unknown key"
+        text = "unknown key" + _did_you_mean(item.path, data)
     elif kind in ("union_tag_invalid", "union_tag_not_found"):
         ctx: Mapping[str, Any] = error.get("ctx") or {}
         where = key_path([*item.path, str(ctx.get("discriminator", "kind")).strip("'")])
@@ -165,6 +168,36 @@ def _line(item: _Located) -> str:
         if not isinstance(item.value, Mapping) and value not in text:
             text = f"got {value}; {text}"
     return f"{where}: {text}" if where else text
+
+
+def _models(base: type[BaseModel] = FormatModel) -> Iterable[type[BaseModel]]:
+    for sub in base.__subclasses__():
+        yield sub
+        yield from _models(sub)
+
+
+def _did_you_mean(path: Sequence[str | int], data: Any) -> str:
+    """``; did you mean 'hard'?`` for an unknown key close to a key of its table, else ``""``.
+
+    The table's model is the one whose keys include most of the table's other keys (the
+    error does not name it); with no other keys, every key of the format is a candidate.
+    """
+    if not path or not isinstance(path[-1], str):
+        return ""
+    table: Any = data
+    for part in path[:-1]:
+        try:
+            table = table[part]
+        except (LookupError, TypeError):
+            return ""
+    others = set(table) - {path[-1]} if isinstance(table, Mapping) else set()
+    keysets = [
+        {field.alias or name for name, field in model.model_fields.items()} for model in _models()
+    ]
+    best = max((len(others & keys) for keys in keysets), default=0)
+    candidates = sorted({key for keys in keysets if len(others & keys) == best for key in keys})
+    close = difflib.get_close_matches(path[-1], candidates, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _merged(members: list[list[_Located]]) -> str:
@@ -209,7 +242,7 @@ def explain(errors: Sequence[Mapping[str, Any]], data: Any) -> list[str]:
     done: set[tuple[str | int, ...]] = set()
     for item in located:
         if item.union is None:
-            lines.append(_line(item))
+            lines.append(_line(item, data))
             continue
         anchor = item.union[0]
         if anchor in done:
@@ -219,7 +252,7 @@ def explain(errors: Sequence[Mapping[str, Any]], data: Any) -> list[str]:
         deepest = max(len(e.path) for errs in members.values() for e in errs)
         best = [errs for errs in members.values() if max(len(e.path) for e in errs) == deepest]
         if len(best) == 1 or deepest > len(anchor):
-            lines.extend(_line(e) for errs in best for e in errs)
+            lines.extend(_line(e, data) for errs in best for e in errs)
         else:
             lines.append(_merged(best))
     return list(dict.fromkeys(lines))

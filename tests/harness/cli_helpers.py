@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pty
 import queue
+import re
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -23,6 +28,45 @@ def _env(columns: int, extra: Mapping[str, str] | None) -> dict[str, str]:
     ``fake_backends``) on ``PYTHONPATH``; ``COLUMNS`` as given."""
     path = os.pathsep.join([str(ROOT), str(HERE)])
     return {**os.environ, "PYTHONPATH": path, "COLUMNS": str(columns), **(extra or {})}
+
+
+def harness_on_terminal(*args: str, cwd: Path, columns: int) -> tuple[int, str, str]:
+    """``python -m harness.cli ARGS`` with its stdout on a pseudo-terminal ``columns``
+    wide (no colours); returns exit status, what the terminal showed (``\\r\\n`` made
+    ``\\n``) and stderr."""
+    main, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    extra = {"TERM": "xterm", "NO_COLOR": "1"}  # rich takes a "dumb" one for 80 columns
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", *args],
+            cwd=cwd,
+            env=_env(columns, extra),
+            stdin=subprocess.DEVNULL,
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(secondary)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)
+    shown = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return proc.returncode, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown), err
 
 
 def harness(

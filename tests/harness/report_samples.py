@@ -313,3 +313,19 @@ def straggler_report(nodes: int = 4096) -> Report:
     report.faults = [f for f in report.faults if f.index != 1]
     report.violations = check(sc, report.outcomes)
     return report
+
+
+def noisy_straggler_report(nodes: int = 1024) -> Report:
+    """:func:`straggler_report` where each node's message also carries its own pid, its
+    store connection's port and how long it waited: lines that differ only by numbers."""
+    report = straggler_report(nodes)
+    rng = random.Random(nodes)
+    for out in report.outcomes:
+        if out.status == "timeout":
+            out.message += (
+                f"\n  pid {4000 + out.node * 7}, store connection 127.0.0.1:41234 from port "
+                f"{30000 + rng.randrange(20000)}\n  waited {7.5 + rng.random() / 2:.2f} s for "
+                "round/0/done"
+            )
+    report.violations = check(report.scenario, report.outcomes)
+    return report

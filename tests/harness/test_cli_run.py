@@ -13,13 +13,17 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import harness, harness_process, harness_script
+from cli_helpers import harness, harness_on_terminal, harness_process, harness_script
 from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
+from harness.cli.listing import runs_on
 from harness.cli.run import parse_address, report_file
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
+from harness.scenario.load import load_many
+
+ROOT = Path(__file__).resolve().parents[2]
 
 HAPPY = """\
 name = "tiny-happy"
@@ -85,6 +89,14 @@ backend = "waiting_backend:waiting"
 
 [timeouts]
 join = 300
+
+# in place from the start, but the nodes never send through their links: when the run is
+# interrupted it has not acted, because it was not reached, not because it missed
+[[fault]]
+kind = "toxic"
+nodes = [1]
+type = "latency"
+attributes = { latency = 100 }
 """
 
 ELSEWHERE = """\
@@ -202,18 +214,69 @@ def test_run_exits_2_when_nothing_answers_at_the_toxiproxy_address(tmp_path: Pat
         port = bound.getsockname()[1]
         done = harness("run", str(suite), "--toxiproxy", f"127.0.0.1:{port}", cwd=tmp_path)
     assert done.returncode == 2
-    assert "harness run: --toxiproxy:" in done.stderr
-    assert f"127.0.0.1:{port}" in done.stderr
+    assert done.stderr == (
+        f"harness run: --toxiproxy: cannot reach toxiproxy at http://127.0.0.1:{port} for "
+        "GET /version: connection refused; is the server running there?\n"
+    )  # one line: what was tried and what happened, none of urllib3's wrapping
 
 
-def test_list_prints_name_nodes_faults_field_failure_and_file(tmp_path: Path) -> None:
+def test_list_piped_prints_one_tab_separated_line_per_scenario_and_nothing_else(
+    tmp_path: Path,
+) -> None:
     suite = write(tmp_path / "suite", faulty=FAULTY, happy=HAPPY)
     done = harness("list", str(suite), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    row = next(line for line in done.stdout.splitlines() if "tiny-faults" in line)
+    faulty = str(suite / "faulty.toml")
+    assert done.stdout.splitlines() == [
+        "\t".join(
+            ("tiny-faults", "4", "toxic latency, pause", "F28", "static, torch-static", faulty)
+        ),
+        "\t".join(("tiny-happy", "3", "-", "-", "static, torch-static", str(suite / "happy.toml"))),
+    ]
+
+
+def test_list_on_a_terminal_is_a_table_that_fits_its_width(tmp_path: Path) -> None:
+    write(tmp_path / "suite", faulty=FAULTY, happy=HAPPY)
+    for columns in (200, 100, 72):
+        status, shown, err = harness_on_terminal("list", "suite", cwd=tmp_path, columns=columns)
+        assert status == 0, err
+        assert max(len(line) for line in shown.splitlines()) <= columns
+        assert "│" in shown  # still a table, its cells wrapped
+        assert "2 scenario(s)" in shown
+        assert "field failures (F..) are described in docs/field-failures.md" in shown
+    status, shown, _ = harness_on_terminal("list", "suite", cwd=tmp_path, columns=200)
+    row = next(line for line in shown.splitlines() if "tiny-faults" in line)
     assert re.search(r"tiny-faults\s+│\s+4 │ toxic latency, pause\s+│ F28\s+│ .*faulty\.toml", row)
-    assert re.search(r"tiny-happy\s+│\s+3 │ -\s+│ -\s+│", done.stdout)
-    assert "2 scenario(s)" in done.stdout
+
+
+def test_list_names_the_backends_each_shipped_scenario_runs_on() -> None:
+    by_name = {sc.name: sc for sc in load_many([str(ROOT / "scenarios")])}
+    # the file marks torch-static unsupported: it does not run there
+    assert runs_on(by_name["f01-master-name-never-resolves"]) == ["static"]
+    # nothing recorded for torch: it runs there with the same expectations
+    assert runs_on(by_name["f02-server-binds-late"]) == ["static", "torch-static"]
+    # recorded differences are still a backend it runs on
+    assert runs_on(by_name["f03-node-never-arrives"]) == ["static", "torch-static"]
+
+
+def test_list_outside_the_repository_says_where_it_looked_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    done = harness("list", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"harness list: no scenarios/ directory in {tmp_path}; run it from the repository's "
+        "top directory, or name scenario files or directories: harness list PATH...\n"
+    )
+
+
+def test_list_of_invalid_files_ends_saying_nothing_was_listed(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite", a=INVALID, b=INVALID)
+    done = harness("list", str(suite), cwd=tmp_path)
+    assert done.returncode == 2
+    assert (
+        done.stderr.splitlines()[-1] == "harness list: 2 scenario paths are invalid; nothing listed"
+    )
 
 
 def test_list_defaults_to_the_scenarios_directory(tmp_path: Path) -> None:
@@ -287,21 +350,17 @@ def test_list_never_truncates_names_or_paths_on_a_narrow_terminal(tmp_path: Path
     name = "a-scenario-name-much-longer-than-a-forty-column-terminal"
     deep = tmp_path / "a-directory-with-a-long-name" / "and-another-one-below-it"
     write(deep, long_named_scenario_file=FAULTY.replace("tiny-faults", name))
-    done = harness("list", str(deep), cwd=tmp_path, columns=40)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    status, shown, err = harness_on_terminal("list", str(deep), cwd=tmp_path, columns=40)
+    assert status == 0, err
+    lines = shown.splitlines()
     assert name in lines
     path = deep / "long_named_scenario_file.toml"
     assert f"  file: {path}" in lines
     assert "  faults: toxic latency, pause" in lines
-    assert "\N{HORIZONTAL ELLIPSIS}" not in done.stdout
-
-
-def test_list_points_to_the_field_failure_catalogue_inside_the_repo(tmp_path: Path) -> None:
-    done = harness("list", str(write(tmp_path / "suite", faulty=FAULTY)), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "field failures (F..) are described in docs/field-failures.md" in done.stdout
-    assert "../" not in done.stdout
+    assert "\N{HORIZONTAL ELLIPSIS}" not in shown
+    piped = harness("list", str(deep), cwd=tmp_path, columns=40)
+    assert piped.stdout.split("\t")[0] == name
+    assert piped.stdout.rstrip("\n").split("\t")[-1] == str(path)
 
 
 @pytest.mark.parametrize(
@@ -360,6 +419,12 @@ def test_ctrl_c_stops_the_run_at_once_kills_every_node_and_says_interrupted(
     assert re.search(r"^\[1/2\] INTERRUPTED waits-forever .*\[3 interrupted\]", out, re.M)
     assert "0 passed, 0 failed, 0 errors, 1 interrupted" in out
     assert not re.search(r"\bPASS\b", out)
+    assert "did not act" not in out + err
+    assert re.search(
+        r"fault 0 toxic on nodes 1 from [\d.]+ s to the end: latency .*; not reached: the run "
+        r"was interrupted before it acted",
+        out,
+    ), out
     _, alive = psutil.wait_procs(family, timeout=30)
     assert not alive, f"left running: {alive}"
     assert ToxiproxyClient(embedded.host, embedded.port).proxies() == {}

@@ -48,6 +48,13 @@ def test_a_counted_fault_that_did_nothing_is_idle_and_an_uncounted_one_is_not() 
     assert unknown.effects == "not counted: the proxy keeps no event log"
 
 
+def test_a_fault_an_interrupted_run_never_let_act_is_not_reached_rather_than_idle() -> None:
+    cut = FaultRecord(3, "toxic", [1], 0.0, acted={}, note="in place on 2 connections")
+    cut.reached = False
+    assert not cut.idle  # no "did not act" warning: it never had the chance
+    assert cut.effects == "not reached: the run was interrupted before it acted"
+
+
 # --- reading the proxy's event log (pure) -----------------------------------------------
 
 

@@ -63,6 +63,10 @@ def test_fuzz_finds_shrinks_and_writes_the_broken_backend_s_failure(
     assert failed_checks(scenario.description) & {"complete_round", "ranks", "outcome"}
     assert re.search(r"^\[1/12\] fuzz-\w+ .* (PASS|FAIL)", stdout, re.MULTILINE)
     assert f"1 failing scenario written to found/{path.name}" in stdout
+    # the backend is a module:factory: the replay line says how to make it importable
+    here = Path(__file__).resolve().parent
+    assert f"(run it: PYTHONPATH={here} harness run found/{path.name};" in stdout
+    assert "needs module 'fake_backends' importable where it runs" in stdout
 
 
 def test_harness_run_of_the_written_file_fails_the_same_way(found: tuple[Path, str]) -> None:

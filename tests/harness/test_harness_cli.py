@@ -98,6 +98,16 @@ def test_harness_proxy_reports_an_api_port_in_use() -> None:
     assert "address already in use" in err
 
 
+def test_a_second_harness_proxy_on_the_same_port_exits_1_with_the_bind_error() -> None:
+    with harness_proxy("--port", "0") as first:
+        port = announced_url(first).rsplit(":", 1)[1].strip("/")
+        with harness_proxy("--port", port) as second:
+            _, err = second.communicate(timeout=30)
+        assert second.returncode == 1
+        assert f"listen tcp 127.0.0.1:{port}: bind: address already in use" in err
+        assert ToxiproxyClient.from_url(f"http://127.0.0.1:{port}").version().startswith("2.")
+
+
 def test_the_command_line_requires_a_command_and_offers_proxy() -> None:
     parser = build_parser()
     with pytest.raises(SystemExit):

@@ -9,6 +9,7 @@ import time
 import pytest
 from proxy_helpers import UpstreamServer, connect, is_closed, recv_exactly, recv_until_closed
 
+from harness.errors import ProxyApiError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ProxyInfo, ToxiproxyClient
 
@@ -93,6 +94,12 @@ def test_a_disabled_proxy_keeps_its_port_until_it_is_enabled_or_deleted(
         socket.create_connection(proxy.listen_address, timeout=5)
     with socket.socket() as other, pytest.raises(OSError, match="in use"):
         other.bind(proxy.listen_address)  # nothing else can take the port meanwhile
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        other.bind(proxy.listen_address)  # not even a program that offers to share it
+    host, port = proxy.listen_address
+    with pytest.raises(ProxyApiError, match="address already in use"):
+        client.create_proxy("intruder", upstream.address, listen=f"{host}:{port}")
     client.enable("kept")
     assert client.get_proxy("kept").listen_address == proxy.listen_address
     with connect(proxy.listen_address) as again:

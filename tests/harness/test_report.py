@@ -52,7 +52,7 @@ def test_console_summary_shows_each_scenario_with_seed_counts_and_verdict() -> N
 
 def test_console_names_violations_seed_and_replay_command_of_a_failure_only() -> None:
     text = console_text([happy_report(), failing_report()])
-    assert "[outcome] node 1 ended 'killed', expected 'timeout'  (nodes 1)" in text
+    assert "[outcome] node 1 ended 'killed', expected 'timeout'  (node 1)" in text
     assert "replay harness run scenarios/black-hole-and-kill.toml --seed 2801" in text
     assert "scenarios/happy-three.toml --seed" not in text
 

@@ -10,14 +10,20 @@ from pathlib import Path
 
 import pytest
 from chromium import CHROMIUM, screenshot
-from report_samples import big_report, failing_report, scale_report, straggler_report
+from report_samples import (
+    big_report,
+    failing_report,
+    noisy_straggler_report,
+    scale_report,
+    straggler_report,
+)
 from rich.console import Console
 from test_report import assert_well_formed, lanes, parse_junit
 
 from harness.report.console import FOLDS_SHOWN, print_summary
 from harness.report.fold import mask, outcome_folds, placement_line, short_ranges, violation_folds
 from harness.report.html import render_html, write_html
-from harness.report.junit import OUTPUTS_SHOWN
+from harness.report.junit import OUTPUTS_SHOWN, write_junit
 from harness.report.text import outcome_line
 from harness.report.timeline import MAX_LANES, layout
 from harness.run.model import NodeEvent, Report, Violation
@@ -84,10 +90,15 @@ def test_a_failing_4096_node_run_prints_a_screenful_not_4096_lines() -> None:
     assert "nodes 261, 517, 773, 1029, 1285 (5): killed" in flat
 
 
+def words(n: int) -> str:
+    """``n`` spelt in letters (``12`` -> ``bc``): a word that no number abstraction folds."""
+    return "".join(chr(ord("a") + int(d)) for d in str(n))
+
+
 def test_a_failure_panel_shows_a_bounded_number_of_distinct_violations() -> None:
     report = straggler_report(1024)
     report.violations = [
-        Violation("elapsed", f"node {n} took {1 + n / 1000:.3f}s, expected within [0, 1] s", (n,))
+        Violation("elapsed", f"node {n} took long ({words(n)}), expected within 1 s", (n,))
         for n in range(1024)
     ]
     text = console_text([report])
@@ -97,9 +108,52 @@ def test_a_failure_panel_shows_a_bounded_number_of_distinct_violations() -> None
     assert len(text.splitlines()) < 50
 
 
+def test_violations_that_differ_only_by_numbers_are_one_line_with_their_ranges() -> None:
+    report = straggler_report(1024)
+    report.violations = [
+        Violation("elapsed", f"node {n} took {1 + n / 1000:.3f}s, expected within [0, 1] s", (n,))
+        for n in range(1024)
+    ]
+    text = console_text([report], width=400)
+    assert (
+        "[elapsed] node N took 1.000\N{EN DASH}2.023s, expected within [0, 1] s  "
+        "(1024 nodes: 0-1023)" in text
+    )
+    assert "more (" not in text
+
+
+def test_a_1024_node_failure_whose_messages_differ_by_pid_port_and_wait_is_a_few_lines() -> None:
+    text = console_text([noisy_straggler_report(1024)], width=400)
+    lines = text.splitlines()
+    assert len(lines) < 30
+    assert "more (" not in text  # no "... and 1011 more": every look-alike is in a group
+    assert len([line for line in lines if "[outcome] node N ended 'timeout'" in line]) == 1
+    assert "1023 of 1024 nodes joined; missing ranks: 682" in text  # said alike: as it is
+    assert re.search(r"pid 4000\N{EN DASH}11161, .*from port \d+\N{EN DASH}\d+", text)
+    assert re.search(
+        r"waited 7\.\d\d\N{EN DASH}[78]\.\d\d s for round/0/done  \(1018 nodes: ", text
+    )
+    assert re.search(r"\(1018\): timeout, after [\d.]+-[\d.]+ s", text)  # one outcome group
+
+
+def test_junit_and_html_of_a_noisy_1024_node_failure_fold_into_a_few_groups(
+    tmp_path: Path,
+) -> None:
+    report = noisy_straggler_report(1024)
+    page = render_html([report])
+    # the violation, the node table's row, and a band or two of the timeline: not 1018
+    assert page.count("waited 7.") < 10
+    # the numbers in 1018 messages cost next to nothing: each node's lane drops its message
+    assert len(page) < 1.05 * len(render_html([straggler_report(1024)]))
+    write_junit([report], tmp_path / "junit.xml")
+    xml = (tmp_path / "junit.xml").read_text()
+    assert xml.count("waited 7.") <= 3  # message summary, violation line, outcome group
+    assert len(xml) < 200_000
+
+
 def test_small_failures_keep_each_node_in_its_own_words() -> None:
     text = console_text([failing_report()])
-    assert "[outcome] node 1 ended 'killed', expected 'timeout'  (nodes 1)" in text
+    assert "[outcome] node 1 ended 'killed', expected 'timeout'  (node 1)" in text
     assert "node 1: killed, rank 1, world size 4, after 0.975 s" in text
     assert "nodes 0, 2 (2): timeout, rank = node, world size 4" in text
 

@@ -36,7 +36,16 @@ def test_a_minimal_scenario_gets_defaults() -> None:
 
 def test_unknown_keys_are_rejected_with_their_path() -> None:
     assert problems(colour="red") == ["colour: unknown key"]
-    assert problems(timeouts={"join": 1, "joins": 2}) == ["timeouts.joins: unknown key"]
+    assert problems(timeouts={"join": 1, "zzz": 2}) == ["timeouts.zzz: unknown key"]
+
+
+def test_an_unknown_key_close_to_a_key_of_its_table_gets_a_suggestion() -> None:
+    assert problems(timeouts={"hardd": 3}) == ["timeouts.hardd: unknown key; did you mean 'hard'?"]
+    assert problems(timeouts={"join": 1, "joins": 2}) == [
+        "timeouts.joins: unknown key; did you mean 'join'?"
+    ]
+    (problem,) = problems(fault=[{"kind": "kill", "nodes": [1], "att": 1.0}])
+    assert problem == "fault[0].att: unknown key; did you mean 'at'?"
 
 
 def test_a_bad_toxic_type_names_the_fault_and_the_allowed_values() -> None:

@@ -120,6 +120,21 @@ def test_create_on_a_port_in_use_is_a_500_with_the_bind_error_and_creates_nothin
     assert name not in toxiproxy_server.proxies()
 
 
+def test_a_second_proxy_on_the_listen_address_of_another_is_a_500_and_creates_nothing(
+    toxiproxy_server: ToxiproxyClient, upstream: UpstreamServer, name: str
+) -> None:
+    first = toxiproxy_server.create_proxy(name, upstream.address)
+    host, port = first.listen_address
+    body = {"name": f"{name}_2", "upstream": upstream.address, "listen": f"{host}:{port}"}
+    response = api(toxiproxy_server, "POST", "/proxies", json=body)
+    assert response.status_code == 500
+    assert "address already in use" in error_of(response)
+    assert f"{name}_2" not in toxiproxy_server.proxies()
+    with connect(first.listen_address) as sock:  # the first still owns the port alone
+        sock.sendall(b"ping")
+        assert sock.recv(4) == b"ping"
+
+
 def test_unknown_proxy_is_a_404_for_every_verb(toxiproxy_server: ToxiproxyClient) -> None:
     for method, path in [
         ("GET", "/proxies/harness_test_absent"),

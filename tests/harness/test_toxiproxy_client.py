@@ -63,7 +63,8 @@ def test_a_server_that_is_not_running_is_a_connection_error_naming_it() -> None:
         unused.bind(("127.0.0.1", 0))  # bound, not listening: connects are refused
         client = ToxiproxyClient("127.0.0.1", unused.getsockname()[1], timeout=5)
         with pytest.raises(
-            ToxiproxyUnreachableError, match=f"cannot reach toxiproxy at {client.url}"
+            ToxiproxyUnreachableError,
+            match=f"cannot reach toxiproxy at {client.url} for GET /proxies: connection refused;",
         ):
             client.proxies()
         with pytest.raises(ConnectionError):

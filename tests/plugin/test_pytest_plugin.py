@@ -213,6 +213,23 @@ def test_the_glob_ini_and_marker_select_scenario_items(tmp_path: Path) -> None:
     assert "1 passed, 1 deselected" in result.stdout
 
 
+def test_a_toml_file_named_on_the_command_line_is_collected_outside_the_glob(
+    tmp_path: Path,
+) -> None:
+    make_project(
+        tmp_path,
+        ini="harness_scenarios = cases/*.toml",
+        **{"elsewhere/bad.toml": INVALID, "elsewhere/ok.toml": PASSING},
+    )
+    bad = run_pytest(tmp_path, "elsewhere/bad.toml")
+    assert "ERROR: not found" not in bad.stdout + bad.stderr
+    assert "ERROR collecting elsewhere/bad.toml" in bad.stdout
+    assert "colour: unknown key" in bad.stdout
+    ok = run_pytest(tmp_path, "elsewhere/ok.toml", "-v")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "elsewhere/ok.toml::two-nodes-join PASSED" in ok.stdout
+
+
 def test_a_bad_toxiproxy_address_is_a_usage_error_naming_the_ini_key(tmp_path: Path) -> None:
     make_project(tmp_path, ini="harness_toxiproxy = nowhere", **{"test_x.py": "def test_x(): pass"})
     result = run_pytest(tmp_path)

@@ -24,6 +24,8 @@ class FaultRecord:
             creates every record with ``{}``.
         note: what is known about a fault that did not act (e.g. how many connections it
             was in place on).
+        reached: False when the run was interrupted before the fault acted: it never had
+            the chance, which is not the same as "did not act" (not idle, no warning).
     """
 
     index: int
@@ -35,6 +37,7 @@ class FaultRecord:
     acted: dict[str, int] | None = None
     uncounted: str = ""
     note: str = ""
+    reached: bool = True
 
     def count(self, effect: str, n: int = 1) -> None:
         """Add ``n`` to the count of ``effect`` (``n`` of 0 records nothing)."""
@@ -50,8 +53,9 @@ class FaultRecord:
 
     @property
     def idle(self) -> bool:
-        """True when the fault's effects were counted and it did nothing."""
-        return self.acted is not None and not any(self.acted.values())
+        """True when the fault's effects were counted and it did nothing although the run
+        gave it the chance (an interrupted run's faults that did nothing were not reached)."""
+        return self.reached and self.acted is not None and not any(self.acted.values())
 
     @property
     def effects(self) -> str:
@@ -59,6 +63,8 @@ class FaultRecord:
         on 2 connections, ...)``, or why it was not counted."""
         if self.acted is None:
             return self.uncounted or "not counted"
+        if not self.reached:
+            return "not reached: the run was interrupted before it acted"
         if self.idle:
             return f"did not act ({self.note})" if self.note else "did not act"
         return ", ".join(_counted(n, effect) for effect, n in self.acted.items() if n)
