@@ -9,7 +9,13 @@ can do what the fault needs (else :class:`~harness.errors.UnsupportedError`); th
 fault acts through its own :meth:`~harness.scenario.faults.base.Fault.inject` -- at
 start-up, at a time offset, or a chosen delay after a node's event -- and the heal it
 returns runs after the fault's duration, or at the end of the run, whichever comes first.
-Every node gets a hard deadline: past it, it is killed and reported ``hung``. When the run
+The nodes start together: the world starts each one (it says ``ready`` and waits at the
+world's start gate), the runner waits until all are ready, then releases them at once
+(:meth:`~harness.world.base.World.release`). The scenario's clock starts at the release
+(faults' times, ``late_start`` delays and hard deadlines count from it); the time spent
+starting is reported apart (``Report.startup``), and so is how far apart the nodes saw the
+release (``Report.release_skew``). Every node gets a hard deadline: past it, it is killed
+and reported ``hung``. When the run
 is over the world is torn down, each fault counts what it did into its
 :class:`~harness.scenario.faults.record.FaultRecord` (its tallies), and the checks judge.
 """
@@ -44,6 +50,12 @@ __all__ = ["run_scenario", "worlds_for"]
 _LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
 
 
+def _ready_limit(nodes: int) -> float:
+    """How long the runner waits for ``nodes`` nodes to be ready before it releases them
+    anyway (a liveness bound only: the late ones go on when they get there)."""
+    return max(60.0, 0.2 * nodes)
+
+
 class _Run:
     def __init__(
         self,
@@ -72,6 +84,9 @@ class _Run:
         self.starting = True  # until the first nodes start
         self.deferred: dict[int, tuple[float, Callable[[], None]]] = {}
         self.t0 = 0.0
+        self.released = False  # the clock reads 0 until the nodes are released
+        self.first: list[int] = []  # the nodes released together
+        self.startup: float | None = None
 
     # --- plumbing ------------------------------------------------------------------
 
@@ -81,7 +96,7 @@ class _Run:
             self.cond.notify()
 
     def now(self) -> float:
-        return time.monotonic() - self.t0
+        return time.monotonic() - self.t0 if self.released else 0.0
 
     # --- nodes -----------------------------------------------------------------------
 
@@ -171,6 +186,8 @@ class _Run:
         kind, node = message[0], message[1]
         t = message[2] - self.t0
         state = self.nodes[node]
+        if kind == "event" and message[3] == "ready":
+            return  # up and at the gate: only the start-up wait cares
         if kind == "event":
             name, fields = message[3], message[4]
             state.events.append(NodeEvent(node, t, name, fields))
@@ -243,9 +260,47 @@ class _Run:
                 now.append(node)
         self.starting = False
         self.schedule.run_due(lambda: 0.0)  # faults "at = 0" are there from the start
+        began = time.monotonic()
+        self.first = now
         self.start_nodes(now)
+        self._await_ready(now)
+        self.t0 = time.monotonic()
+        self.released = True
+        self.world.release()
+        self.startup = self.t0 - began
         self._loop()
         return self._finish_run()
+
+    def _await_ready(self, nodes: list[int]) -> None:
+        """Wait until every node of ``nodes`` is ready at the gate (or ended, or the run is
+        stopped, or :func:`_ready_limit` passed); every other message waits for the release."""
+        waiting = set(nodes)
+        held: list[Message] = []
+        limit = time.monotonic() + _ready_limit(len(nodes))
+        while waiting and time.monotonic() < limit and not self.stop.is_set():
+            with self.cond:
+                if not self.inbox:
+                    self.cond.wait(0.05)
+                messages, self.inbox = self.inbox, []
+            for message in messages:
+                if message[0] == "event" and message[3] == "ready":
+                    waiting.discard(message[1])
+                    continue
+                held.append(message)
+                if message[0] != "event":  # it ended before it was ready
+                    waiting.discard(message[1])
+        with self.cond:
+            self.inbox[:0] = held
+
+    def release_skew(self) -> float | None:
+        """First to last release as the nodes released together saw it (None: fewer than
+        two of them saw it)."""
+        seen = []
+        for node in self.first:
+            started = [e.t for e in self.nodes[node].events if e.event == "started"]
+            if started:
+                seen.append(started[0])
+        return max(seen) - min(seen) if len(seen) > 1 else None
 
     def _done(self) -> bool:
         return all(s.status is not None and not s.pending_start for s in self.nodes.values())
@@ -274,6 +329,7 @@ class _Run:
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
         faults = sorted(self.records, key=lambda r: r.index)
         report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
+        report.startup, report.release_skew = self.startup, self.release_skew()
         report.proxy_events = self.world.link_log() or []
         if interrupted:  # stopped mid-run: there is nothing to judge
             report.interrupted = True

@@ -158,6 +158,9 @@ class LocalWorld:
             if sock is not None:
                 sock.close()  # node 0 has its own copy; the port dies with node 0
 
+    def release(self) -> None:
+        self.cluster.release()
+
     def kill(self, node: int) -> bool:
         return self.cluster.kill(node)
 

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import resource
+import select
 import signal
 import threading
 import time
@@ -46,6 +47,7 @@ __all__ = [
     "forward_logs",
     "redirect_output",
     "run_node",
+    "wait_gate",
 ]
 
 
@@ -123,6 +125,21 @@ def _ignore(handler: Any) -> None:
     return None
 
 
+def _open() -> None:
+    return None
+
+
+def wait_gate(gate: Any) -> None:
+    """Block until the start gate opens: the world closes the gate pipe's write end, and
+    every node waiting on its read end ``gate`` (a connection or a descriptor) wakes at
+    once, on that one close. A gate already open does not block."""
+    fd = gate if isinstance(gate, int) else gate.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    while not poller.poll():  # pragma: no cover - woken without an event
+        pass
+
+
 @dataclass(frozen=True)
 class Hosting:
     """What hosting a node means for its process (the defaults: the node is the process).
@@ -135,6 +152,8 @@ class Hosting:
         adopt: called with the rendezvous handler as soon as it is made.
         placement: how the world runs the node, for the report (in ``started`` and the
             outcome).
+        gate: called once the node is ready (its ``ready`` message sent); returns when the
+            world releases its nodes (:func:`wait_gate`; default: at once).
     """
 
     freeze: Callable[[], None] = _stop_process
@@ -142,6 +161,7 @@ class Hosting:
     dns: Callable[[DnsShim], None] = install_dns_shim
     adopt: Callable[[Any], None] = _ignore
     placement: str = "process"
+    gate: Callable[[], None] = _open
 
 
 #: A node that is its own OS process.
@@ -225,9 +245,16 @@ def _present(store: Any, keys: list[str]) -> list[int]:
 
 
 def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
-    """Entry point of a node: never raises; always reports one outcome."""
-    start = time.monotonic()
+    """Entry point of a node: never raises; always reports one outcome.
+
+    It says ``ready`` first (the process is up, its imports done, its channel to the
+    harness open), waits at the world's start gate (``hosting.gate``), and at the release
+    says ``started``: the time in that event is when this node saw the release.
+    """
     placement = hosting.placement
+    queue.put(("event", spec.node, time.monotonic(), "ready", {"pid": os.getpid()}))
+    hosting.gate()
+    start = time.monotonic()
     queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
     launch = spec.launch
     if launch.start_paused:  # frozen before it does anything, until the harness resumes it

@@ -45,7 +45,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.node import Hosting, Message, NodeSpec, PipeReporter, redirect_output, run_node
+from harness.world.node import (
+    Hosting,
+    Message,
+    NodeSpec,
+    PipeReporter,
+    redirect_output,
+    run_node,
+    wait_gate,
+)
 from rdzv.events import EVENT_ATTR
 
 __all__ = ["serve"]
@@ -218,6 +226,10 @@ def _install(dns: DnsShim | None) -> None:
     threading.stack_size(_STACK_BYTES)
 
 
+def _open() -> None:
+    return None  # no gate: go at once
+
+
 def _forwarded(node: int, queue: Any) -> None:
     return None  # the process's one router does it
 
@@ -227,10 +239,16 @@ def _no_dns(shim: DnsShim) -> None:
 
 
 def serve(
-    channel: Any, output_path: str, commands: Any, dns: DnsShim | None, placement: str
+    channel: Any,
+    output_path: str,
+    commands: Any,
+    dns: DnsShim | None,
+    placement: str,
+    gate: Any = None,
 ) -> None:
     """Entry point of a packed process (see the module docstring); returns once the command
-    pipe is closed and every node thread that was not killed has ended."""
+    pipe is closed and every node thread that was not killed has ended. Its node threads
+    wait at the world's start ``gate`` (:func:`~harness.world.node.wait_gate`)."""
     redirect_output(output_path)
     _install(dns)
     reporter = PipeReporter(channel)
@@ -239,7 +257,7 @@ def serve(
         for command in _commands(commands):
             what, number = command[0], command[1]
             if what == "start":
-                nodes[number] = _start(number, command[2], reporter, placement)
+                nodes[number] = _start(number, command[2], reporter, placement, gate)
             elif what == "kill" and number in nodes:
                 nodes[number].kill()
             elif what == "resume" and number in nodes:
@@ -260,7 +278,9 @@ def _commands(commands: Any) -> Iterator[tuple[Any, ...]]:
             return
 
 
-def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str) -> _Node:
+def _start(
+    number: int, spec: NodeSpec, reporter: PipeReporter, placement: str, gate: Any
+) -> _Node:
     node = _Node(number, spec, reporter)
     hosting = Hosting(
         freeze=node.freeze,
@@ -268,6 +288,7 @@ def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str) 
         dns=_no_dns,
         adopt=node.adopt,
         placement=placement,
+        gate=_open if gate is None else functools.partial(wait_gate, gate),
     )
     thread = threading.Thread(
         target=run_node,
