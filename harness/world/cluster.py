@@ -46,9 +46,9 @@ from harness.world.node import (
     Message,
     NodeSpec,
     PipeReporter,
+    process_gate,
     redirect_output,
     run_node,
-    wait_gate,
 )
 
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
@@ -383,14 +383,12 @@ def _node_process_class(ctx: Any) -> Any:
     return NodeProcess
 
 
-def _entry(
-    channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, gate: Any
-) -> None:
+def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, gate: Any) -> None:
     redirect_output(output_path)
     if listen_socket is not None:
         fd = listen_socket.detach()
         spec = dataclasses.replace(spec, listen_fd=fd)
-    hosting = dataclasses.replace(PROCESS, gate=functools.partial(wait_gate, gate))
+    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
     try:
         run_node(spec, PipeReporter(channel), hosting)
     finally:

@@ -45,6 +45,7 @@ __all__ = [
     "PipeReporter",
     "classify",
     "forward_logs",
+    "process_gate",
     "redirect_output",
     "run_node",
     "wait_gate",
@@ -125,19 +126,33 @@ def _ignore(handler: Any) -> None:
     return None
 
 
-def _open() -> None:
-    return None
+def _open() -> float:
+    return time.monotonic()
 
 
-def wait_gate(gate: Any) -> None:
-    """Block until the start gate opens: the world closes the gate pipe's write end, and
-    every node waiting on its read end ``gate`` (a connection or a descriptor) wakes at
-    once, on that one close. A gate already open does not block."""
+def wait_gate(gate: Any) -> float:
+    """Block until the start gate opens; returns when this node saw it open (monotonic).
+
+    The world closes the gate pipe's write end, and every node waiting on its read end
+    ``gate`` (a connection or a descriptor) wakes on that one close. A gate already open
+    does not block.
+    """
     fd = gate if isinstance(gate, int) else gate.fileno()
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP)
     while not poller.poll():  # pragma: no cover - woken without an event
         pass
+    return time.monotonic()
+
+
+def process_gate(gate: Any) -> float:
+    """:func:`wait_gate` for a node that is its own process, which then gives way once: the
+    other nodes woken by the same release see it before this one goes on (with a thousand
+    node processes on two cores, each would otherwise run a time slice of its own work
+    before the next even saw the release)."""
+    seen = wait_gate(gate)
+    os.sched_yield()
+    return seen
 
 
 @dataclass(frozen=True)
@@ -152,8 +167,9 @@ class Hosting:
         adopt: called with the rendezvous handler as soon as it is made.
         placement: how the world runs the node, for the report (in ``started`` and the
             outcome).
-        gate: called once the node is ready (its ``ready`` message sent); returns when the
-            world releases its nodes (:func:`wait_gate`; default: at once).
+        gate: called once the node is ready (its ``ready`` message sent); returns, with the
+            monotonic time it saw the release, when the world releases its nodes
+            (:func:`process_gate`; default: at once).
     """
 
     freeze: Callable[[], None] = _stop_process
@@ -161,7 +177,7 @@ class Hosting:
     dns: Callable[[DnsShim], None] = install_dns_shim
     adopt: Callable[[Any], None] = _ignore
     placement: str = "process"
-    gate: Callable[[], None] = _open
+    gate: Callable[[], float] = _open
 
 
 #: A node that is its own OS process.
@@ -253,8 +269,7 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     """
     placement = hosting.placement
     queue.put(("event", spec.node, time.monotonic(), "ready", {"pid": os.getpid()}))
-    hosting.gate()
-    start = time.monotonic()
+    start = hosting.gate()
     queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
     launch = spec.launch
     if launch.start_paused:  # frozen before it does anything, until the harness resumes it

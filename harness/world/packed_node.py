@@ -226,8 +226,41 @@ def _install(dns: DnsShim | None) -> None:
     threading.stack_size(_STACK_BYTES)
 
 
-def _open() -> None:
-    return None  # no gate: go at once
+class _Gate:
+    """The world's start gate, for the node threads of this process.
+
+    Every node thread waits on the gate pipe (:func:`~harness.world.node.wait_gate`), notes
+    when it saw the release, then waits until every thread that was waiting with it has seen
+    it too: the first threads to get the GIL after the release would otherwise run their
+    nodes' work, holding the GIL for whole switch intervals, while the others had not yet
+    seen the release. Threads started after the release pass at once.
+    """
+
+    #: A thread never waits longer than this for the others (a liveness bound only).
+    LIMIT: Final = 5.0
+
+    def __init__(self, gate: Any) -> None:
+        self._gate = gate
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._all_seen = threading.Event()
+
+    def wait(self) -> float:
+        if self._gate is None:
+            return time.monotonic()
+        with self._lock:
+            self._waiting += 1
+            if self._waiting == 1:
+                self._all_seen.clear()
+        seen = wait_gate(self._gate)
+        with self._lock:
+            self._waiting -= 1
+            last = self._waiting == 0
+        if last:
+            self._all_seen.set()
+        else:
+            self._all_seen.wait(self.LIMIT)
+        return seen
 
 
 def _forwarded(node: int, queue: Any) -> None:
@@ -248,16 +281,17 @@ def serve(
 ) -> None:
     """Entry point of a packed process (see the module docstring); returns once the command
     pipe is closed and every node thread that was not killed has ended. Its node threads
-    wait at the world's start ``gate`` (:func:`~harness.world.node.wait_gate`)."""
+    wait at the world's start ``gate`` (see :class:`_Gate`)."""
     redirect_output(output_path)
     _install(dns)
     reporter = PipeReporter(channel)
+    release = _Gate(gate)
     nodes: dict[int, _Node] = {}
     try:
         for command in _commands(commands):
             what, number = command[0], command[1]
             if what == "start":
-                nodes[number] = _start(number, command[2], reporter, placement, gate)
+                nodes[number] = _start(number, command[2], reporter, placement, release)
             elif what == "kill" and number in nodes:
                 nodes[number].kill()
             elif what == "resume" and number in nodes:
@@ -278,9 +312,7 @@ def _commands(commands: Any) -> Iterator[tuple[Any, ...]]:
             return
 
 
-def _start(
-    number: int, spec: NodeSpec, reporter: PipeReporter, placement: str, gate: Any
-) -> _Node:
+def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str, gate: Any) -> _Node:
     node = _Node(number, spec, reporter)
     hosting = Hosting(
         freeze=node.freeze,
@@ -288,7 +320,7 @@ def _start(
         dns=_no_dns,
         adopt=node.adopt,
         placement=placement,
-        gate=_open if gate is None else functools.partial(wait_gate, gate),
+        gate=gate.wait,
     )
     thread = threading.Thread(
         target=run_node,
