@@ -38,6 +38,7 @@ from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
+from harness.run.startup import await_ready, release_skew
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
@@ -48,12 +49,6 @@ from harness.world.packed import PackedWorlds
 __all__ = ["run_scenario", "worlds_for"]
 
 _LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
-
-
-def _ready_limit(nodes: int) -> float:
-    """How long the runner waits for ``nodes`` nodes to be ready before it releases them
-    anyway (a liveness bound only: the late ones go on when they get there)."""
-    return max(60.0, 0.2 * nodes)
 
 
 class _Run:
@@ -263,44 +258,15 @@ class _Run:
         began = time.monotonic()
         self.first = now
         self.start_nodes(now)
-        self._await_ready(now)
+        held = await_ready(self.inbox, self.cond, now, self.stop)
+        with self.cond:
+            self.inbox[:0] = held
         self.t0 = time.monotonic()
         self.released = True
         self.world.release()
         self.startup = self.t0 - began
         self._loop()
         return self._finish_run()
-
-    def _await_ready(self, nodes: list[int]) -> None:
-        """Wait until every node of ``nodes`` is ready at the gate (or ended, or the run is
-        stopped, or :func:`_ready_limit` passed); every other message waits for the release."""
-        waiting = set(nodes)
-        held: list[Message] = []
-        limit = time.monotonic() + _ready_limit(len(nodes))
-        while waiting and time.monotonic() < limit and not self.stop.is_set():
-            with self.cond:
-                if not self.inbox:
-                    self.cond.wait(0.05)
-                messages, self.inbox = self.inbox, []
-            for message in messages:
-                if message[0] == "event" and message[3] == "ready":
-                    waiting.discard(message[1])
-                    continue
-                held.append(message)
-                if message[0] != "event":  # it ended before it was ready
-                    waiting.discard(message[1])
-        with self.cond:
-            self.inbox[:0] = held
-
-    def release_skew(self) -> float | None:
-        """First to last release as the nodes released together saw it (None: fewer than
-        two of them saw it)."""
-        seen = []
-        for node in self.first:
-            started = [e.t for e in self.nodes[node].events if e.event == "started"]
-            if started:
-                seen.append(started[0])
-        return max(seen) - min(seen) if len(seen) > 1 else None
 
     def _done(self) -> bool:
         return all(s.status is not None and not s.pending_start for s in self.nodes.values())
@@ -329,7 +295,8 @@ class _Run:
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
         faults = sorted(self.records, key=lambda r: r.index)
         report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
-        report.startup, report.release_skew = self.startup, self.release_skew()
+        report.startup = self.startup
+        report.release_skew = release_skew({n: self.nodes[n].events for n in self.first})
         report.proxy_events = self.world.link_log() or []
         if interrupted:  # stopped mid-run: there is nothing to judge
             report.interrupted = True
