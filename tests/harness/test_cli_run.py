@@ -247,7 +247,7 @@ def test_the_command_line_rejects_a_bad_toxiproxy_address_or_job_count(
     assert "is not HOST:PORT" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "x", "-j", "0"])
-    assert "-j takes a whole number of at least 1, got '0'" in capsys.readouterr().err
+    assert "-j takes auto or a whole number of at least 1, got '0'" in capsys.readouterr().err
 
 
 def test_a_run_in_which_every_scenario_was_skipped_is_not_a_success(tmp_path: Path) -> None:
