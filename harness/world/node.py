@@ -8,6 +8,11 @@ and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("ev
 messages that describe what happened on the way (rdzv's structured log events plus
 ``started``): the :data:`~harness.world.base.Message` shapes.
 
+A node starts behind the world's start gate: it says ``ready`` (process up, imports done,
+channel open), waits until the world releases every node at once (:func:`wait_gate`: the
+world closes the one write end of a pipe all nodes wait on), and says ``started`` with the
+time it saw the release.
+
 A DNS shim (:mod:`harness.world.dns`) can be installed first: the endpoint host name then
 resolves, inside this process only, to the address the harness chose — or fails with
 ``EAI_NONAME`` while the harness says DNS is down.

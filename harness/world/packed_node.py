@@ -14,7 +14,9 @@ by a node's thread (rdzv's DNS lookups) inherits it. Installed once per process:
   standard library looks ``socket.socket`` up at call time: ``create_connection``,
   ``accept``), and stops a killed node's threads at their next socket or connect;
 * one log handler that routes rdzv's events to the queue of the node whose thread logged;
-* the DNS shim, counting failed lookups per node.
+* the DNS shim, counting failed lookups per node;
+* the start gate (:class:`_Gate`): node threads wait on the world's gate pipe, and once one
+  has seen the release it waits until every thread waiting with it has seen it too.
 
 Process faults are emulated, honestly (docs/scenarios.md, "Packed nodes"):
 
