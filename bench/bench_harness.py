@@ -10,6 +10,9 @@
   < 8 GiB.
 * ``packed``: the same with nodes packed K per process as threads (``--packed 4096
   --pack 512``), when the scenario format has ``pack``. Goal: 4096 nodes in < 60 s, < 8 GiB.
+* every ``nodes`` and ``packed`` row also gives the start-up (every node started and ready
+  at the start gate) and the release skew: first to last node to see the release, as the
+  nodes observed it. Goals: skew <= 0.5 s at 1024 processes, <= 1 s at 4096 packed.
 * ``suite``: wall time of ``harness run scenarios/*.toml -j 2``. Goal: < 5 min.
 
 Usage: ``python bench/bench_harness.py [--nodes 256 1024] [--packed 4096] [--pack 512]
@@ -117,7 +120,7 @@ def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> 
         print(f"N={n} pack {pack}: not run ({exc})".replace("\n", " "))
         return
     label = f"N={n}" + (f" packed {pack} per process" if pack else " (one process per node)")
-    walls, pss, uss = [], [], []
+    walls, pss, uss, skews = [], [], [], []
     for r in range(repeat):
         with tempfile.TemporaryDirectory(prefix="bench-harness-") as out:
             start = time.monotonic()
@@ -130,11 +133,15 @@ def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> 
             html_kib = (Path(out) / "report.html").stat().st_size / 1024
         pss.append(memory.peak_pss)
         uss.append(memory.peak_uss)
+        skew = report.release_skew if report.release_skew is not None else float("nan")
+        skews.append(skew)
         if not report.passed:
             print(f"  run {r} FAILED: {line}")
         print(
-            f"  {label} run {r}: start -> reported {walls[-1]:.2f} s (run {report.duration:.2f} s,"
-            f" HTML {html_kib:.0f} KiB); peak PSS {memory.peak_pss / MIB:.0f} MiB, USS"
+            f"  {label} run {r}: start -> reported {walls[-1]:.2f} s (start-up"
+            f" {report.startup or 0:.2f} s, release skew {skew:.3f} s, run from the release"
+            f" {report.duration:.2f} s, HTML {html_kib:.0f} KiB);"
+            f" peak PSS {memory.peak_pss / MIB:.0f} MiB, USS"
             f" {memory.peak_uss / MIB:.0f} MiB over {memory.peak_processes} processes",
             flush=True,
         )
@@ -142,7 +149,9 @@ def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> 
     print(
         f"{label}: median start -> reported {statistics.median(walls):.2f} s over {repeat} runs;"
         f" whole-run peak PSS {statistics.median(pss) / MIB:.0f} MiB ({per_node:.1f} MiB per"
-        f" node), USS {statistics.median(uss) / MIB:.0f} MiB"
+        f" node), USS {statistics.median(uss) / MIB:.0f} MiB; release skew median"
+        f" {statistics.median(skews):.3f} s, max {max(skews):.3f} s; load average"
+        f" {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
 
 

@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from rich.console import Console
 from rich.progress import (
@@ -61,6 +62,7 @@ __all__ = [
     "at_least_one",
     "backend_arg",
     "data_console",
+    "jobs_arg",
     "load_scenarios",
     "nothing_ran",
     "pack_arg",
@@ -84,6 +86,21 @@ def parse_address(text: str) -> tuple[str, int]:
         return parse_api_address(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def jobs_arg(text: str) -> int | Literal["auto"]:
+    """argparse type of ``-j``: ``auto`` or a whole number of at least 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"-j takes auto or a whole number of at least 1, got {text!r}"
+        )
+    return value
 
 
 def at_least_one(option: str) -> Callable[[str], int]:
@@ -196,10 +213,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     run.add_argument(
         "-j",
         "--jobs",
-        type=at_least_one("-j"),
-        default=1,
+        type=jobs_arg,
+        default="auto",
         metavar="N",
-        help="scenarios at once (default 1)",
+        help="scenarios at once, at most: a whole number, or auto (the default: one per "
+        "core); a scenario starts only when its nodes fit beside the running ones in what "
+        "the machine holds (512 nodes per core), so heavy ones run alone",
     )
     run.add_argument(
         "--backend",

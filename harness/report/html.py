@@ -36,7 +36,7 @@ from harness.report.fold import (
     violation_folds,
 )
 from harness.report.glyphs import FAULT_COLORS, IDLE_COLOR, STATUS_COLORS, Marker, legend
-from harness.report.text import outcome_counts, verdict
+from harness.report.text import outcome_counts, start_text, verdict
 from harness.report.timeline import Timeline, layout
 from harness.run.model import FaultRecord, NodeOutcome, Report, Violation
 
@@ -91,6 +91,7 @@ class _Section:
     seed: int
     nodes: int
     duration: str
+    start: str
     replay: str
     violations: list[tuple[str, str, str]]
     known: list[tuple[str, str, str]]
@@ -210,6 +211,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         seed=report.seed,
         nodes=sc.nodes,
         duration=f"{report.duration:.2f} s",
+        start=start_text(report) or "",
         replay=report.replay_command,
         violations=_violations(report.problems, many),
         known=_violations([v for v in report.violations if v.known], many),

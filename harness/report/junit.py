@@ -35,6 +35,7 @@ from harness.report.text import (
     idle_fault_lines,
     outcome_line,
     output_lines,
+    start_text,
 )
 from harness.run.model import Report
 
@@ -121,6 +122,7 @@ def _testcase(parent: ET.Element, report: Report, classname: str) -> None:
         f"scenario: {report.scenario.name} ({report.scenario.path or 'no file'})",
         f"backend: {report.scenario.backend}",
         f"seed: {report.seed}",
+        *([f"start: {start_text(report)}"] if report.startup is not None else []),
         *(f"known break: [{v.check}] {v.message}" for v in report.violations if v.known),
         f"replay: {report.replay_command}",
         *(f"warning: {line}" for line in idle_fault_lines(report)),

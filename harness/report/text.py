@@ -30,6 +30,7 @@ __all__ = [
     "outcome_line",
     "output_lines",
     "result_line",
+    "start_text",
     "totals_line",
     "verdict",
 ]
@@ -67,6 +68,17 @@ def duration(seconds: float) -> str:
     return f"{int(minutes)} min {rest:.0f} s"
 
 
+def start_text(report: Report) -> str | None:
+    """How the nodes started, apart from the run's duration (which counts from their
+    release): ``started in 12.3 s, release skew 0.214 s`` (None: the run never started)."""
+    if report.startup is None:
+        return None
+    text = f"started in {duration(report.startup)}"
+    if report.release_skew is not None:
+        text += f", release skew {report.release_skew:.3f} s"
+    return text
+
+
 def result_line(report: Report, done: int | None = None, total: int | None = None) -> str:
     """One plain line for a finished scenario, e.g. for CI logs.
 
@@ -79,6 +91,9 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
         f"{prefix}{verdict(report)} {report.scenario.name}  {report.scenario.nodes} nodes  "
         f"seed {report.seed}  {duration(report.duration)}  [{counts}]"
     )
+    start = start_text(report)
+    if start is not None:
+        line += f"  ({start})"
     if report.interrupted:
         line += f"  ({INTERRUPTED}; replay: {report.replay_command})"
     elif report.skipped is not None:

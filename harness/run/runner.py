@@ -9,7 +9,13 @@ can do what the fault needs (else :class:`~harness.errors.UnsupportedError`); th
 fault acts through its own :meth:`~harness.scenario.faults.base.Fault.inject` -- at
 start-up, at a time offset, or a chosen delay after a node's event -- and the heal it
 returns runs after the fault's duration, or at the end of the run, whichever comes first.
-Every node gets a hard deadline: past it, it is killed and reported ``hung``. When the run
+The nodes start together: the world starts each one (it says ``ready`` and waits at the
+world's start gate), the runner waits until all are ready, then releases them at once
+(:meth:`~harness.world.base.World.release`). The scenario's clock starts at the release
+(faults' times, ``late_start`` delays and hard deadlines count from it); the time spent
+starting is reported apart (``Report.startup``), and so is how far apart the nodes saw the
+release (``Report.release_skew``). Every node gets a hard deadline: past it, it is killed
+and reported ``hung``. When the run
 is over the world is torn down, each fault counts what it did into its
 :class:`~harness.scenario.faults.record.FaultRecord` (its tallies), and the checks judge.
 """
@@ -32,6 +38,7 @@ from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
+from harness.run.startup import await_ready, release_skew
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
@@ -72,6 +79,9 @@ class _Run:
         self.starting = True  # until the first nodes start
         self.deferred: dict[int, tuple[float, Callable[[], None]]] = {}
         self.t0 = 0.0
+        self.released = False  # the clock reads 0 until the nodes are released
+        self.first: list[int] = []  # the nodes released together
+        self.startup: float | None = None
 
     # --- plumbing ------------------------------------------------------------------
 
@@ -81,7 +91,7 @@ class _Run:
             self.cond.notify()
 
     def now(self) -> float:
-        return time.monotonic() - self.t0
+        return time.monotonic() - self.t0 if self.released else 0.0
 
     # --- nodes -----------------------------------------------------------------------
 
@@ -171,6 +181,8 @@ class _Run:
         kind, node = message[0], message[1]
         t = message[2] - self.t0
         state = self.nodes[node]
+        if kind == "event" and message[3] == "ready":
+            return  # up and at the gate: only the start-up wait cares
         if kind == "event":
             name, fields = message[3], message[4]
             state.events.append(NodeEvent(node, t, name, fields))
@@ -243,7 +255,16 @@ class _Run:
                 now.append(node)
         self.starting = False
         self.schedule.run_due(lambda: 0.0)  # faults "at = 0" are there from the start
+        began = time.monotonic()
+        self.first = now
         self.start_nodes(now)
+        held = await_ready(self.inbox, self.cond, now, self.stop)
+        with self.cond:
+            self.inbox[:0] = held
+        self.t0 = time.monotonic()
+        self.released = True
+        self.world.release()
+        self.startup = self.t0 - began
         self._loop()
         return self._finish_run()
 
@@ -274,6 +295,8 @@ class _Run:
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
         faults = sorted(self.records, key=lambda r: r.index)
         report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
+        report.startup = self.startup
+        report.release_skew = release_skew({n: self.nodes[n].events for n in self.first})
         report.proxy_events = self.world.link_log() or []
         if interrupted:  # stopped mid-run: there is nothing to judge
             report.interrupted = True

@@ -21,10 +21,12 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
+from typing import Literal
 
 from harness.errors import UnsupportedError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
+from harness.run.budget import Budget, auto_jobs, capacity, cost
 from harness.run.model import Report
 from harness.run.runner import run_scenario, worlds_for
 from harness.scenario.model import Scenario
@@ -123,7 +125,7 @@ def run_one(
 def run_suite(
     scenarios: Sequence[Scenario],
     proxies: ProxyProvider = embedded_proxy,
-    jobs: int = 1,
+    jobs: int | Literal["auto"] = 1,
     seed: int | None = None,
     on_result: OnResult | None = None,
     on_start: OnStart | None = None,
@@ -134,7 +136,11 @@ def run_suite(
         scenarios: the scenarios to run (e.g. from :func:`harness.scenario.model.load_many`).
         proxies: gives each run its Toxiproxy API: :func:`embedded_proxy` (default, one
             fresh embedded server per run) or :func:`shared_proxy` (a real server).
-        jobs: how many scenarios run at once (each in its own thread, with its own nodes).
+        jobs: how many scenarios run at once at most (each in its own thread, with its own
+            nodes); ``"auto"``: one per core (:func:`~harness.run.budget.auto_jobs`).
+            Whatever ``jobs`` says, a scenario starts only when it fits beside the running
+            ones in what the machine holds (:func:`~harness.run.budget.capacity` nodes),
+            or runs alone.
         seed: overrides every scenario's seed when given.
         on_result: called (from a worker thread, one call at a time) with each report as
             soon as its scenario ends.
@@ -146,8 +152,11 @@ def run_suite(
             cancelled, running ones stopped at once (nodes killed, proxies removed); it
             carries their reports.
     """
+    if jobs == "auto":
+        jobs = auto_jobs()
     if jobs < 1:
-        raise ValueError(f"jobs must be at least 1, got {jobs}")
+        raise ValueError(f"jobs must be at least 1 or 'auto', got {jobs}")
+    budget = Budget(capacity())
     seeds = [choose_seed(sc, seed, lambda: secrets.randbits(32)) for sc in scenarios]
     callbacks = threading.Lock()
     stop = threading.Event()
@@ -156,10 +165,15 @@ def run_suite(
         if stop.is_set():
             return None  # interrupted before it started
         scenario = scenarios[index]
-        if on_start is not None:
-            with callbacks:
-                on_start(scenario)
-        report = run_one(scenario, proxies, seeds[index], stop)
+        if not budget.acquire(cost(scenario), stop):
+            return None  # interrupted while it waited for room
+        try:
+            if on_start is not None:
+                with callbacks:
+                    on_start(scenario)
+            report = run_one(scenario, proxies, seeds[index], stop)
+        finally:
+            budget.release(cost(scenario))
         if on_result is not None:
             with callbacks:
                 on_result(report)

@@ -5,7 +5,8 @@ kinds ask of them. Everything done to nodes and to their network goes through th
 in pairs like turmoil's:
 
 ========== ======================================================================
-nodes      :meth:`~World.start` / :meth:`~World.kill`; :meth:`~World.pause` /
+nodes      :meth:`~World.start` / :meth:`~World.kill`; :meth:`~World.release` (the
+           start gate); :meth:`~World.pause` /
            :meth:`~World.resume` (:meth:`~World.paused`: still paused?)
 links      :meth:`~World.add_toxic` -> :class:`Toxic` (``remove``);
            :meth:`~World.link_down` -> :class:`Link` (``up``)
@@ -98,8 +99,9 @@ SquatterMode = Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "
 SQUATTER_MODES: tuple[str, ...] = get_args(SquatterMode)
 
 #: What comes back from the nodes (from any thread, in order for each node):
-#: ``("event", node, t, name, fields)`` -- something a node did (``started``, rdzv's
-#: structured log events, ``returned``); ``("outcome", node, t, fields)`` -- how its
+#: ``("event", node, t, name, fields)`` -- something a node did (``ready``: up and waiting
+#: at the start gate; ``started``: released, ``t`` when it saw the release; rdzv's
+#: structured log events; ``returned``); ``("outcome", node, t, fields)`` -- how its
 #: rendezvous ended (``fields["status"]`` and details, once per start); ``("exit", node, t,
 #: {"message": why})`` -- it ended without reporting an outcome. ``t`` is on this machine's
 #: monotonic clock (a world whose nodes run elsewhere converts their times).
@@ -224,7 +226,13 @@ class World(Protocol):
 
     def start(self, launch: Launch) -> None:
         """Start node ``launch.node`` (again, after it ended: a new incarnation). May be
-        called from several threads at once."""
+        called from several threads at once. Until :meth:`release`, a node started says
+        ``ready`` once it is up and then waits at the start gate; after it, a node goes on
+        at once (``ready`` then ``started``)."""
+
+    def release(self) -> None:
+        """Open the start gate: every node waiting at it goes on, all together (one
+        operation, not one per node). Idempotent; nodes started later do not wait."""
 
     def kill(self, node: int) -> bool:
         """End the node at once, without warning; False when it was not running."""

@@ -7,6 +7,12 @@ same way, with its own message and exit handling (the packed world's processes, 
 running several nodes as threads: :mod:`harness.world.packed_node`); the forkserver
 preloads every entry module, so no child imports one at start.
 
+Nodes start behind a gate: each node process, once up (imports done, its channel open),
+says ``ready`` and waits on the read end of one pipe every node shares;
+:meth:`LocalCluster.release` closes the write end, the only one, and every waiting node
+wakes on that one operation (instead of starting one after another as they are spawned).
+Nodes started after the release find the gate open.
+
 Every process started here is tracked by PID and ended here (SIGKILL, then reaped) — never
 anything else on the machine.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import os
 import select
@@ -35,7 +42,15 @@ from multiprocess.connection import wait as wait_any
 from multiprocess.context import set_spawning_popen
 
 from harness.world.backends import preload
-from harness.world.node import Message, NodeSpec, PipeReporter, redirect_output, run_node
+from harness.world.node import (
+    PROCESS,
+    Message,
+    NodeSpec,
+    PipeReporter,
+    process_gate,
+    redirect_output,
+    run_node,
+)
 
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 
@@ -87,6 +102,10 @@ class LocalCluster:
 
     _wake_r: Any = None
     _wake_w: Any = None
+    #: The start gate: every node waits on ``gate`` (the read end) until :meth:`release`
+    #: closes ``_gate_w`` (the write end, which never leaves this process).
+    gate: Any = None
+    _gate_w: Any = None
     _output_dir: tempfile.TemporaryDirectory[str] | None = None
     #: The tail of each process's stdout+stderr (all incarnations), by key, filled in by
     #: :meth:`close`.
@@ -100,6 +119,7 @@ class LocalCluster:
             # The forkserver is one per harness process: the first cluster's list counts.
             self.ctx.set_forkserver_preload([*ENTRY_MODULES, *preload(set(self.backends))])
         self._process_class = _node_process_class(self.ctx)
+        self.gate, self._gate_w = self.ctx.Pipe(duplex=False)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
 
@@ -111,9 +131,23 @@ class LocalCluster:
         ``listen_socket`` (a bound, listening socket) is handed to the process, which
         serves the store on it (its descriptor number reaches the node as ``listen_fd``).
         """
-        process = self.spawn(spec.node, f"rdzv-node-{spec.node}", _entry, (spec, listen_socket))
+        process = self.spawn(
+            spec.node, f"rdzv-node-{spec.node}", _entry, (spec, listen_socket, self.gate)
+        )
         pid: int = process.pid
         return pid
+
+    def release(self) -> None:
+        """Open the start gate: every node waiting at it goes on now (idempotent)."""
+        with self._lock:
+            writer, self._gate_w = self._gate_w, None
+        if writer is not None:
+            writer.close()
+
+    @property
+    def released(self) -> bool:
+        """Whether the start gate is open."""
+        return self._gate_w is None
 
     def spawn(
         self,
@@ -224,6 +258,8 @@ class LocalCluster:
             channel.close()
         self._wake_r.close()
         self._wake_w.close()
+        self.release()
+        self.gate.close()
         self._collect_outputs()
         return [inc.process.pid for inc in running]
 
@@ -348,13 +384,14 @@ def _node_process_class(ctx: Any) -> Any:
     return NodeProcess
 
 
-def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any) -> None:
+def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, gate: Any) -> None:
     redirect_output(output_path)
     if listen_socket is not None:
         fd = listen_socket.detach()
         spec = dataclasses.replace(spec, listen_fd=fd)
+    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
     try:
-        run_node(spec, PipeReporter(channel))
+        run_node(spec, PipeReporter(channel), hosting)
     finally:
         channel.close()
 

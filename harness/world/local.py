@@ -13,7 +13,9 @@ down/up switch the shims' shared flag. It can do everything
 :data:`~harness.world.base.CAPABILITIES` names.
 
 Every process this world starts is tracked by PID and ended here; every port it opened is
-checked after teardown (:func:`listening`): what is left is reported as a leak.
+checked after teardown (:func:`listening`): a port still listened on by this process or one
+it started is reported as a leak (another program on the machine may bind a port the run
+gave back: that is not the run's).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +49,7 @@ from harness.world.node import NodeSpec
 from harness.world.squatters import Squatter
 from harness.world.topology import Topology
 
-__all__ = ["NO_EVENT_LOG", "LocalWorld", "LocalWorlds", "leaks", "listening"]
+__all__ = ["NO_EVENT_LOG", "LocalWorld", "LocalWorlds", "leaks", "listening", "ours"]
 
 NAME = "local"
 #: Why the effects of toxics and link downs are not counted on a real Toxiproxy.
@@ -55,8 +57,24 @@ NO_EVENT_LOG = "not counted: the proxy keeps no event log (a real Toxiproxy has 
 _HELD = "starts of node 0 while the port was held"
 
 
-def listening(ports: Sequence[int]) -> list[int]:
-    """Which of ``ports`` something on this machine still listens on (TCP)."""
+def ours(pids: Iterable[int] = ()) -> set[int]:
+    """This process, every process below it, and ``pids`` (those a world started): the
+    processes whose listeners a run's leak check may count."""
+    me = psutil.Process()
+    found = {me.pid, *pids}
+    with contextlib.suppress(psutil.Error):
+        found.update(child.pid for child in me.children(recursive=True))
+    return found
+
+
+def listening(ports: Sequence[int], owners: Collection[int] | None = None) -> list[int]:
+    """Which of ``ports`` are still listened on (TCP) by one of ``owners`` (default: by any
+    process on this machine).
+
+    A run's leak check passes its own processes (:func:`ours`): a port a run gave back can
+    be bound at once by any other program on the machine (another test run binding port 0),
+    which is no leak of this run's.
+    """
     wanted = set(ports)
     try:
         conns = psutil.net_connections(kind="tcp")
@@ -64,7 +82,9 @@ def listening(ports: Sequence[int]) -> list[int]:
         return []
     found = set()
     for conn in conns:
-        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr[1] in wanted:
+        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr[1] not in wanted:
+            continue
+        if owners is None or conn.pid in owners:
             found.add(int(conn.laddr[1]))
     return sorted(found)
 
@@ -74,14 +94,15 @@ def leaks(
     ports: Sequence[int],
     problems: Sequence[str],
     threads: Sequence[threading.Thread] = (),
+    owners: Collection[int] | None = None,
 ) -> list[str]:
     """What a run left behind, one line each: processes still running at the end (killed),
-    ``ports`` still listening, ``threads`` of the world still running after teardown, and
-    teardown's ``problems``."""
+    ``ports`` still listening (by ``owners``: see :func:`listening`), ``threads`` of the
+    world still running after teardown, and teardown's ``problems``."""
     found = []
     if pids:
         found.append(f"node processes still running at the end: {list(pids)}")
-    still = listening(ports)
+    still = listening(ports, owners)
     if still:
         found.append(f"ports still listening after teardown: {still}")
     running = [thread.name for thread in threads if thread.is_alive()]
@@ -141,7 +162,8 @@ class LocalWorld:
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once
-        return leaks(self._leftovers, self.topo.ports(), problems, self._threads())
+        owners = ours(self.cluster.pids())
+        return leaks(self._leftovers, self.topo.ports(), problems, self._threads(), owners)
 
     def _threads(self) -> list[threading.Thread]:
         """The threads this world started (node messages, store faults, a squatter)."""
@@ -162,6 +184,9 @@ class LocalWorld:
         finally:
             if sock is not None:
                 sock.close()  # node 0 has its own copy; the port dies with node 0
+
+    def release(self) -> None:
+        self.cluster.release()
 
     def kill(self, node: int) -> bool:
         return self.cluster.kill(node)

@@ -8,6 +8,11 @@ and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("ev
 messages that describe what happened on the way (rdzv's structured log events plus
 ``started``): the :data:`~harness.world.base.Message` shapes.
 
+A node starts behind the world's start gate: it says ``ready`` (process up, imports done,
+channel open), waits until the world releases every node at once (:func:`wait_gate`: the
+world closes the one write end of a pipe all nodes wait on), and says ``started`` with the
+time it saw the release.
+
 A DNS shim (:mod:`harness.world.dns`) can be installed first: the endpoint host name then
 resolves, inside this process only, to the address the harness chose — or fails with
 ``EAI_NONAME`` while the harness says DNS is down.
@@ -24,6 +29,7 @@ import logging
 import os
 import re
 import resource
+import select
 import signal
 import threading
 import time
@@ -44,8 +50,10 @@ __all__ = [
     "PipeReporter",
     "classify",
     "forward_logs",
+    "process_gate",
     "redirect_output",
     "run_node",
+    "wait_gate",
 ]
 
 
@@ -123,6 +131,35 @@ def _ignore(handler: Any) -> None:
     return None
 
 
+def _open() -> float:
+    return time.monotonic()
+
+
+def wait_gate(gate: Any) -> float:
+    """Block until the start gate opens; returns when this node saw it open (monotonic).
+
+    The world closes the gate pipe's write end, and every node waiting on its read end
+    ``gate`` (a connection or a descriptor) wakes on that one close. A gate already open
+    does not block.
+    """
+    fd = gate if isinstance(gate, int) else gate.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    while not poller.poll():  # pragma: no cover - woken without an event
+        pass
+    return time.monotonic()
+
+
+def process_gate(gate: Any) -> float:
+    """:func:`wait_gate` for a node that is its own process, which then gives way once: the
+    other nodes woken by the same release see it before this one goes on (with a thousand
+    node processes on two cores, each would otherwise run a time slice of its own work
+    before the next even saw the release)."""
+    seen = wait_gate(gate)
+    os.sched_yield()
+    return seen
+
+
 @dataclass(frozen=True)
 class Hosting:
     """What hosting a node means for its process (the defaults: the node is the process).
@@ -135,6 +172,9 @@ class Hosting:
         adopt: called with the rendezvous handler as soon as it is made.
         placement: how the world runs the node, for the report (in ``started`` and the
             outcome).
+        gate: called once the node is ready (its ``ready`` message sent); returns, with the
+            monotonic time it saw the release, when the world releases its nodes
+            (:func:`process_gate`; default: at once).
     """
 
     freeze: Callable[[], None] = _stop_process
@@ -142,6 +182,7 @@ class Hosting:
     dns: Callable[[DnsShim], None] = install_dns_shim
     adopt: Callable[[Any], None] = _ignore
     placement: str = "process"
+    gate: Callable[[], float] = _open
 
 
 #: A node that is its own OS process.
@@ -225,9 +266,15 @@ def _present(store: Any, keys: list[str]) -> list[int]:
 
 
 def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
-    """Entry point of a node: never raises; always reports one outcome."""
-    start = time.monotonic()
+    """Entry point of a node: never raises; always reports one outcome.
+
+    It says ``ready`` first (the process is up, its imports done, its channel to the
+    harness open), waits at the world's start gate (``hosting.gate``), and at the release
+    says ``started``: the time in that event is when this node saw the release.
+    """
     placement = hosting.placement
+    queue.put(("event", spec.node, time.monotonic(), "ready", {"pid": os.getpid()}))
+    start = hosting.gate()
     queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
     launch = spec.launch
     if launch.start_paused:  # frozen before it does anything, until the harness resumes it

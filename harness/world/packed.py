@@ -244,7 +244,7 @@ class PackedWorld(LocalWorld):
                     _key(group),
                     f"rdzv-pack-{group}",
                     serve,
-                    (reader, self.topo.dns_shim(first), self._placement),
+                    (reader, self.topo.dns_shim(first), self._placement, self.cluster.gate),
                     deliver=self._deliver,
                     on_exit=lambda code: self._process_ended(nodes, code),
                 )

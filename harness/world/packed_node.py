@@ -14,7 +14,9 @@ by a node's thread (rdzv's DNS lookups) inherits it. Installed once per process:
   standard library looks ``socket.socket`` up at call time: ``create_connection``,
   ``accept``), and stops a killed node's threads at their next socket or connect;
 * one log handler that routes rdzv's events to the queue of the node whose thread logged;
-* the DNS shim, counting failed lookups per node.
+* the DNS shim, counting failed lookups per node;
+* the start gate (:class:`_Gate`): node threads wait on the world's gate pipe, and once one
+  has seen the release it waits until every thread waiting with it has seen it too.
 
 Process faults are emulated, honestly (docs/scenarios.md, "Packed nodes"):
 
@@ -45,7 +47,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.node import Hosting, Message, NodeSpec, PipeReporter, redirect_output, run_node
+from harness.world.node import (
+    Hosting,
+    Message,
+    NodeSpec,
+    PipeReporter,
+    redirect_output,
+    run_node,
+    wait_gate,
+)
 from rdzv.events import EVENT_ATTR
 
 __all__ = ["serve"]
@@ -218,6 +228,43 @@ def _install(dns: DnsShim | None) -> None:
     threading.stack_size(_STACK_BYTES)
 
 
+class _Gate:
+    """The world's start gate, for the node threads of this process.
+
+    Every node thread waits on the gate pipe (:func:`~harness.world.node.wait_gate`), notes
+    when it saw the release, then waits until every thread that was waiting with it has seen
+    it too: the first threads to get the GIL after the release would otherwise run their
+    nodes' work, holding the GIL for whole switch intervals, while the others had not yet
+    seen the release. Threads started after the release pass at once.
+    """
+
+    #: A thread never waits longer than this for the others (a liveness bound only).
+    LIMIT: Final = 5.0
+
+    def __init__(self, gate: Any) -> None:
+        self._gate = gate
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._all_seen = threading.Event()
+
+    def wait(self) -> float:
+        if self._gate is None:
+            return time.monotonic()
+        with self._lock:
+            self._waiting += 1
+            if self._waiting == 1:
+                self._all_seen.clear()
+        seen = wait_gate(self._gate)
+        with self._lock:
+            self._waiting -= 1
+            last = self._waiting == 0
+        if last:
+            self._all_seen.set()
+        else:
+            self._all_seen.wait(self.LIMIT)
+        return seen
+
+
 def _forwarded(node: int, queue: Any) -> None:
     return None  # the process's one router does it
 
@@ -227,19 +274,26 @@ def _no_dns(shim: DnsShim) -> None:
 
 
 def serve(
-    channel: Any, output_path: str, commands: Any, dns: DnsShim | None, placement: str
+    channel: Any,
+    output_path: str,
+    commands: Any,
+    dns: DnsShim | None,
+    placement: str,
+    gate: Any = None,
 ) -> None:
     """Entry point of a packed process (see the module docstring); returns once the command
-    pipe is closed and every node thread that was not killed has ended."""
+    pipe is closed and every node thread that was not killed has ended. Its node threads
+    wait at the world's start ``gate`` (see :class:`_Gate`)."""
     redirect_output(output_path)
     _install(dns)
     reporter = PipeReporter(channel)
+    release = _Gate(gate)
     nodes: dict[int, _Node] = {}
     try:
         for command in _commands(commands):
             what, number = command[0], command[1]
             if what == "start":
-                nodes[number] = _start(number, command[2], reporter, placement)
+                nodes[number] = _start(number, command[2], reporter, placement, release)
             elif what == "kill" and number in nodes:
                 nodes[number].kill()
             elif what == "resume" and number in nodes:
@@ -260,7 +314,7 @@ def _commands(commands: Any) -> Iterator[tuple[Any, ...]]:
             return
 
 
-def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str) -> _Node:
+def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str, gate: Any) -> _Node:
     node = _Node(number, spec, reporter)
     hosting = Hosting(
         freeze=node.freeze,
@@ -268,6 +322,7 @@ def _start(number: int, spec: NodeSpec, reporter: PipeReporter, placement: str) 
         dns=_no_dns,
         adopt=node.adopt,
         placement=placement,
+        gate=gate.wait,
     )
     thread = threading.Thread(
         target=run_node,

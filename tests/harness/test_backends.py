@@ -89,6 +89,7 @@ def test_run_skips_scenarios_a_backend_cannot_run_says_why_and_is_not_a_success(
 
 
 @pytest.mark.torch
+@pytest.mark.long  # torch's first import in the forkserver: tens of seconds on 2 cores
 def test_torch_static_serves_on_the_harness_socket_and_every_node_joins(
     harness_cluster: HarnessCluster,
 ) -> None:
@@ -100,6 +101,7 @@ def test_torch_static_serves_on_the_harness_socket_and_every_node_joins(
 
 
 @pytest.mark.torch
+@pytest.mark.long  # F25 on torch-static, which `tox -e torch` also runs as a scenario
 def test_torch_static_hands_out_a_duplicate_rank_which_the_file_records_as_known() -> None:
     pytest.importorskip("torch")
     from harness.run.suite import embedded_proxy, run_one

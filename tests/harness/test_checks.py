@@ -12,7 +12,7 @@ from harness.run.runner import run_scenario
 from harness.run.suite import embedded_proxy
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.local import LocalWorlds, leaks, listening
+from harness.world.local import LocalWorlds, leaks, listening, ours
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -228,3 +228,12 @@ def test_recorded_breaks_apply_only_on_their_own_backend() -> None:
     sc = torch_sc(violates=["ranks"]).on_backend("static")
     found = check(sc, [ok(0), ok(1), ok(2, rank=1)])
     assert found and not any(v.known for v in found)
+
+
+def test_a_port_the_run_gave_back_and_another_program_took_is_no_leak_of_the_run() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        # held by this process: not one of the run's (pid 1 stands for the run's own)
+        assert listening([port], owners={1}) == []
+        assert leaks([], [port], [], owners={1}) == []
+        assert listening([port], owners=ours()) == [port]

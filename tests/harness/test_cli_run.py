@@ -127,7 +127,9 @@ def test_run_exits_0_with_one_line_per_scenario_and_a_summary_when_all_pass(
     suite = write(tmp_path / "suite", happy=HAPPY)
     done = harness("run", str(suite), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^\[1/1\] PASS tiny-happy  3 nodes  seed 11  .* \[3 ok\]$", done.stdout, re.M)
+    line = r"^\[1/1\] PASS tiny-happy  3 nodes  seed 11  .* \[3 ok\]  "
+    line += r"\(started in .* s, release skew .* s\)$"
+    assert re.search(line, done.stdout, re.M)
     assert re.search(r"│ tiny-happy\s+│\s+11 │\s+3 │ 3 ok\s+│", done.stdout)
     assert "1 passed, 0 failed, 0 errors in" in done.stdout
 
@@ -310,7 +312,7 @@ def test_the_command_line_rejects_a_bad_toxiproxy_address_or_job_count(
     assert "is not HOST:PORT" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "x", "-j", "0"])
-    assert "-j takes a whole number of at least 1, got '0'" in capsys.readouterr().err
+    assert "-j takes auto or a whole number of at least 1, got '0'" in capsys.readouterr().err
 
 
 def test_a_run_in_which_every_scenario_was_skipped_is_not_a_success(tmp_path: Path) -> None:
@@ -402,7 +404,8 @@ def test_ctrl_c_stops_the_run_at_once_kills_every_node_and_says_interrupted(
         ready = stack.enter_context(socket.create_server(("127.0.0.1", 0)))
         ready.settimeout(120)
         env = {READY_PORT: str(ready.getsockname()[1])}
-        command = ("run", str(suite), "--junit", str(junit), "--toxiproxy", address)
+        # -j 1: the second scenario is still waiting its turn when Ctrl-C comes
+        command = ("run", str(suite), "-j", "1", "--junit", str(junit), "--toxiproxy", address)
         with harness_process(*command, cwd=tmp_path, env=env) as run:
             assert run.line("START ").startswith("START waits-forever  3 nodes")
             nodes = []

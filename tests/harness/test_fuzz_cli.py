@@ -16,6 +16,9 @@ from cli_helpers import harness
 
 from harness.scenario.load import load
 
+# Whole fuzz sessions through the CLI (tens of seconds each): `tox -e long`.
+pytestmark = pytest.mark.long
+
 BROKEN = "fake_backends:eager"
 
 

@@ -1,0 +1,126 @@
+"""Nodes start behind a gate and are released together (harness.world.node, .packed_node,
+harness.run.startup): the scenario's clock starts at the release, start-up is reported apart.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.report.html import write_html
+from harness.report.junit import write_junit
+from harness.report.text import result_line
+from harness.run.model import NodeEvent
+from harness.run.startup import release_skew
+from harness.run.suite import embedded_proxy, run_one
+from harness.scenario.load import parse
+from harness.world.node import wait_gate
+from harness.world.packed_node import _Gate
+
+
+def _waiters(wait: object, count: int) -> tuple[list[threading.Thread], list[float]]:
+    """``count`` threads that each call ``wait()`` once every one of them is about to."""
+    seen: list[float] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(count + 1)
+
+    def waiter() -> None:
+        barrier.wait()
+        when = wait()  # type: ignore[operator]
+        with lock:
+            seen.append(when)
+
+    threads = [threading.Thread(target=waiter, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    return threads, seen
+
+
+def test_every_node_waiting_at_the_gate_goes_on_at_the_one_close_of_its_write_end() -> None:
+    read, write = os.pipe()
+    try:
+        threads, seen = _waiters(lambda: wait_gate(read), 8)
+        closed_at = time.monotonic()
+        os.close(write)
+        write = -1
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(seen) == 8
+        assert min(seen) >= closed_at
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+
+
+def test_a_node_started_after_the_release_finds_the_gate_open() -> None:
+    read, write = os.pipe()
+    os.close(write)
+    try:
+        before = time.monotonic()
+        assert wait_gate(read) >= before
+    finally:
+        os.close(read)
+
+
+def test_the_node_threads_of_a_packed_process_go_on_once_every_one_saw_the_release() -> None:
+    read, write = os.pipe()
+    try:
+        gate = _Gate(read)
+        threads, seen = _waiters(gate.wait, 16)
+        closed_at = time.monotonic()
+        os.close(write)
+        write = -1
+        for thread in threads:
+            thread.join(timeout=30)
+        assert len(seen) == 16
+        assert min(seen) >= closed_at
+        assert _Gate(None).wait() > 0  # no gate: at once
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+
+
+def test_the_release_skew_is_the_spread_of_the_first_started_event_of_each_node() -> None:
+    def started(node: int, *times: float) -> list[NodeEvent]:
+        return [NodeEvent(node, t, "started", {}) for t in times]
+
+    events = {0: started(0, 0.01), 1: started(1, 0.25, 3.0), 2: []}
+    assert release_skew(events) == pytest.approx(0.24)
+    assert release_skew({0: started(0, 0.5)}) is None
+
+
+@pytest.mark.parametrize("pack", [None, 2])
+def test_a_run_releases_its_nodes_together_and_counts_its_time_from_the_release(
+    pack: int | None, tmp_path: Path
+) -> None:
+    data: dict[str, object] = {
+        "name": "release",
+        "description": "release together",
+        "nodes": 4,
+        "timeouts": {"join": 30},
+        "fault": [{"kind": "late_start", "nodes": [3], "delay": 1.0}],
+    }
+    if pack is not None:
+        data["pack"] = pack
+    report = run_one(parse(data, "<release>"), embedded_proxy, 7)
+
+    assert report.passed, [v.message for v in report.violations]
+    assert report.startup is not None and report.startup > 0
+    assert report.release_skew is not None and report.release_skew >= 0
+    first = {o.node: next(e.t for e in o.events if e.event == "started") for o in report.outcomes}
+    # nothing started before the release (the clock's 0), the late node its delay after it
+    assert min(first.values()) >= 0
+    assert first[3] >= 1.0
+    assert all(o.started == 0.0 for o in report.outcomes if o.node != 3)
+    assert "started in" in result_line(report) and "release skew" in result_line(report)
+    write_junit([report], tmp_path / "junit.xml")
+    write_html([report], tmp_path / "report.html")
+    assert "release skew" in (tmp_path / "junit.xml").read_text()
+    assert "release skew" in (tmp_path / "report.html").read_text()
