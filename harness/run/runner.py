@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.client import ToxiproxyClient
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
@@ -37,6 +37,7 @@ from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 from harness.world.base import Launch, Layout, Message, WorldFactory, cannot, missing
 from harness.world.local import LocalWorlds
+from harness.world.netns.world import NetnsWorlds
 from harness.world.packed import PackedWorlds
 
 __all__ = ["run_scenario", "worlds_for"]
@@ -313,7 +314,20 @@ def _placement(state: NodeState) -> str | None:
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
     """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process."""
+    or packed ``scenario.pack`` nodes per process; or the netns world (no proxy links).
+
+    Raises:
+        UnsupportedError: the scenario asks for packed nodes in the netns world.
+    """
+    if scenario.world == "netns":
+        if scenario.pack is not None:
+            raise UnsupportedError(
+                f"the netns world runs one process per node (its own namespace), but the "
+                f"scenario packs {scenario.pack} per process: drop 'pack' or run it locally",
+                world="netns",
+                capability="pack",
+            )
+        return NetnsWorlds()
     if scenario.pack is not None:
         return PackedWorlds(client, scenario.pack)
     return LocalWorlds(client)
