@@ -51,11 +51,22 @@ def _ports_valid(ports: Sequence[Port]) -> None:
             raise ValueError(f"a port is 'store' or a number from 1 to 65535, got {port!r}")
 
 
-def _apply(world: World, ctx: Context, nodes: list[int], detail: str, rules: list[PacketRule]) -> Heal:
-    """Put ``rules`` in place, record them, count what they did at the end; returns the heal."""
+_NO_MATCH = "no packet matched while it was in place"
+
+
+def _apply(
+    world: World,
+    ctx: Context,
+    nodes: list[int],
+    detail: str,
+    rules: list[PacketRule],
+    idle: str = _NO_MATCH,
+) -> Heal:
+    """Put ``rules`` in place, record them, count what they did at the end; returns the
+    heal. ``idle``: the note when nothing matched."""
     placed: list[Rule] = [world.add_packet_rule(rule) for rule in rules]
     record = ctx.record(nodes, detail)
-    ctx.tally(lambda: _count(record, placed))
+    ctx.tally(lambda: _count(record, placed, idle))
 
     def heal() -> None:
         for rule in placed:
@@ -64,7 +75,7 @@ def _apply(world: World, ctx: Context, nodes: list[int], detail: str, rules: lis
     return heal
 
 
-def _count(record: FaultRecord, placed: Sequence[Rule]) -> None:
+def _count(record: FaultRecord, placed: Sequence[Rule], idle: str) -> None:
     for rule in placed:
         found = rule.acted()
         if isinstance(found, Uncounted):
@@ -73,7 +84,7 @@ def _count(record: FaultRecord, placed: Sequence[Rule]) -> None:
         for effect, n in found.items():
             record.count(effect, n)
     if record.idle:
-        record.note = "no packet matched while it was in place"
+        record.note = idle
 
 
 class _Kernel(Timed):
@@ -235,7 +246,8 @@ class FilterFault(_Kernel):
             syn_only=True,
             label="SYNs to other ports dropped",
         )
-        return _apply(world, ctx, chosen, f"only ports {shown(self.ports)} open", [rule])
+        idle = "no connection was attempted to another port of theirs"
+        return _apply(world, ctx, chosen, f"only ports {shown(self.ports)} open", [rule], idle)
 
 
 class BandwidthFault(_Kernel):
@@ -251,5 +263,6 @@ class BandwidthFault(_Kernel):
         chosen = ctx.targets(self.nodes)
         limit = world.limit_bandwidth(chosen, self.rate_kbit, self.direction)
         record = ctx.record(chosen, f"{self.rate_kbit} kbit/s {self.direction}")
-        ctx.tally(lambda: _count(record, [limit]))
+        idle = "their traffic stayed within the rate (and its burst)"
+        ctx.tally(lambda: _count(record, [limit], idle))
         return limit.lift
