@@ -268,7 +268,9 @@ class Scenario(FormatModel):
         """
         if world not in WORLDS:
             allowed = ", ".join(WORLDS)
-            raise ScenarioError(self.path or self.name, [f"world: got {world!r}; allowed: {allowed}"])
+            raise ScenarioError(
+                self.path or self.name, [f"world: got {world!r}; allowed: {allowed}"]
+            )
         return self.model_copy(update={"world": world})
 
     def packed(self, pack: int | None) -> Scenario:

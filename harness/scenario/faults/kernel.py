@@ -87,6 +87,10 @@ def _count(record: FaultRecord, placed: Sequence[Rule], idle: str) -> None:
         record.note = idle
 
 
+def _store_only() -> list[Port]:
+    return ["store"]
+
+
 class _Kernel(Timed):
     """A kernel fault: in place from its trigger for ``duration`` seconds (or to the end)."""
 
@@ -102,7 +106,7 @@ class _ToPorts(_Kernel):
 
     nodes: Nodes = "others"
     to: Nodes = Field(default_factory=lambda: [0])
-    ports: list[Port] = Field(default_factory=lambda: ["store"])
+    ports: list[Port] = Field(default_factory=_store_only)
     syn_only: bool = True
 
     @model_validator(mode="after")
@@ -168,13 +172,17 @@ class PartitionFault(_Kernel):
             both = sorted(side & set(targets(whole.count, self.others)))
             if both:
                 return [
-                    f"fault[{index}]: node(s) {shown(both)} are on both sides of the partition; "
-                    "list each node in 'nodes' or in 'others', not both"
+                    (
+                        f"fault[{index}]: node(s) {shown(both)} are on both sides of the "
+                        "partition; list each node in 'nodes' or in 'others', not both"
+                    )
                 ]
         if self.others is None and len(side) == whole.count:
             return [
-                f"fault[{index}].nodes: every node is on one side, so nothing is cut off; "
-                "list the nodes of one side only"
+                (
+                    f"fault[{index}].nodes: every node is on one side, so nothing is cut off; "
+                    "list the nodes of one side only"
+                )
             ]
         return []
 

@@ -10,11 +10,12 @@
 Packet rules (:mod:`harness.world.netns.rules`) match where a packet enters the switch
 from a node's port (``n*``), so a packet crossing a trunk is judged once.
 
-Node 0 also has 198.19.0.1/16 (on its ``lo``: the kernel here has no dummy links): an address of the store host
-on a network no other node has a route to (a multi-homed host; workers told that address
-get "no route"). No namespace has a default route, nothing is routed outside, and the
-host's own interfaces, routes and firewall are never touched: every command runs inside
-the run's namespaces (``ip -n``), the only host-side change being the namespaces' names
+Node 0 also has 198.19.0.1/16 (on its ``lo``: the kernel here has no dummy links): an
+address of the store host on a network no other node has a route to (a multi-homed host;
+workers told that address get "no route"). No namespace has a default route, nothing is
+routed outside, and the host's own interfaces, routes and firewall are never touched:
+every command runs inside the run's namespaces (``ip -n``), the only host-side change
+being the namespaces' names
 under ``/run/netns``.
 
 Built with one ``ip -batch`` for the namespaces, one for the switch and one per node (a
@@ -57,7 +58,9 @@ def sweep() -> list[str]:
     names."""
     found = orphans()
     for chunk in _chunks(found):
-        run(["ip", "-force", "-batch", "-"], "".join(f"netns del {n}\n" for n in chunk), check=False)
+        run(
+            ["ip", "-force", "-batch", "-"], "".join(f"netns del {n}\n" for n in chunk), check=False
+        )
     return found
 
 

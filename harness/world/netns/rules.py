@@ -110,7 +110,12 @@ class NftRule:
             self.counted = sum(self.owner.packets(place) for place in self.placed)
             self.lifted = True
             for ns, family, chain, handle in self.placed:
-                run(in_namespace(ns, ["nft", "delete", "rule", family, _TABLE, chain, "handle", str(handle)]), check=False)
+                run(
+                    in_namespace(
+                        ns, ["nft", "delete", "rule", family, _TABLE, chain, "handle", str(handle)]
+                    ),
+                    check=False,
+                )
 
     def acted(self) -> dict[str, int]:
         return {self.label: self.counted} if self.counted else {}
@@ -179,7 +184,10 @@ class Rules:
         with self._lock:
             if ns in self._tables:
                 return
-            run(in_namespace(ns, ["nft", "-f", "-"]), _SWITCH_TABLE if ns == self.switch else _HOST_TABLE)
+            run(
+                in_namespace(ns, ["nft", "-f", "-"]),
+                _SWITCH_TABLE if ns == self.switch else _HOST_TABLE,
+            )
             self._tables.add(ns)
 
     def add(self, rule: PacketRule) -> NftRule:
@@ -194,8 +202,10 @@ class Rules:
         if rule.verdict == "drop":
             where = [(self.switch, "bridge", "faults", f'iifname "n*" {match}')]
         else:
-            where = [(self.names[d], "inet", "input", match) for d in sorted(set(rule.destinations))]
-        placed = []
+            where = [
+                (self.names[d], "inet", "input", match) for d in sorted(set(rule.destinations))
+            ]
+        placed: list[tuple[str, str, str, int]] = []
         found = NftRule(self, rule.label, placed)
         with self._lock:
             self._placed.append(found)
@@ -213,7 +223,9 @@ class Rules:
         """How many packets the nft rule at ``place`` matched (0 when it cannot be read)."""
         ns, family, chain, handle = place
         try:
-            listed = json.loads(run(in_namespace(ns, ["nft", "-j", "list", "chain", family, _TABLE, chain])))
+            listed = json.loads(
+                run(in_namespace(ns, ["nft", "-j", "list", "chain", family, _TABLE, chain]))
+            )
         except (HarnessError, ValueError):
             return 0
         for item in listed.get("nftables", []):
@@ -241,10 +253,8 @@ class Rules:
         with self._lock:
             self._placed.append(found)
         for ns, dev in devices:
-            run(
-                ["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf"]
-                + ["rate", f"{rate_kbit}kbit", "burst", str(burst), "latency", "1s"]
-            )
+            shape = ["rate", f"{rate_kbit}kbit", "burst", str(burst), "latency", "1s"]
+            run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "tbf", *shape])
         return found
 
     def snapshot(self) -> None:
