@@ -34,7 +34,7 @@ def _scenario(**fields: Any) -> Any:
 
 def _ours() -> list[str]:
     prefix = f"{naming.PREFIX}{os.getpid()}-"
-    return [name for name in naming._listed() if name.startswith(prefix)]
+    return [name for name in naming.listed() if name.startswith(prefix)]
 
 
 @pytest.fixture(autouse=True)

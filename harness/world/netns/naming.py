@@ -30,6 +30,7 @@ __all__ = [
     "SECOND_NET",
     "SERVE_PORT",
     "is_second_address",
+    "listed",
     "namespace",
     "node_address",
     "orphans",
@@ -80,7 +81,8 @@ def is_second_address(host: str) -> bool:
         return False
 
 
-def _listed() -> list[str]:
+def listed() -> list[str]:
+    """Every named network namespace on this machine (``ip netns list``, from its folder)."""
     try:
         return sorted(os.listdir(NETNS_DIR))
     except FileNotFoundError:
@@ -92,7 +94,7 @@ def run_namespaces(run: str, pid: int | None = None) -> list[str]:
     owner = os.getpid() if pid is None else pid
     return [
         name
-        for name in _listed()
+        for name in listed()
         if (m := _NAME.match(name)) and int(m.group(1)) == owner and m.group(2) == run
     ]
 
@@ -100,7 +102,7 @@ def run_namespaces(run: str, pid: int | None = None) -> list[str]:
 def orphans() -> list[str]:
     """The namespaces of runs whose harness process is gone (not this process's)."""
     found = []
-    for name in _listed():
+    for name in listed():
         match = _NAME.match(name)
         if match is None:
             continue

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from typing import Final
 from harness.errors import HarnessError
 from harness.world.netns.naming import (
     NETNS_DIR,
+    listed,
     NODE_NET,
     SECOND_NET,
     namespace,
@@ -69,6 +71,11 @@ def _chunks(items: list[str]) -> Iterator[list[str]]:
         yield items[start : start + _CHUNK]
 
 
+def _mac(node: int) -> str:
+    """Node ``node``'s MAC address (locally administered, from its number)."""
+    return "02:00:" + ":".join(f"{byte:02x}" for byte in node.to_bytes(4, "big"))
+
+
 @dataclass
 class Network:
     """The namespaces, links and addresses of one run; :meth:`build`, then always
@@ -84,6 +91,10 @@ class Network:
     _torn_down: bool = False
 
     def __post_init__(self) -> None:
+        if not re.fullmatch(r"[0-9a-f]{8}", self.run_id):
+            raise ValueError(
+                f"run_id must be 8 hex digits (naming.run_id(tag) makes one), got {self.run_id!r}"
+            )
         self.switch = namespace(self.run_id, "sw")
         self.names = [namespace(self.run_id, f"n{i}") for i in range(self.nodes)]
 
@@ -119,7 +130,8 @@ class Network:
                 lines.append(f"link add u{k} type veth peer name d{k}")
                 lines += [f"link set u{k} master br0 up", f"link set d{k} master br{k} up"]
         for i, name in enumerate(self.names):
-            lines.append(f"link add n{i} type veth peer name eth0 netns {name}")
+            peer = f"name eth0 address {_mac(i)} netns {name}"
+            lines.append(f"link add n{i} type veth peer {peer}")
             lines.append(f"link set n{i} master br{i // _PORTS} up")
         run(["ip", "-n", self.switch, "-batch", "-"], "\n".join(lines) + "\n")
         with ThreadPoolExecutor(_BUILDERS, thread_name_prefix="harness-netns") as pool:
@@ -131,8 +143,17 @@ class Network:
             f"addr add {self.address(node)}/{NODE_NET.prefixlen} dev eth0",
             "link set eth0 up",
         ]
+        # Permanent neighbours (node 0 <-> every node) instead of ARP: the kernel's table is
+        # shared by every namespace and refuses new dynamic entries past gc_thresh3 (1024
+        # here), which 1024 nodes reach; permanent entries do not count against it.
         if node == 0:
             lines.append(f"addr add {self.second}/{SECOND_NET.prefixlen} dev lo")
+            lines += [
+                f"neigh replace {self.address(i)} lladdr {_mac(i)} dev eth0 nud permanent"
+                for i in range(1, self.nodes)
+            ]
+        else:
+            lines.append(f"neigh replace {self.address(0)} lladdr {_mac(0)} dev eth0 nud permanent")
         run(["ip", "-n", self.names[node], "-batch", "-"], "\n".join(lines) + "\n")
 
     def teardown(self) -> list[str]:
@@ -144,13 +165,13 @@ class Network:
         if self._torn_down:
             return []
         self._torn_down = True
-        present = set(run_namespaces(self.run_id))
+        present = set(listed())
         doomed = [name for name in self._made if name in present]
         problems = []
         for chunk in _chunks(doomed):
             with contextlib.suppress(HarnessError):
                 run(["ip", "-force", "-batch", "-"], "".join(f"netns del {n}\n" for n in chunk))
-        left = run_namespaces(self.run_id)
+        left = sorted(set(run_namespaces(self.run_id)) | (set(listed()) & set(self._made)))
         if left:
             shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
             problems.append(f"network namespaces still present after teardown: {shown}")
