@@ -118,4 +118,6 @@ def test_a_machine_without_root_skips_the_netns_world_saying_so(
     finally:
         monkeypatch.undo()
         shell.why_not.cache_clear()
-    assert report.skipped == "the netns world needs root (network namespaces, nftables); run as root"
+    assert (
+        report.skipped == "the netns world needs root (network namespaces, nftables); run as root"
+    )
