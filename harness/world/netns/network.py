@@ -36,9 +36,9 @@ from typing import Final
 from harness.errors import HarnessError
 from harness.world.netns.naming import (
     NETNS_DIR,
-    listed,
     NODE_NET,
     SECOND_NET,
+    listed,
     namespace,
     node_address,
     orphans,
