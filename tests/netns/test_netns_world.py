@@ -22,7 +22,7 @@ from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 from harness.world.netns import naming
 from harness.world.netns.network import Network, sweep
-from harness.world.netns.shell import run, why_not
+from harness.world.netns.shell import has_netem, run, why_not
 
 pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
 
@@ -192,3 +192,23 @@ def test_a_partition_of_half_the_nodes_names_the_missing_ranks_on_the_store_side
     assert report.passed, report.violations
     (fault,) = report.faults
     assert fault.acted and fault.acted["packets dropped"] >= 2
+
+
+def test_process_faults_work_as_in_the_local_world() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 10},
+        fault=[
+            {"kind": "late_start", "nodes": [2], "delay": 2.0},
+            {"kind": "restart", "nodes": [1], "at": 0.5},
+            {"kind": "pause", "nodes": [0], "at": 0.7, "duration": 1.0},
+        ],
+    )
+    assert report.passed, report.violations
+    acted = {fault.kind: fault.acted for fault in report.faults}
+    assert acted["restart"] == {"nodes killed": 1, "nodes restarted": 1}
+    assert acted["pause"] == {"nodes paused": 1}
+
+
+def test_netem_is_detected_not_assumed() -> None:
+    assert isinstance(has_netem(), bool)
