@@ -18,8 +18,9 @@ every command runs inside the run's namespaces (``ip -n``), the only host-side c
 being the namespaces' names
 under ``/run/netns``.
 
-Built with one ``ip -batch`` for the namespaces, one for the switch and one per node (a
-few at a time); removed by deleting the namespaces, which takes their links, addresses and
+Built with one ``ip -batch`` for the namespaces and one for the switch; each node's
+addresses, links and neighbours are set from one thread that enters the namespaces in turn
+(:mod:`~harness.world.netns.configure`); removed by deleting the namespaces, which takes their links, addresses and
 nft tables with them.
 """
 
@@ -29,11 +30,11 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Final
 
 from harness.errors import HarnessError
+from harness.world.netns.configure import NodeSetup, configure
 from harness.world.netns.naming import (
     NETNS_DIR,
     NODE_NET,
@@ -50,7 +51,6 @@ __all__ = ["SECOND_ADDRESS", "Network", "sweep"]
 
 #: Node 0's address on the network the others cannot reach.
 SECOND_ADDRESS: Final = str(SECOND_NET.network_address + 1)
-_BUILDERS: Final = 4
 _PORTS: Final = 1000  # node ports per bridge (the kernel allows 1023)
 _CHUNK: Final = 256  # namespaces per ``ip -batch`` on the host
 
@@ -134,27 +134,20 @@ class Network:
             lines.append(f"link add n{i} type veth peer {peer}")
             lines.append(f"link set n{i} master br{i // _PORTS} up")
         run(["ip", "-n", self.switch, "-batch", "-"], "\n".join(lines) + "\n")
-        with ThreadPoolExecutor(_BUILDERS, thread_name_prefix="harness-netns") as pool:
-            list(pool.map(self._node, range(self.nodes)))
+        configure([self._setup(node) for node in range(self.nodes)])
 
-    def _node(self, node: int) -> None:
-        lines = [
-            "link set lo up",
-            f"addr add {self.address(node)}/{NODE_NET.prefixlen} dev eth0",
-            "link set eth0 up",
-        ]
+    def _setup(self, node: int) -> NodeSetup:
         # Permanent neighbours (node 0 <-> every node) instead of ARP: the kernel's table is
         # shared by every namespace and refuses new dynamic entries past gc_thresh3 (1024
         # here), which 1024 nodes reach; permanent entries do not count against it.
+        mask = str(NODE_NET.netmask)
+        addresses = [("eth0", self.address(node), mask)]
         if node == 0:
-            lines.append(f"addr add {self.second}/{SECOND_NET.prefixlen} dev lo")
-            lines += [
-                f"neigh replace {self.address(i)} lladdr {_mac(i)} dev eth0 nud permanent"
-                for i in range(1, self.nodes)
-            ]
+            addresses.append(("lo:1", self.second, str(SECOND_NET.netmask)))
+            neighbours = [(self.address(i), _mac(i)) for i in range(1, self.nodes)]
         else:
-            lines.append(f"neigh replace {self.address(0)} lladdr {_mac(0)} dev eth0 nud permanent")
-        run(["ip", "-n", self.names[node], "-batch", "-"], "\n".join(lines) + "\n")
+            neighbours = [(self.address(0), _mac(0))]
+        return NodeSetup(self.path(node), addresses, neighbours=neighbours)
 
     def teardown(self) -> list[str]:
         """Delete the run's namespaces (and with them every link, address and rule).
