@@ -20,8 +20,8 @@ under ``/run/netns``.
 
 Built with one ``ip -batch`` for the namespaces and one for the switch; each node's
 addresses, links and neighbours are set from one thread that enters the namespaces in turn
-(:mod:`~harness.world.netns.configure`); removed by deleting the namespaces, which takes their links, addresses and
-nft tables with them.
+(:mod:`~harness.world.netns.configure`); removed by deleting the namespaces, which takes
+their links, addresses and nft tables with them.
 """
 
 from __future__ import annotations
