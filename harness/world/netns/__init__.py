@@ -2,6 +2,7 @@
 
 * ``world``    :class:`~harness.world.netns.world.NetnsWorld` and its factory
 * ``network``  the namespaces, the bridge, the veths and the addresses of one run
+* ``configure`` each node's addresses, links and neighbours, set from one thread (setns)
 * ``rules``    nft packet rules (drop, reject, loss, partition, filter) and ``tbf`` limits
 * ``enter``    setns(2) through libc, and the node entry point (a forkserver child)
 * ``naming``   names tagged with the harness's PID and the run, addresses, dead runs' leftovers
