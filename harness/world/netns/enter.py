@@ -13,7 +13,6 @@ harness is not a socket of any network, so it keeps working.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 from typing import Any, Final
 
@@ -22,6 +21,9 @@ from harness.world.node import NodeSpec, PipeReporter, redirect_output, run_node
 __all__ = ["CLONE_NEWNET", "enter", "node_entry"]
 
 CLONE_NEWNET: Final = 0x40000000
+#: This process's own symbols, libc's among them (no ``find_library``: it runs ``ldconfig``
+#: in a subprocess); made once, at import, so forkserver children inherit it.
+_LIBC: Final = ctypes.CDLL(None, use_errno=True)
 
 
 def enter(path: str) -> None:
@@ -30,10 +32,9 @@ def enter(path: str) -> None:
     Raises:
         OSError: the namespace does not exist, or setns(2) refused (not root).
     """
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if libc.setns(fd, CLONE_NEWNET) != 0:
+        if _LIBC.setns(fd, CLONE_NEWNET) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"setns into {path}: {os.strerror(code)}")
     finally:
