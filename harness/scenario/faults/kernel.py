@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from harness.scenario.faults.base import Context, Heal, Timed, Whole
+from harness.scenario.faults.base import Context, Heal, Timed, Trigger, Whole
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.format import Nodes, shown, targets
 from harness.world.base import (
@@ -92,10 +92,17 @@ def _store_only() -> list[Port]:
 
 
 class _Kernel(Timed):
-    """A kernel fault: in place from its trigger for ``duration`` seconds (or to the end)."""
+    """A kernel fault: in place from its trigger for ``duration`` seconds (or to the end);
+    without ``at`` or ``on``, in place before any node starts (no SYN can slip through
+    before the rule)."""
 
     duration: float | None = Field(default=None, gt=0)
     needs: ClassVar[frozenset[str]] = frozenset({PACKETS})
+
+    def when(self) -> Trigger | None:  # type: ignore[override]
+        if self.at is None and self.on is None:
+            return None
+        return super().when()
 
     def lasts(self) -> float | None:
         return self.duration
