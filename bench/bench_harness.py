@@ -13,10 +13,14 @@
 * every ``nodes`` and ``packed`` row also gives the start-up (every node started and ready
   at the start gate) and the release skew: first to last node to see the release, as the
   nodes observed it. Goals: skew <= 0.5 s at 1024 processes, <= 1 s at 4096 packed.
+* ``netns``: the start-up cost per node of the netns world against the local world: the
+  same fault-free scenario (``--netns 256 1024``) in both, start -> reported, divided by
+  N; and the netns network alone (namespaces, veths, bridge, addresses) built and removed.
+  Needs root and nft (else the row says why). Goals: 256 nodes < 30 s, 1024 < 90 s.
 * ``suite``: wall time of ``harness run scenarios/*.toml -j 2``. Goal: < 5 min.
 
 Usage: ``python bench/bench_harness.py [--nodes 256 1024] [--packed 4096] [--pack 512]
-[--repeat 2] [--no-suite]``
+[--netns 256 1024] [--repeat 2] [--no-suite]``
 """
 
 from __future__ import annotations
@@ -155,6 +159,45 @@ def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> 
     )
 
 
+def bench_netns(n: int, repeat: int) -> None:
+    from harness.world.netns.naming import run_id
+    from harness.world.netns.network import Network
+    from harness.world.netns.shell import why_not
+
+    why = why_not()
+    if why is not None:
+        print(f"netns N={n}: not run ({why})")
+        return
+    per_world = {}
+    for world in ("local", "netns"):
+        scenario = fault_free(n).in_world(world)
+        walls = []
+        for r in range(repeat):
+            start = time.monotonic()
+            report = run_one(scenario, embedded_proxy, seed=r)
+            walls.append(time.monotonic() - start)
+            if not report.passed:
+                print(f"  {world} N={n} run {r} FAILED: {result_line(report)}")
+        per_world[world] = statistics.median(walls)
+    builds, removes = [], []
+    for r in range(repeat):
+        network = Network(run_id(f"bench-{n}-{r}-{time.time_ns()}"), n)
+        start = time.monotonic()
+        network.build()
+        builds.append(time.monotonic() - start)
+        start = time.monotonic()
+        network.teardown()
+        removes.append(time.monotonic() - start)
+    local, netns = per_world["local"], per_world["netns"]
+    print(
+        f"netns N={n}: start -> reported {netns:.2f} s ({netns / n * 1000:.1f} ms per node)"
+        f" against the local world's {local:.2f} s ({local / n * 1000:.1f} ms per node),"
+        f" x{netns / local:.2f}; the network alone: built in {statistics.median(builds):.2f} s"
+        f" ({statistics.median(builds) / n * 1000:.2f} ms per node), removed in"
+        f" {statistics.median(removes):.2f} s; median of {repeat}"
+    )
+
+
 def bench_suite() -> None:
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "scenarios").glob("*.toml"))
     start = time.monotonic()
@@ -175,6 +218,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, nargs="*", default=[256, 1024])
     parser.add_argument("--packed", type=int, nargs="*", default=[4096])
     parser.add_argument("--pack", type=int, default=512, help="nodes per process when packed")
+    parser.add_argument("--netns", type=int, nargs="*", default=[256, 1024])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--sample", type=float, default=1.0, help="memory sampling period, s")
     parser.add_argument("--no-suite", action="store_true")
@@ -183,6 +227,8 @@ def main() -> int:
         bench_nodes(n, args.repeat, args.sample)
     for n in args.packed:
         bench_nodes(n, args.repeat, args.sample, pack=args.pack)
+    for n in args.netns:
+        bench_netns(n, args.repeat)
     if not args.no_suite:
         bench_suite()
     return 0

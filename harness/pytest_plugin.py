@@ -13,7 +13,9 @@ installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
   ``--harness-backend`` / ``harness_backend`` (run every scenario on that backend; a
   scenario it cannot run on — ``[backends.<name>] unsupported``, torch missing — is skipped
   with the reason), ``--harness-pack`` / ``harness_pack`` (run every scenario with its nodes
-  packed K per process as threads, see docs/scenarios.md "Packed nodes").
+  packed K per process as threads, see docs/scenarios.md "Packed nodes"),
+  ``--harness-world`` / ``harness_world`` (run every scenario in that world: ``local`` or
+  ``netns``; a scenario the world cannot carry out is skipped with the reason).
 * Fixtures: ``toxiproxy`` (a typed client on a fault proxy), ``rdzv_store`` (a live TCPStore
   master), ``harness_cluster`` (runs a scenario built in Python, returns its report).
 
@@ -109,7 +111,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every scenario with nodes 1..N-1 packed K (>= 2) per process as threads; "
         "default: each scenario's own pack key. ini: harness_pack",
     )
+    group.addoption(
+        "--harness-world",
+        dest="harness_world",
+        default=None,
+        metavar="NAME",
+        help="run every scenario in this world: local or netns (a network namespace per "
+        "node; needs root and nft); default: each scenario's own world key. ini: harness_world",
+    )
     parser.addini("harness_seed", "seed for every scenario (as --harness-seed)", default="")
+    parser.addini("harness_world", "world for every scenario (as --harness-world)", default="")
     parser.addini(
         "harness_pack", "nodes per process for every scenario (as --harness-pack)", default=""
     )
@@ -183,9 +194,23 @@ def _pack(config: pytest.Config) -> int | None:
     return int(raw)
 
 
+def _world(config: pytest.Config) -> str | None:
+    """The world override (``None``: each scenario's own)."""
+    cli: str | None = config.getoption("harness_world")
+    raw = cli if cli is not None else str(config.getini("harness_world")).strip()
+    if not raw:
+        return None
+    from harness.scenario.model import WORLDS
+
+    if raw not in WORLDS:
+        where = "--harness-world" if cli is not None else "ini harness_world"
+        raise pytest.UsageError(f"{where}: expected one of {', '.join(WORLDS)}, got {raw!r}")
+    return raw
+
+
 def _overrides(config: pytest.Config) -> dict[str, Any]:
-    """What the options override in every scenario: its backend, its pack (both valid)."""
-    found = {"backend": _backend(config), "pack": _pack(config)}
+    """What the options override in every scenario: its backend, pack and world (valid)."""
+    found = {"backend": _backend(config), "pack": _pack(config), "world": _world(config)}
     return {key: value for key, value in found.items() if value is not None}
 
 
@@ -211,6 +236,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _toxiproxy(config)
     _backend(config)
     _pack(config)
+    _world(config)
     config.stash[_REPORTS] = []
 
 

@@ -51,7 +51,7 @@ from harness.run.suite import (
     shared_proxy,
 )
 from harness.scenario.load import load_many
-from harness.scenario.model import Scenario, backend_name
+from harness.scenario.model import WORLDS, Scenario, backend_name
 
 __all__ = [
     "EXIT_FAILED",
@@ -236,6 +236,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "and pause of a packed node are emulated, see docs/scenarios.md); overrides each "
         "file's pack key",
     )
+    run.add_argument(
+        "--world",
+        choices=WORLDS,
+        help="run every scenario in this world: local (processes on this machine, links "
+        "through the fault proxy) or netns (each node in a network namespace of its own, "
+        "faults in the kernel; needs root and nft); overrides each file's world key",
+    )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
         "--html", type=report_file, metavar="FILE", help="write an HTML timeline report"
@@ -334,6 +341,8 @@ def _run_command(args: argparse.Namespace) -> int:
         scenarios = [sc.on_backend(args.backend) for sc in scenarios]
     if args.pack is not None:
         scenarios = [sc.packed(args.pack) for sc in scenarios]
+    if args.world is not None:
+        scenarios = [sc.in_world(args.world) for sc in scenarios]
     out = data_console()
     now = dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S")  # the JUnit schema's form (no zone)

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.client import ToxiproxyClient
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
@@ -43,11 +43,14 @@ from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 from harness.world.base import Launch, Layout, Message, WorldFactory, cannot, missing
-from harness.world.local import LocalWorlds
+from harness.world.local import LOCAL_CAPABILITIES, LocalWorlds
+from harness.world.netns.world import NETNS_CAPABILITIES, NetnsWorlds
 from harness.world.packed import PackedWorlds
 
 __all__ = ["run_scenario", "worlds_for"]
 
+#: What each world can do, to say which one could run a scenario its world cannot.
+_CAPABLE = {"local": LOCAL_CAPABILITIES, "netns": NETNS_CAPABILITIES}
 _LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
 
 
@@ -339,7 +342,20 @@ def _placement(state: NodeState) -> str | None:
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
     """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process."""
+    or packed ``scenario.pack`` nodes per process; or the netns world (no proxy links).
+
+    Raises:
+        UnsupportedError: the scenario asks for packed nodes in the netns world.
+    """
+    if scenario.world == "netns":
+        if scenario.pack is not None:
+            raise UnsupportedError(
+                f"the netns world runs one process per node (its own namespace), but the "
+                f"scenario packs {scenario.pack} per process: drop 'pack' or run it locally",
+                world="netns",
+                capability="pack",
+            )
+        return NetnsWorlds()
     if scenario.pack is not None:
         return PackedWorlds(client, scenario.pack)
     return LocalWorlds(client)
@@ -350,7 +366,11 @@ def _check_supported(worlds: WorldFactory, faults: Sequence[tuple[int, Fault]]) 
     for index, fault in faults:
         lacking = missing(worlds.capabilities, fault.needs)
         if lacking:
-            raise cannot(worlds.name, lacking[0], f"fault[{index}] is a {fault.kind} fault")
+            why = f"fault[{index}] is a {fault.kind} fault"
+            able = [n for n, can in _CAPABLE.items() if n != worlds.name and lacking[0] in can]
+            if able:
+                why += f"; the {able[0]} world can (world = {able[0]!r}, or --world {able[0]})"
+            raise cannot(worlds.name, lacking[0], why)
 
 
 def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:

@@ -24,6 +24,7 @@ __all__ = [
     "INVARIANTS",
     "NAMED_BACKENDS",
     "OUTCOMES",
+    "WORLDS",
     "BackendVariant",
     "Endpoint",
     "Expect",
@@ -33,6 +34,7 @@ __all__ = [
     "NodeOverride",
     "Scenario",
     "Timeouts",
+    "WorldName",
     "allowed_outcomes",
     "backend_name",
 ]
@@ -148,6 +150,9 @@ def _url(value: str) -> str:
     return value
 
 
+WorldName = Literal["local", "netns"]
+#: The worlds a scenario can name.
+WORLDS: tuple[str, ...] = get_args(WorldName)
 BackendName = Annotated[str, AfterValidator(backend_name)]
 NodeCount = Annotated[int, Field(ge=1, le=16384)]
 
@@ -194,6 +199,10 @@ class Scenario(FormatModel):
     #: Nodes per process (>= 2): node 0 stays a process, the others run ``pack`` per process
     #: as threads (the packed world). None: one process per node.
     pack: int | None = Field(default=None, ge=2)
+    #: Where the nodes run: ``local`` (processes on this machine, links through the fault
+    #: proxy) or ``netns`` (each node in a network namespace of its own, faults in the
+    #: kernel); see docs/scenarios.md "Worlds".
+    world: WorldName = "local"
     run_id: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
@@ -250,6 +259,19 @@ class Scenario(FormatModel):
             if node in self.targets(entry.nodes):
                 found = entry
         return found
+
+    def in_world(self, world: str) -> Scenario:
+        """A copy that runs in ``world`` (``local`` or ``netns``).
+
+        Raises:
+            ScenarioError: ``world`` is not a world's name.
+        """
+        if world not in WORLDS:
+            allowed = ", ".join(WORLDS)
+            raise ScenarioError(
+                self.path or self.name, [f"world: got {world!r}; allowed: {allowed}"]
+            )
+        return self.model_copy(update={"world": world})
 
     def packed(self, pack: int | None) -> Scenario:
         """A copy that runs ``pack`` nodes per process (None: one process per node)."""

@@ -6,6 +6,8 @@
                     links through the embedded (or a real) Toxiproxy; the default
 * ``cluster``       the local world's node processes (forkserver): start, signal, reap
 * ``topology``      the local world's network: node 0's port, proxy links, DNS, interposer
+* ``netns``         :class:`~harness.world.netns.world.NetnsWorld`: a network namespace per
+                    node on a bridge, faults as nft rules and ``tbf`` in the kernel
 * ``packed``        :class:`~harness.world.packed.PackedWorld`: node 0 a process, the others
                     K per process as threads; kill, pause and restart emulated
 * ``packed_node``   a packed process: node threads, their sockets, events and faults
@@ -16,6 +18,6 @@
 * ``store_faults``  an interposer that decodes TCPStore requests and applies store rules
 
 Imports: :mod:`harness.proxy`, :mod:`harness.errors`, rdzv. A world knows nothing of scenario
-files, fault kinds, runs or reports. Later worlds (network namespaces, Ray)
-implement the same protocol; see docs/architecture.md.
+files, fault kinds, runs or reports. Later worlds (Ray) implement the same protocol; see
+docs/architecture.md.
 """

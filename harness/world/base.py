@@ -13,6 +13,9 @@ links      :meth:`~World.add_toxic` -> :class:`Toxic` (``remove``);
 names      :meth:`~World.names_down` -> :class:`Names` (``up``)
 store      :meth:`~World.squatter` -> :class:`Squatter` (``release``);
            :meth:`~World.add_store_rule`
+packets    :meth:`~World.add_packet_rule` -> :class:`Rule` (``lift``): drop, reject, lose
+           packets between nodes (kernel rules); :meth:`~World.limit_bandwidth` ->
+           :class:`Rule` (``lift``)
 lifecycle  :meth:`~World.build`, :meth:`~World.stop_nodes`, :meth:`~World.teardown`
 coming     the ``on_message`` callback handed to the :class:`WorldFactory`: node events and
 back       outcomes (:data:`Message`); after the run :meth:`~World.output` and the counts
@@ -43,14 +46,17 @@ from harness.proxy.events import ToxicEffects
 from harness.world.store_faults import StoreRule
 
 __all__ = [
+    "BANDWIDTH",
     "CAPABILITIES",
     "KILL",
     "LINKS",
     "NAMES",
+    "PACKETS",
     "PAUSE",
     "RESTART",
     "SQUATTER",
     "SQUATTER_MODES",
+    "STORE_PORT",
     "STORE_RULES",
     "TOXICS",
     "Launch",
@@ -59,6 +65,8 @@ __all__ = [
     "Message",
     "Names",
     "OnMessage",
+    "PacketRule",
+    "Rule",
     "Squatter",
     "SquatterMode",
     "StoreRule",
@@ -66,6 +74,7 @@ __all__ = [
     "ToxicEffects",
     "ToxicSpec",
     "Uncounted",
+    "Verdict",
     "World",
     "WorldFactory",
     "cannot",
@@ -82,6 +91,8 @@ LINKS = "links"
 NAMES = "names"
 SQUATTER = "squatter"
 STORE_RULES = "store_rules"
+PACKETS = "packets"
+BANDWIDTH = "bandwidth"
 #: Every capability this module names, with what it means (for "cannot" messages).
 CAPABILITIES: Mapping[str, str] = {
     KILL: "kill a node",
@@ -92,6 +103,8 @@ CAPABILITIES: Mapping[str, str] = {
     NAMES: "make the endpoint's host name stop resolving",
     SQUATTER: "hold the store's port with a squatter",
     STORE_RULES: "apply store-level rules to a node's requests",
+    PACKETS: "drop, reject or lose packets between nodes (kernel packet rules)",
+    BANDWIDTH: "limit a node's bandwidth (kernel traffic control)",
 }
 
 #: How a squatter holds the store's port (see :mod:`harness.world.squatters`).
@@ -159,6 +172,52 @@ class ToxicSpec:
     stream: str = "downstream"
     toxicity: float = 1.0
     attributes: Mapping[str, int] = field(default_factory=dict)
+
+
+#: In a :class:`PacketRule`'s ports: the port the store listens on (the world knows it).
+STORE_PORT = 0
+
+#: What a packet rule does to the packets it matches: ``drop`` (silently), ``reject-reset``
+#: (a TCP reset: the connect is refused), ``reject-unreachable`` (ICMP host unreachable).
+Verdict = Literal["drop", "reject-reset", "reject-unreachable"]
+
+
+@dataclass(frozen=True)
+class PacketRule:
+    """Packets from the ``sources`` nodes to the ``destinations`` nodes that match get
+    ``verdict``.
+
+    Attributes:
+        sources: the nodes whose packets it matches (by their address).
+        destinations: the nodes the packets go to.
+        verdict: what happens to a matching packet.
+        ports: only TCP packets to these ports of the destinations (empty: every packet);
+            :data:`STORE_PORT` stands for the port the store listens on.
+        except_ports: only TCP packets to ports *not* listed (empty: no such condition).
+        syn_only: only connection attempts (a SYN without ACK).
+        percent: only this share of matching packets, drawn at random per packet (100:
+            every one).
+        label: what the counted packets are, for the count (``"SYNs dropped"``).
+    """
+
+    sources: tuple[int, ...]
+    destinations: tuple[int, ...]
+    verdict: Verdict = "drop"
+    ports: tuple[int, ...] = ()
+    except_ports: tuple[int, ...] = ()
+    syn_only: bool = False
+    percent: float = 100.0
+    label: str = "packets dropped"
+
+
+class Rule(Protocol):
+    """A packet rule or a bandwidth limit, in place until lifted."""
+
+    def lift(self) -> None:
+        """Remove it (idempotent); what it counted stays readable."""
+
+    def acted(self) -> dict[str, int] | Uncounted:
+        """What it did: effect -> count (read after :meth:`World.teardown`)."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +319,21 @@ class World(Protocol):
 
     def add_store_rule(self, rule: StoreRule) -> None:
         """Apply ``rule`` to the store requests of its nodes; ``rule.fired`` counts."""
+
+    def add_packet_rule(self, rule: PacketRule) -> Rule:
+        """Put ``rule`` on the network between nodes (capability :data:`PACKETS`).
+
+        Raises:
+            UnsupportedError: the world has no packet rules.
+        """
+
+    def limit_bandwidth(self, nodes: Sequence[int], rate_kbit: int, direction: str) -> Rule:
+        """Limit the ``nodes``' traffic to ``rate_kbit`` kbit/s, ``direction`` ``in`` (to
+        them), ``out`` (from them) or ``both`` (capability :data:`BANDWIDTH`).
+
+        Raises:
+            UnsupportedError: the world cannot limit bandwidth.
+        """
 
     def stop_nodes(self, grace: float) -> None:
         """Give the nodes ``grace`` seconds to end, then kill the rest (idempotent)."""

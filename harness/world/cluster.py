@@ -55,7 +55,12 @@ from harness.world.node import (
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 
 #: The modules whose functions run in forkserver children; preloaded by the forkserver.
-ENTRY_MODULES: Final = ("harness.world.cluster", "harness.world.node", "harness.world.packed_node")
+ENTRY_MODULES: Final = (
+    "harness.world.cluster",
+    "harness.world.node",
+    "harness.world.packed_node",
+    "harness.world.netns.enter",
+)
 #: What a process is known by: a node id, or a name (``"pack3"``) for other processes.
 Key: TypeAlias = int | str
 

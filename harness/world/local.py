@@ -10,7 +10,8 @@ the endpoint host is a name, a store-fault interposer when store rules are wante
 The verbs map onto that: kill/pause/resume are SIGKILL/SIGSTOP/SIGCONT; toxics and
 link down/up are proxy API calls, counted from the proxy's event log afterwards; names
 down/up switch the shims' shared flag. It can do everything
-:data:`~harness.world.base.CAPABILITIES` names.
+:data:`~harness.world.base.CAPABILITIES` names but what needs the kernel's packet rules and
+traffic control (``packets``, ``bandwidth``: the netns world's).
 
 Every process this world starts is tracked by PID and ended here; every port it opened is
 checked after teardown (:func:`listening`): a port still listened on by this process or one
@@ -33,11 +34,14 @@ from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
 from harness.proxy.events import link_cuts, toxic_effects
 from harness.world.base import (
+    BANDWIDTH,
     CAPABILITIES,
+    PACKETS,
     SQUATTER,
     Launch,
     Layout,
     OnMessage,
+    PacketRule,
     StoreRule,
     ToxicEffects,
     ToxicSpec,
@@ -49,12 +53,23 @@ from harness.world.node import NodeSpec
 from harness.world.squatters import Squatter
 from harness.world.topology import Topology
 
-__all__ = ["NO_EVENT_LOG", "LocalWorld", "LocalWorlds", "leaks", "listening", "ours"]
+__all__ = [
+    "LOCAL_CAPABILITIES",
+    "NO_EVENT_LOG",
+    "LocalWorld",
+    "LocalWorlds",
+    "leaks",
+    "listening",
+    "ours",
+]
 
 NAME = "local"
 #: Why the effects of toxics and link downs are not counted on a real Toxiproxy.
 NO_EVENT_LOG = "not counted: the proxy keeps no event log (a real Toxiproxy has none)"
 _HELD = "starts of node 0 while the port was held"
+#: What the local (and packed) world can do: no kernel packet rules or traffic control.
+LOCAL_CAPABILITIES = frozenset(CAPABILITIES) - {PACKETS, BANDWIDTH}
+_ON_LOOPBACK = "every node shares this machine's loopback; the netns world (--world netns) can"
 
 
 def ours(pids: Iterable[int] = ()) -> set[int]:
@@ -117,7 +132,7 @@ class LocalWorlds:
 
     client: ToxiproxyClient
     name: str = NAME
-    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+    capabilities: frozenset[str] = LOCAL_CAPABILITIES
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> LocalWorld:
         return LocalWorld(layout, self.client, on_message)
@@ -127,7 +142,7 @@ class LocalWorld:
     """The nodes of one run as local processes; see the module docstring."""
 
     name = NAME
-    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+    capabilities: frozenset[str] = LOCAL_CAPABILITIES
 
     def __init__(self, layout: Layout, client: ToxiproxyClient, on_message: OnMessage) -> None:
         self.layout = layout
@@ -243,6 +258,12 @@ class LocalWorld:
         if self.topo.store_faults is None:
             raise HarnessError("add_store_rule: the layout asked for no store rules")
         self.topo.store_faults.add_rule(rule)
+
+    def add_packet_rule(self, rule: PacketRule) -> Any:
+        raise cannot(self.name, PACKETS, _ON_LOOPBACK)
+
+    def limit_bandwidth(self, nodes: Sequence[int], rate_kbit: int, direction: str) -> Any:
+        raise cannot(self.name, BANDWIDTH, _ON_LOOPBACK)
 
     def link_log(self) -> list[dict[str, Any]] | None:
         """The proxy's events of every link a toxic or link_down acted on, in order (read

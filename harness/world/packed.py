@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
-from harness.world.base import CAPABILITIES, PAUSE, Launch, Layout, Message, OnMessage, cannot
-from harness.world.local import LocalWorld
+from harness.world.base import PAUSE, Launch, Layout, Message, OnMessage, cannot
+from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
 from harness.world.node import NodeSpec
 from harness.world.packed_node import serve
 
@@ -64,7 +64,7 @@ class PackedWorlds:
     client: ToxiproxyClient
     pack: int
     name: str = NAME
-    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+    capabilities: frozenset[str] = LOCAL_CAPABILITIES
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> PackedWorld:
         return PackedWorld(layout, self.client, on_message, self.pack)
@@ -110,7 +110,7 @@ class PackedWorld(LocalWorld):
     """The nodes of one run, packed; see the module docstring."""
 
     name = NAME
-    capabilities: frozenset[str] = frozenset(CAPABILITIES)
+    capabilities: frozenset[str] = LOCAL_CAPABILITIES
 
     def __init__(
         self, layout: Layout, client: ToxiproxyClient, on_message: OnMessage, pack: int

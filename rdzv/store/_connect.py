@@ -14,6 +14,7 @@ are never reverse-resolved.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -53,6 +54,10 @@ _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 class _Silent(Expired):
     """The peer accepted a connection but never answered the handshake."""
+
+
+class _NoAnswer(TimeoutError):
+    """A connection attempt got nothing back: no SYN-ACK, no reset, no ICMP error."""
 
 
 class _CutShort(Expired):
@@ -119,11 +124,16 @@ def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
     last: OSError | None = None
     for family, address in _resolve(host, port, deadline):
         sock = socket.socket(family, socket.SOCK_STREAM)
+        began = time.monotonic()
         try:
             sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
+        except TimeoutError:
+            sock.close()
+            waited = format_elapsed(time.monotonic() - began)
+            last = _NoAnswer(f"no answer to the connection attempt within {waited} s")
         except OSError as exc:
             sock.close()
             last = exc
@@ -239,6 +249,32 @@ def describe(exc: BaseException | None) -> str | None:
     return f"{name}: {exc}"
 
 
+_UNREACHABLE: Final = frozenset({errno.EHOSTUNREACH, errno.ENETUNREACH})
+
+
+def _meaning(last: BaseException | None) -> str:
+    """What the last failed attempt says about the network, for the final error: refused,
+    reset, no answer at all, or no route (empty when there is nothing to add)."""
+    if isinstance(last, _NoAnswer):
+        return (
+            "no answer to the connection attempt: nothing came back, not even a refusal; "
+            "a firewall silently drops it (a filtered port?) or the host is down"
+        )
+    if isinstance(last, ConnectionRefusedError):
+        return (
+            "refused: the host answered but nothing listens on that port (the store has not "
+            "started, or listens on another address), or a firewall rejects the connection"
+        )
+    if isinstance(last, ConnectionResetError):
+        return "reset: the host, or something on the path (a proxy, a firewall), reset it"
+    if isinstance(last, OSError) and last.errno in _UNREACHABLE:
+        return (
+            "no route to the host: this node cannot reach that address (an address on "
+            "another network, or a firewall answering host-unreachable)"
+        )
+    return ""
+
+
 def _seconds(value: float | None) -> str:
     return "none" if value is None else f"{value:g} s"
 
@@ -262,9 +298,11 @@ def _give_up(
         head = f"no rendezvous store answered at {endpoint}"
     shown = elapsed if timeout is None else max(elapsed, timeout)  # the deadline passed
     tries = "1 connection attempt" if attempts == 1 else f"{attempts} connection attempts"
+    meaning = _meaning(last)
     error = StoreConnectionError(
         f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
         f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
+        + (f" ({meaning})" if meaning else "")
     )
     # The cause a user can act on: an OSError or a protocol error, never this package's
     # private deadline signals (the message has already said what they meant).

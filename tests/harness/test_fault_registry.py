@@ -136,7 +136,7 @@ def test_a_registered_kind_is_validated_and_explained_like_a_built_in_one(
     ]
     (unknown,) = problems({"kind": "meteor"})
     assert unknown.startswith("fault[0].kind: got 'meteor'; allowed: 'toxic', ")
-    assert unknown.endswith("'store_op', 'crash'")
+    assert unknown.endswith("'filter', 'bandwidth', 'crash'")
 
 
 def test_an_unregistered_kind_is_unknown_again(crash: type[CrashFault]) -> None:

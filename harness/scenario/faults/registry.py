@@ -28,6 +28,14 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 from pydantic import Field, SerializeAsAny, TypeAdapter, WrapValidator
 
 from harness.scenario.faults.base import Fault
+from harness.scenario.faults.kernel import (
+    BandwidthFault,
+    DropFault,
+    FilterFault,
+    LossFault,
+    PartitionFault,
+    RejectFault,
+)
 from harness.scenario.faults.network import DnsFault, LinkFault, ToxicFault
 from harness.scenario.faults.nodes import (
     AbsentFault,
@@ -151,6 +159,12 @@ FAULTS = FaultRegistry(
         SquatterFault,
         DnsFault,
         StoreOpFault,
+        DropFault,
+        RejectFault,
+        PartitionFault,
+        LossFault,
+        FilterFault,
+        BandwidthFault,
     ]
 )
 

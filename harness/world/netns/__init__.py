@@ -1,0 +1,14 @@
+"""The netns world: every node its own network namespace, faults in the kernel.
+
+* ``world``    :class:`~harness.world.netns.world.NetnsWorld` and its factory
+* ``network``  the namespaces, the bridge, the veths and the addresses of one run
+* ``configure`` each node's addresses, links and neighbours, set from one thread (setns)
+* ``rules``    nft packet rules (drop, reject, loss, partition, filter) and ``tbf`` limits
+* ``enter``    setns(2) through libc, and the node entry point (a forkserver child)
+* ``naming``   names tagged with the harness's PID and the run, addresses, dead runs' leftovers
+* ``shell``    running ``ip``/``nft``/``tc``; what this machine can do
+
+Imports the local world's parts (:mod:`harness.world.cluster`, ``node``, ``dns``) and
+nothing of scenarios or runs. Nothing is imported here, so the forkserver's preload of
+``enter`` stays light.
+"""

@@ -1,0 +1,217 @@
+"""NetnsWorld: every node its own host, on a virtual network, faults in the kernel.
+
+Each node is a process (the local world's forkserver and node entry) that enters a network
+namespace of its own before it does anything (:mod:`~harness.world.netns.enter`); the
+namespaces hang off a bridge in a namespace of its own (:mod:`~harness.world.netns.network`),
+each node with its own address from 198.18.0.0/15. Node 0 serves the store at its own
+address, port :data:`~harness.world.netns.naming.SERVE_PORT`; the endpoint the nodes are
+told is that address -- or, when the scenario's endpoint host is a name, that name, which
+each node process resolves through the local world's DNS shim (so ``names_down`` works as
+there), or, when it is an address of 198.19.0.0/16, node 0's second address on a network
+the others have no route to.
+
+Verbs: kill/pause/resume/restart are signals, as in the local world; ``add_packet_rule``
+and ``limit_bandwidth`` are nft rules and ``tbf`` qdiscs (:mod:`~harness.world.netns.rules`),
+counted by the kernel. There is no proxy: toxics, link downs, squatters and store rules
+are not capabilities of this world (a scenario that needs one is reported unsupported).
+
+Nothing is left behind: teardown deletes the run's namespaces (and with them every veth,
+bridge, address, nft table and qdisc) and reports any that remain as a leak; a run also
+deletes what runs of a dead harness left (:func:`~harness.world.netns.network.sweep`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import signal
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.errors import HarnessError, UnsupportedError
+from harness.world.base import (
+    BANDWIDTH,
+    KILL,
+    LINKS,
+    NAMES,
+    PACKETS,
+    PAUSE,
+    RESTART,
+    SQUATTER,
+    STORE_PORT,
+    STORE_RULES,
+    TOXICS,
+    Launch,
+    Layout,
+    OnMessage,
+    PacketRule,
+    StoreRule,
+    ToxicSpec,
+    cannot,
+    is_ip,
+)
+from harness.world.cluster import LocalCluster
+from harness.world.dns import DnsShim
+from harness.world.local import leaks
+from harness.world.netns.enter import node_entry
+from harness.world.netns.naming import SERVE_PORT, is_second_address, run_id
+from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
+from harness.world.netns.rules import NftRule, RateLimit, Rules
+from harness.world.netns.shell import why_not
+from harness.world.node import NodeSpec
+
+__all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
+
+NAME = "netns"
+NETNS_CAPABILITIES = frozenset({KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH})
+_NO_PROXY = "its links are kernel rules, not proxy links (run it in the local world)"
+
+
+@dataclass(frozen=True)
+class NetnsWorlds:
+    """Makes a :class:`NetnsWorld` per run."""
+
+    name: str = NAME
+    capabilities: frozenset[str] = NETNS_CAPABILITIES
+
+    def __call__(self, layout: Layout, on_message: OnMessage) -> NetnsWorld:
+        """A world for ``layout``.
+
+        Raises:
+            UnsupportedError: this machine cannot host it (not root, no ``nft``, ...).
+        """
+        why = why_not()
+        if why is not None:
+            raise UnsupportedError(why, world=NAME, capability="netns")
+        return NetnsWorld(layout, on_message)
+
+
+class NetnsWorld:
+    """The nodes of one run, each in its own network namespace; see the module docstring."""
+
+    name = NAME
+    capabilities: frozenset[str] = NETNS_CAPABILITIES
+
+    def __init__(self, layout: Layout, on_message: OnMessage) -> None:
+        self.layout = layout
+        host = layout.host
+        second = host if is_second_address(host) else SECOND_ADDRESS
+        self.network = Network(run_id(layout.tag), layout.nodes, second=second)
+        self.rules = Rules(self.network.switch, self.network.names, self.network.address)
+        self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
+        self.host = self._host(host)
+        self.dns_up: Any = None
+        self.dns_failures: Any = None
+        if not is_ip(layout.host):
+            self.dns_up = self.cluster.ctx.Event()
+            self.dns_up.set()
+            self.dns_failures = self.cluster.ctx.Array("q", layout.nodes, lock=False)
+        self._leftovers: list[int] = []
+
+    def _host(self, host: str) -> str:
+        """The endpoint host the nodes are told (see the module docstring)."""
+        if not is_ip(host):
+            return host
+        if is_second_address(host):
+            return str(ipaddress.ip_address(host))
+        return self.network.address(0)
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` of the store, as the nodes are told."""
+        return f"{self.host}:{SERVE_PORT}"
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def build(self, seed: int) -> None:
+        """Build the network (after removing what dead harnesses left); ``seed`` is
+        unused: the kernel draws the loss rolls (they are counted, not replayable)."""
+        sweep()
+        self.network.build()
+
+    def stop_nodes(self, grace: float) -> None:
+        self._leftovers = self.cluster.close(grace=grace)
+
+    def teardown(self) -> list[str]:
+        self.rules.snapshot()
+        problems = self.network.teardown()
+        reader = self.cluster._reader
+        threads = [reader] if isinstance(reader, threading.Thread) else []
+        return leaks(self._leftovers, [], problems, threads)
+
+    # --- nodes ------------------------------------------------------------------------
+
+    def start(self, launch: Launch) -> None:
+        node = launch.node
+        shim = None
+        if self.dns_up is not None:
+            shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
+        spec = NodeSpec(launch, self.endpoint, dns=shim)
+        self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, (self.network.path(node), spec))
+
+    def kill(self, node: int) -> bool:
+        return self.cluster.kill(node)
+
+    def pause(self, node: int) -> bool:
+        return self.cluster.signal(node, signal.SIGSTOP)
+
+    def resume(self, node: int) -> bool:
+        return self.cluster.signal(node, signal.SIGCONT)
+
+    def paused(self, node: int) -> bool:
+        return self.cluster.stopped(node)
+
+    def output(self, node: int) -> str | None:
+        return self.cluster.outputs.get(node)
+
+    # --- the network ------------------------------------------------------------------
+
+    def add_packet_rule(self, rule: PacketRule) -> NftRule:
+        def real(ports: tuple[int, ...]) -> tuple[int, ...]:
+            return tuple(SERVE_PORT if port == STORE_PORT else port for port in ports)
+
+        found = replace(rule, ports=real(rule.ports), except_ports=real(rule.except_ports))
+        return self.rules.add(found)
+
+    def limit_bandwidth(self, nodes: Sequence[int], rate_kbit: int, direction: str) -> RateLimit:
+        return self.rules.limit(nodes, rate_kbit, direction)
+
+    def names_down(self) -> _Names:
+        if self.dns_up is None:
+            raise HarnessError(
+                f"names_down: the endpoint host {self.layout.host!r} is an IP address, so "
+                "there is no name to stop resolving (give the endpoint a host name)"
+            )
+        self.dns_up.clear()
+        return _Names(self, self._failed())
+
+    def _failed(self) -> int:
+        return 0 if self.dns_failures is None else sum(self.dns_failures)
+
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> Any:
+        raise cannot(self.name, TOXICS, _NO_PROXY)
+
+    def link_down(self, nodes: Sequence[int]) -> Any:
+        raise cannot(self.name, LINKS, _NO_PROXY)
+
+    def squatter(self) -> Any:
+        raise cannot(self.name, SQUATTER, _NO_PROXY)
+
+    def add_store_rule(self, rule: StoreRule) -> None:
+        raise cannot(self.name, STORE_RULES, _NO_PROXY)
+
+    def link_log(self) -> list[dict[str, Any]] | None:
+        return None
+
+
+@dataclass
+class _Names:
+    world: NetnsWorld
+    base: int
+
+    def up(self) -> None:
+        self.world.dns_up.set()
+
+    def failed(self) -> int:
+        return self.world._failed() - self.base

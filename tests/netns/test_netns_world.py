@@ -1,0 +1,214 @@
+"""The netns world: nodes in namespaces of their own, kernel faults, nothing left behind.
+
+Skipped where the machine cannot host it (not root, no nft): the reason is the world's own.
+Every test removes the namespaces it made, also on failure (by name, this process's or a
+child's it started).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from harness.run.model import Report
+from harness.run.suite import embedded_proxy, run_one
+from harness.scenario.load import parse
+from harness.world.netns import naming
+from harness.world.netns.network import Network, sweep
+from harness.world.netns.shell import has_netem, run, why_not
+
+pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+
+
+def _scenario(**fields: Any) -> Any:
+    data = {"name": "netns-test", "description": "a test", "world": "netns", **fields}
+    return parse(data, "<test>")
+
+
+def _ours() -> list[str]:
+    prefix = f"{naming.PREFIX}{os.getpid()}-"
+    return [name for name in naming.listed() if name.startswith(prefix)]
+
+
+@pytest.fixture(autouse=True)
+def _no_namespace_left() -> Iterator[None]:
+    before = set(_ours())
+    yield
+    left = [name for name in _ours() if name not in before]
+    for name in left:
+        run(["ip", "netns", "del", name], check=False)
+    assert not left, f"namespaces left behind: {left}"
+
+
+def _run(seed: int = 1, **fields: Any) -> Report:
+    return run_one(_scenario(**fields), embedded_proxy, seed)
+
+
+def _messages(report: Report) -> dict[int, str]:
+    return {o.node: o.message or "" for o in report.outcomes}
+
+
+def test_nodes_rendezvous_each_in_a_namespace_of_its_own() -> None:
+    report = _run(nodes=3, timeouts={"join": 10})
+    assert report.passed, report.violations
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"]
+    assert not _ours()
+
+
+def test_a_dropped_syn_is_reported_as_no_answer_and_counted() -> None:
+    report = _run(
+        nodes=2,
+        timeouts={"join": 2},
+        fault=[{"kind": "drop"}],
+        expect={"outcome": "timeout", "nodes": [{"nodes": [1], "outcome": "connection_error"}]},
+    )
+    assert report.passed, report.violations
+    assert "a filtered port?" in _messages(report)[1]
+    (fault,) = report.faults
+    assert fault.acted and fault.acted.get("SYNs dropped", 0) >= 1
+
+
+def test_a_rejected_syn_is_reported_as_refused() -> None:
+    report = _run(
+        nodes=2,
+        timeouts={"join": 2},
+        fault=[{"kind": "reject"}],
+        expect={"outcome": "timeout", "nodes": [{"nodes": [1], "outcome": "connection_error"}]},
+    )
+    assert report.passed, report.violations
+    assert "refused: the host answered" in _messages(report)[1]
+    (fault,) = report.faults
+    assert fault.acted and fault.acted["connection attempts reset"] >= 1
+
+
+def test_the_unreachable_second_address_of_the_store_host_gives_no_route() -> None:
+    report = _run(
+        nodes=2,
+        timeouts={"join": 2},
+        endpoint={"host": "198.19.0.1"},
+        expect={"outcome": "timeout", "nodes": [{"nodes": [1], "outcome": "connection_error"}]},
+    )
+    assert report.passed, report.violations
+    assert "no route to the host" in _messages(report)[1]
+
+
+def test_a_host_name_endpoint_resolves_per_node_and_can_stop_resolving() -> None:
+    report = _run(
+        nodes=2,
+        timeouts={"join": 3},
+        endpoint={"host": "store.rdzv.test"},
+        fault=[{"kind": "dns", "nodes": [1], "at": 0.0, "duration": 1.0}],
+    )
+    assert report.passed, report.violations
+    (fault,) = report.faults
+    assert fault.acted is not None
+
+
+def test_an_interrupted_run_removes_its_namespaces() -> None:
+    stop = threading.Event()
+    timer = threading.Timer(1.0, stop.set)
+    timer.start()
+    try:
+        report = run_one(
+            _scenario(nodes=2, timeouts={"join": 30}, fault=[{"kind": "drop"}]),
+            embedded_proxy,
+            1,
+            stop,
+        )
+    finally:
+        timer.cancel()
+    assert report.interrupted
+    assert not _ours()
+
+
+_CHILD = """
+import sys, time
+from harness.world.netns.network import Network
+Network("deadbeef", 3).build()
+print("built", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_later_run_removes_what_a_sigkilled_harness_left() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "built"
+        left = naming.run_namespaces("deadbeef", pid=child.pid)
+        assert len(left) == 4  # the switch and three nodes
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        assert set(left) <= set(sweep())
+        assert naming.run_namespaces("deadbeef", pid=child.pid) == []
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=30)
+        for name in naming.run_namespaces("deadbeef", pid=child.pid):
+            run(["ip", "netns", "del", name], check=False)
+
+
+def test_teardown_reports_a_namespace_it_could_not_remove_as_a_leak(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    network = Network("feedf00d", 1)
+    network.build()
+    try:
+        monkeypatch.setattr(
+            "harness.world.netns.network.run_namespaces", lambda run_id: ["harness-1-x-n0"]
+        )
+        problems = network.teardown()
+    finally:
+        monkeypatch.undo()
+        for name in naming.run_namespaces("feedf00d"):
+            run(["ip", "netns", "del", name], check=False)
+    assert problems == ["network namespaces still present after teardown: harness-1-x-n0"]
+
+
+def test_a_partition_of_half_the_nodes_names_the_missing_ranks_on_the_store_side() -> None:
+    report = _run(
+        nodes=4,
+        timeouts={"join": 2},
+        fault=[{"kind": "partition", "nodes": [2, 3]}],
+        expect={
+            "outcome": "timeout",
+            "nodes": [
+                {"nodes": [0, 1], "outcome": "timeout", "message": "missing ranks: 2-3"},
+                {"nodes": [2, 3], "outcome": "connection_error"},
+            ],
+        },
+    )
+    assert report.passed, report.violations
+    (fault,) = report.faults
+    assert fault.acted and fault.acted["packets dropped"] >= 2
+
+
+def test_process_faults_work_as_in_the_local_world() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 10},
+        fault=[
+            {"kind": "late_start", "nodes": [2], "delay": 2.0},
+            {"kind": "restart", "nodes": [1], "at": 0.5},
+            {"kind": "pause", "nodes": [0], "at": 0.7, "duration": 1.0},
+        ],
+    )
+    assert report.passed, report.violations
+    acted = {fault.kind: fault.acted for fault in report.faults}
+    assert acted["restart"] == {"nodes killed": 1, "nodes restarted": 1}
+    assert acted["pause"] == {"nodes paused": 1}
+
+
+def test_netem_is_detected_not_assumed() -> None:
+    assert isinstance(has_netem(), bool)
