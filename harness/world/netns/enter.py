@@ -13,10 +13,19 @@ harness is not a socket of any network, so it keeps working.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import functools
 import os
 from typing import Any, Final
 
-from harness.world.node import NodeSpec, PipeReporter, redirect_output, run_node
+from harness.world.node import (
+    PROCESS,
+    NodeSpec,
+    PipeReporter,
+    process_gate,
+    redirect_output,
+    run_node,
+)
 
 __all__ = ["CLONE_NEWNET", "enter", "node_entry"]
 
@@ -41,11 +50,15 @@ def enter(path: str) -> None:
         os.close(fd)
 
 
-def node_entry(channel: Any, output_path: str, netns_path: str, spec: NodeSpec) -> None:
-    """A node of the netns world: enter its namespace, then run it as the local world does."""
+def node_entry(
+    channel: Any, output_path: str, netns_path: str, spec: NodeSpec, gate: Any
+) -> None:
+    """A node of the netns world: enter its namespace, then run it as the local world does
+    (ready, then waiting at the world's start ``gate`` until the release)."""
     redirect_output(output_path)
+    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
     try:
         enter(netns_path)
-        run_node(spec, PipeReporter(channel))
+        run_node(spec, PipeReporter(channel), hosting)
     finally:
         channel.close()

@@ -148,7 +148,11 @@ class NetnsWorld:
         if self.dns_up is not None:
             shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
         spec = NodeSpec(launch, self.endpoint, dns=shim)
-        self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, (self.network.path(node), spec))
+        args = (self.network.path(node), spec, self.cluster.gate)
+        self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, args)
+
+    def release(self) -> None:
+        self.cluster.release()
 
     def kill(self, node: int) -> bool:
         return self.cluster.kill(node)
