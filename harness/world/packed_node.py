@@ -48,7 +48,7 @@ from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.node import Hosting, Message, NodeSpec, PipeReporter, redirect_output, run_node
 from rdzv.events import EVENT_ATTR
 
-__all__ = ["serve"]
+__all__ = ["host", "serve"]
 
 #: Stack of each node thread (virtual; only the pages touched count as memory).
 _STACK_BYTES: Final = 512 * 1024
@@ -198,6 +198,8 @@ def _node_of_thread() -> int | None:
 
 def _install(dns: DnsShim | None) -> None:
     """Make this process host nodes: sockets, threads, logs, DNS (once, at start)."""
+    if socket.socket is _NodeSocket:
+        return  # installed already (a Ray actor hosts its nodes on a second thread)
     socket.socket = _NodeSocket  # type: ignore[misc]
     start = threading.Thread.start
 
@@ -232,6 +234,16 @@ def serve(
     """Entry point of a packed process (see the module docstring); returns once the command
     pipe is closed and every node thread that was not killed has ended."""
     redirect_output(output_path)
+    host(channel, commands, dns, placement)
+
+
+def host(channel: Any, commands: Any, dns: DnsShim | None, placement: str) -> None:
+    """Host nodes in this process until ``commands`` ends, as :func:`serve` does, without
+    touching the process's output or signals (what a Ray actor runs on a thread of its own).
+
+    ``channel`` has ``send(item)`` and ``close()``; ``commands`` has ``recv()``, raising
+    ``EOFError`` once no command will come. Install happens once per process.
+    """
     _install(dns)
     reporter = PipeReporter(channel)
     nodes: dict[int, _Node] = {}

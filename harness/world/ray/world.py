@@ -1,0 +1,423 @@
+"""RayWorld: the nodes of one run as Ray actors, packed, spread over the cluster's hosts.
+
+Node 0 (the store host) is an actor of its own; nodes ``1..N-1`` are packed K per actor in
+node order (group ``g >= 1`` holds nodes ``(g-1)*K+1 .. g*K``), each node a thread as in a
+packed process (:mod:`harness.world.packed_node`, run by
+:class:`~harness.world.ray.actors.NodeGroup`). One placement group of a bundle per actor,
+``SPREAD``, spreads the actors over the hosts; node 0's store binds its own host's address.
+The links are on a proxy agent per host (:mod:`harness.world.ray.network`). Node messages
+come back through a long poll on every actor (one thread here waits on all of them), and
+their times are converted from the actor's host clock to this machine's.
+
+Process faults map onto the actor:
+
+=======  ================================================================================
+group    kill, pause, restart
+=======  ================================================================================
+1 node   real: ``ray.kill`` of the actor (its process), SIGSTOP/SIGCONT of the actor's
+         process sent by its host's agent, a new actor in the same bundle
+K nodes  emulated as in the packed world: sockets reset and the thread abandoned; both
+         directions of the node's link held; a new thread in the same actor
+=======  ================================================================================
+
+Node 0 is always alone, so a killed store host is a killed process. Each node's
+``placement`` names its actor's kind and host. Names (DNS), squatters and store rules are
+not offered: scenarios that need them are reported unsupported here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ray
+from ray.util.placement_group import (
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+from ray.util.scheduling_strategies import (
+    NodeAffinitySchedulingStrategy,
+    PlacementGroupSchedulingStrategy,
+)
+
+from harness.errors import HarnessError
+from harness.proxy.client import ToxiproxyClient
+from harness.world.base import (
+    KILL,
+    LINKS,
+    NAMES,
+    PAUSE,
+    RESTART,
+    SQUATTER,
+    STORE_RULES,
+    TOXICS,
+    Launch,
+    Layout,
+    Message,
+    OnMessage,
+    StoreRule,
+    ToxicSpec,
+    cannot,
+)
+from harness.world.node import NodeSpec
+from harness.world.packed import HOLD_MS, PAUSE_TOXIC
+from harness.world.ray.actors import NodeGroup, ProxyAgent
+from harness.world.ray.groups import Group, Incarnation, placement, plan
+from harness.world.ray.network import Agent, RayNetwork
+from harness.world.ray.pump import Pump
+from harness.world.ray.session import RaySession, connect
+
+__all__ = ["RayWorld", "RayWorlds"]
+
+NAME: Final = "ray"
+CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
+#: Each actor's share of a CPU (in its placement-group bundle): nodes mostly wait on I/O.
+_CPU: Final = 0.01
+#: Concurrent calls an actor serves (the long poll, commands, the clock).
+_CONCURRENCY: Final = 8
+#: Ray actor classes, made once per process.
+_REMOTE: dict[type, Any] = {}
+#: Seconds to wait for every actor and the placement group to be gone after teardown.
+_GONE_WAIT: Final = 15.0
+
+
+@dataclass(frozen=True)
+class RayWorlds:
+    """Makes a :class:`RayWorld` per run: ``pack`` nodes per actor (None: one actor per
+    node up to 16 nodes, else 16 groups), on the Ray this process is connected to (else
+    a local Ray started for the run and stopped with it)."""
+
+    pack: int | None = None
+    name: str = NAME
+    capabilities: frozenset[str] = CAPS
+
+    def __call__(self, layout: Layout, on_message: OnMessage) -> RayWorld:
+        return RayWorld(layout, on_message, self.pack)
+
+
+def default_pack(nodes: int, pack: int | None) -> int:
+    """Nodes per actor: ``pack``, else 1 for up to 17 nodes, else enough for 16 actors."""
+    if pack is not None:
+        return pack
+    return 1 if nodes <= 17 else math.ceil((nodes - 1) / 16)
+
+
+class RayWorld:
+    """The nodes of one run as Ray actors; see the module docstring."""
+
+    name = NAME
+    capabilities = CAPS
+
+    def __init__(self, layout: Layout, on_message: OnMessage, pack: int | None = None) -> None:
+        if pack is not None and pack < 1:
+            raise ValueError(f"pack must be at least 1 node per actor, got {pack}")
+        self.layout = layout
+        self.pack = default_pack(layout.nodes, pack)
+        self._on_message = on_message
+        self._session: RaySession | None = None
+        self._pg: Any = None
+        self._hosts: dict[int, str] = {}  # bundle -> Ray node id
+        self._addresses: dict[str, str] = {}  # Ray node id -> its address
+        self.groups: list[Group] = plan(layout.nodes, self.pack)
+        self.network: RayNetwork | None = None
+        self._store: tuple[str, int] = ("", 0)
+        self._incarnations: dict[int, Incarnation] = {}
+        self._current: dict[int, Incarnation] = {}
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pump = Pump(self._deliver, self._group_lost)
+        self._leftovers: list[str] = []
+        self._actors: list[tuple[str, Any]] = []  # (name, handle): every actor made
+        self._torn_down = False
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def build(self, seed: int) -> None:
+        self._session = connect()
+        try:
+            self._build(seed)
+        except BaseException:
+            self.teardown()
+            raise
+
+    def _build(self, seed: int) -> None:
+        self._addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+        bundles = [{"CPU": _CPU} for _ in self.groups]
+        self._pg = placement_group(bundles, strategy="SPREAD", name=f"{self.layout.tag}-pg")
+        ray.get(self._pg.ready(), timeout=120)
+        table = placement_group_table(self._pg)["bundles_to_node_id"]
+        self._hosts = {int(b): str(node_id) for b, node_id in table.items()}
+        agents = {}
+        for host_id in sorted(set(self._hosts.values())):
+            actor = self._actor(
+                ProxyAgent,
+                f"{self.layout.tag}-agent-{host_id[:12]}",
+                NodeAffinitySchedulingStrategy(host_id, soft=False),
+                num_cpus=0,
+            ).remote(self._addresses[host_id], seed)
+            agents[host_id] = actor
+        for group in self.groups:
+            self._spawn(group, first=True)
+        apis = ray.get([a.api.remote() for a in agents.values()])
+        self.network = RayNetwork(
+            self.layout.tag,
+            {
+                h: Agent(h, a, ToxiproxyClient(*api))
+                for (h, a), api in zip(agents.items(), apis, strict=True)
+            },
+        )
+        for group in self.groups:
+            self._sync(group)
+        node0 = self.groups[0]
+        self._store = (self._addresses[node0.host], ray.get(node0.actor.store_port.remote()))
+        if self.layout.via_links:
+            hosts = {n: self._hosts[self._group_of(n).index] for n in range(1, self.layout.nodes)}
+            self.network.connect(hosts, self._store)
+
+    def _actor(self, cls: type, name: str, strategy: Any, num_cpus: float) -> Any:
+        remote = _REMOTE.get(cls)
+        if remote is None:
+            remote = _REMOTE[cls] = ray.remote(cls)
+        return remote.options(
+            name=name,
+            num_cpus=num_cpus,
+            max_concurrency=_CONCURRENCY,
+            scheduling_strategy=strategy,
+            max_restarts=0,
+        )
+
+    def _spawn(self, group: Group, first: bool) -> None:
+        """Start ``group``'s actor in its bundle (again after a kill: a new process)."""
+        group.generation += 1
+        group.host = self._hosts[group.index]
+        name = f"{self.layout.tag}-g{group.index}-{group.generation}"
+        strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=group.index)
+        store = self._addresses[group.host] if group.index == 0 and first else None
+        text = placement(len(group.nodes), self._addresses[group.host], group.host)
+        handle = self._actor(NodeGroup, name, strategy, _CPU).remote(text, store)
+        group.actor, group.dead, group.ended = handle, False, False
+        self._actors.append((name, handle))
+
+    def _sync(self, group: Group) -> None:
+        """Wait for ``group``'s actor; learn its PID and its clock's offset from ours."""
+        where = ray.get(group.actor.where.remote(), timeout=120)  # up, and warm
+        group.pid = int(where["pid"])
+        best = math.inf
+        for _ in range(3):  # the offset seen by the quickest round trip
+            before = time.monotonic()
+            where = ray.get(group.actor.where.remote(), timeout=120)
+            after = time.monotonic()
+            if after - before < best:
+                best = after - before
+                group.offset = float(where["now"]) - (before + after) / 2
+        self._pump.watch(group)
+
+    def stop_nodes(self, grace: float) -> None:
+        live = [g for g in self.groups if g.actor is not None and not g.dead]
+        for group in live:
+            try:
+                group.actor.close.remote()
+            except Exception:
+                continue
+        ended = self._pump.wait_ended(live, grace)
+        for group in live:
+            if group not in ended:
+                nodes = f"{group.nodes.start}-{group.nodes.stop - 1}"
+                self._leftovers.append(f"actor of nodes {nodes} (pid {group.pid})")
+            self._kill_actor(group)
+
+    def teardown(self) -> list[str]:
+        if self._torn_down:
+            return []
+        self._torn_down = True
+        problems: list[str] = []
+        for group in self.groups:
+            self._kill_actor(group)
+        self._pump.stop()
+        if self.network is not None:
+            problems += self.network.teardown()
+        if self._pg is not None:
+            remove_placement_group(self._pg)
+        problems += self._gone()
+        if self._leftovers:
+            problems.insert(0, f"node actors still running at the end: {self._leftovers}")
+        if self._session is not None:
+            self._session.close()
+        return problems
+
+    def _gone(self) -> list[str]:
+        """What is still there after teardown: named actors alive, the placement group."""
+        deadline = time.monotonic() + _GONE_WAIT
+        left = [name for name, _ in self._actors]
+        left += [f"{self.layout.tag}-agent-{h[:12]}" for h in set(self._hosts.values())]
+        while left and time.monotonic() < deadline:
+            left = [name for name in left if _alive(name)]
+            if left:
+                time.sleep(0.1)
+        found = [f"Ray actors still alive after teardown: {sorted(left)}"] if left else []
+        if self._pg is not None:
+            while time.monotonic() < deadline:
+                if placement_group_table(self._pg).get("state") == "REMOVED":
+                    break
+                time.sleep(0.1)
+            else:
+                found.append(f"placement group {self.layout.tag}-pg not removed")
+        return found
+
+    def _kill_actor(self, group: Group) -> None:
+        if group.actor is not None and not group.dead:
+            group.dead = True
+            ray.kill(group.actor, no_restart=True)
+
+    # --- nodes ------------------------------------------------------------------------
+
+    def _group_of(self, node: int) -> Group:
+        return self.groups[0 if node == 0 else (node - 1) // self.pack + 1]
+
+    def _endpoint(self, node: int) -> str:
+        link = self.network.endpoint(node) if self.network is not None else None
+        if link is not None:
+            return link
+        address, port = self._store
+        return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+    def start(self, launch: Launch) -> None:
+        node = launch.node
+        group = self._group_of(node)
+        with group.lock:
+            if group.dead:  # killed (a whole-process kill): a new actor in its bundle
+                self._spawn(group, first=False)
+                self._sync(group)
+        inc = Incarnation(next(self._numbers), node, group, frozen=launch.start_paused)
+        with self._lock:
+            self._incarnations[inc.number] = inc
+            self._current[node] = inc
+        spec = NodeSpec(launch, self._endpoint(node))
+        if not ray.get(group.actor.command.remote(("start", inc.number, spec))):
+            inc.ended = True
+            self._on_message(_exit(node, "its Ray actor was already closed"))
+
+    def kill(self, node: int) -> bool:
+        inc = self._running(node)
+        if inc is None:
+            return False
+        inc.killed = True  # from now on nothing it sends is delivered
+        if inc.group.whole:
+            self._kill_actor(inc.group)
+            return True
+        if inc.paused:
+            self._network().unhold(node, PAUSE_TOXIC)
+            inc.paused = False
+        inc.group.actor.command.remote(("kill", inc.number))
+        return True
+
+    def pause(self, node: int) -> bool:
+        inc = self._running(node)
+        if inc is None:
+            return False
+        if not inc.paused:
+            if inc.group.whole:
+                self._signal(inc.group, signal.SIGSTOP)
+            elif node in self._network().links:
+                self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
+            else:
+                raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
+            inc.paused = True
+        return True
+
+    def resume(self, node: int) -> bool:
+        with self._lock:
+            latest = self._current.get(node)
+        if latest is not None and latest.paused and not latest.killed:
+            if latest.group.whole:
+                self._signal(latest.group, signal.SIGCONT)
+            else:
+                self._network().unhold(node, PAUSE_TOXIC)
+            latest.paused = False
+        inc = self._running(node)
+        if inc is None:
+            return False
+        if inc.frozen:
+            inc.frozen = False
+            inc.group.actor.command.remote(("resume", inc.number))
+        return True
+
+    def paused(self, node: int) -> bool:
+        inc = self._running(node)
+        return inc is not None and (inc.frozen or inc.paused)
+
+    def _signal(self, group: Group, signum: int) -> None:
+        agent = self._network().agents[group.host]
+        ray.get(agent.actor.signal.remote(group.pid, int(signum)), timeout=60)
+
+    def _network(self) -> RayNetwork:
+        if self.network is None:
+            raise HarnessError("the ray world was used before build() made its network")
+        return self.network
+
+    def _running(self, node: int) -> Incarnation | None:
+        with self._lock:
+            inc = self._current.get(node)
+        if inc is None or inc.killed or inc.ended:
+            return None
+        return inc
+
+    def _deliver(self, group: Group, items: list[tuple[int, Message]]) -> None:
+        for number, message in items:
+            with self._lock:
+                inc = self._incarnations.get(number)
+            if inc is None or inc.killed:
+                continue
+            if message[0] == "outcome":
+                inc.ended = True
+            # The actor's host clock, to ours.
+            self._on_message((message[0], message[1], message[2] - group.offset, *message[3:]))
+
+    def _group_lost(self, group: Group, why: str) -> None:
+        with self._lock:
+            lost = [inc for inc in self._current.values() if inc.group is group]
+        for inc in lost:
+            if not (inc.killed or inc.ended):
+                inc.ended = True
+                self._on_message(_exit(inc.node, f"its Ray actor died: {why}"))
+
+    # --- links, names, the store ------------------------------------------------------
+
+    def add_toxic(self, nodes: Any, toxic: ToxicSpec) -> Any:
+        return self._network().add_toxic(nodes, toxic)
+
+    def link_down(self, nodes: Any) -> Any:
+        return self._network().link_down(nodes)
+
+    def names_down(self) -> Any:
+        raise cannot(self.name, NAMES, "nodes on a cluster resolve names with their hosts")
+
+    def squatter(self) -> Any:
+        raise cannot(self.name, SQUATTER)
+
+    def add_store_rule(self, rule: StoreRule) -> None:
+        raise cannot(self.name, STORE_RULES)
+
+    def output(self, node: int) -> str | None:
+        return None  # an actor's output stays in Ray's logs on its host
+
+    def link_log(self) -> list[dict[str, Any]] | None:
+        return None if self.network is None else self.network.log()
+
+
+def _alive(name: str) -> bool:
+    try:
+        ray.get_actor(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _exit(node: int, why: str) -> Message:
+    return ("exit", node, time.monotonic(), {"exitcode": None, "message": why})
