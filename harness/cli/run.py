@@ -16,11 +16,12 @@ codes are off on these consoles), and ``list`` never shortens a name or a path.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -36,7 +37,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from harness.errors import HarnessError, InvalidScenariosError, ScenarioError
+from harness.errors import HarnessError, InvalidScenariosError, ScenarioError, UnsupportedError
 from harness.proxy.address import parse_api_address
 from harness.proxy.client import ToxiproxyClient
 from harness.report.console import print_summary
@@ -52,7 +53,7 @@ from harness.run.suite import (
     shared_proxy,
 )
 from harness.scenario.load import load_many
-from harness.scenario.model import Scenario, backend_name
+from harness.scenario.model import WORLDS, Scenario, backend_name
 
 __all__ = [
     "EXIT_FAILED",
@@ -220,6 +221,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "and pause of a packed node are emulated, see docs/scenarios.md); overrides each "
         "file's pack key",
     )
+    run.add_argument(
+        "--world",
+        choices=WORLDS,
+        help="run every scenario in this world: local (processes on this machine) or ray "
+        "(Ray actors; see docs/cluster.md); default: each file's world key",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster of the ray world (what `ray start --head` printed, or auto); "
+        "default: a local Ray bound to 127.0.0.1, started once for the whole run",
+    )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
         "--html", type=report_file, metavar="FILE", help="write an HTML timeline report"
@@ -251,6 +264,36 @@ def _load(command: str, paths: Sequence[str]) -> list[Scenario] | None:
         print(f"harness {command}: no scenario files (*.toml) in {where}", file=sys.stderr)
         return None
     return scenarios
+
+
+class RayUnreachable(HarnessError):
+    """Ray could not be started or its cluster joined (for scenarios in the ray world)."""
+
+
+@contextlib.contextmanager
+def _ray_for(scenarios: Sequence[Scenario], address: str | None) -> Iterator[None]:
+    """Ray for the whole suite when a scenario runs in the ray world (started once, not per
+    scenario; a local Ray started here is stopped at the end, also on Ctrl-C).
+
+    Raises:
+        UnsupportedError: Ray is not installed.
+        RayUnreachable: Ray could not be started or joined.
+    """
+    if not any(sc.world == "ray" for sc in scenarios):
+        yield
+        return
+    from harness.world.ray.session import connect
+
+    try:
+        session = connect(address)
+    except UnsupportedError:
+        raise
+    except HarnessError as exc:
+        raise RayUnreachable(str(exc)) from exc
+    try:
+        yield
+    finally:
+        session.close()
 
 
 def _proxies(address: tuple[str, int] | None) -> ProxyProvider:
@@ -323,18 +366,27 @@ def _run_command(args: argparse.Namespace) -> int:
         scenarios = [sc.on_backend(args.backend) for sc in scenarios]
     if args.pack is not None:
         scenarios = [sc.packed(args.pack) for sc in scenarios]
+    if args.world is not None:
+        scenarios = [sc.in_world(args.world) for sc in scenarios]
     out = data_console()
     now = dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y-%m-%dT%H:%M:%S")  # the JUnit schema's form (no zone)
     began = time.monotonic()
     interrupted = False
     try:
-        reports = _progress_run(scenarios, _proxies(args.toxiproxy), args, out)
+        with _ray_for(scenarios, args.ray_address):
+            reports = _progress_run(scenarios, _proxies(args.toxiproxy), args, out)
     except SuiteInterrupted as exc:
         reports, interrupted = exc.reports, True
     except KeyboardInterrupt:  # before any scenario started
         print("harness run: interrupted (Ctrl-C) before any scenario started", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnsupportedError as exc:  # the ray world without Ray installed
+        print(f"harness run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except RayUnreachable as exc:
+        print(f"harness run: --world ray: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as exc:  # the proxy server could not start or be reached
         where = "--toxiproxy" if args.toxiproxy else "the embedded toxiproxy"
         print(f"harness run: {where}: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.client import ToxiproxyClient
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
@@ -312,8 +312,22 @@ def _placement(state: NodeState) -> str | None:
 
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
-    """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process."""
+    """The world a scenario runs in: its links on ``client``'s proxy, a process per node or
+    packed ``scenario.pack`` nodes per process; or, for ``world = "ray"``, Ray actors (on
+    the Ray this process is connected to, else a local one for the run).
+
+    Raises:
+        UnsupportedError: the scenario's world cannot run here (Ray is not installed).
+    """
+    if scenario.world == "ray":
+        from harness.world.ray.session import unavailable
+
+        why = unavailable()
+        if why is not None:
+            raise UnsupportedError(why, world="ray", capability="ray")
+        from harness.world.ray.world import RayWorlds
+
+        return RayWorlds(scenario.pack)
     if scenario.pack is not None:
         return PackedWorlds(client, scenario.pack)
     return LocalWorlds(client)

@@ -24,6 +24,7 @@ __all__ = [
     "INVARIANTS",
     "NAMED_BACKENDS",
     "OUTCOMES",
+    "WORLDS",
     "BackendVariant",
     "Endpoint",
     "Expect",
@@ -33,6 +34,7 @@ __all__ = [
     "NodeOverride",
     "Scenario",
     "Timeouts",
+    "WorldName",
     "allowed_outcomes",
     "backend_name",
 ]
@@ -176,6 +178,11 @@ class Timeouts(FormatModel):
         return self.hard if self.hard is not None else 2 * self.join + 15
 
 
+#: The worlds a scenario can name (``world = ...``).
+WorldName = Literal["local", "ray"]
+WORLDS: tuple[str, ...] = get_args(WorldName)
+
+
 class Endpoint(FormatModel):
     host: str = "127.0.0.1"
     via_proxy: bool = True
@@ -192,8 +199,12 @@ class Scenario(FormatModel):
     backend: BackendName = "static"
     nodes: NodeCount
     #: Nodes per process (>= 2): node 0 stays a process, the others run ``pack`` per process
-    #: as threads (the packed world). None: one process per node.
+    #: as threads (the packed world; in the Ray world: nodes per actor). None: one process
+    #: per node (in the Ray world: one actor per node up to 17 nodes, else 16 groups).
     pack: int | None = Field(default=None, ge=2)
+    #: Where the nodes run: ``local`` (processes on this machine) or ``ray`` (Ray actors on
+    #: the cluster ``harness run --ray-address`` names, else a local Ray).
+    world: WorldName = "local"
     run_id: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
@@ -256,6 +267,18 @@ class Scenario(FormatModel):
         if pack is not None and pack < 2:
             raise ScenarioError(self.path or self.name, [f"pack: must be at least 2, got {pack}"])
         return self.model_copy(update={"pack": pack})
+
+    def in_world(self, world: str) -> Scenario:
+        """A copy that runs in ``world`` (``local`` or ``ray``).
+
+        Raises:
+            ScenarioError: ``world`` is not a world's name.
+        """
+        if world not in WORLDS:
+            raise ScenarioError(
+                self.path or self.name, [f"world: must be one of {list(WORLDS)}, got {world!r}"]
+            )
+        return self.model_copy(update={"world": world})
 
     def with_seed(self, seed: int) -> Scenario:
         """A copy whose seed is ``seed``."""

@@ -36,18 +36,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import ray
-from ray.util.placement_group import (
-    placement_group,
-    placement_group_table,
-    remove_placement_group,
-)
-from ray.util.scheduling_strategies import (
-    NodeAffinitySchedulingStrategy,
-    PlacementGroupSchedulingStrategy,
-)
 
 from harness.errors import HarnessError
-from harness.proxy.client import ToxiproxyClient
 from harness.world.base import (
     KILL,
     LINKS,
@@ -64,12 +54,13 @@ from harness.world.base import (
     StoreRule,
     ToxicSpec,
     cannot,
+    is_ip,
 )
 from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
-from harness.world.ray.actors import NodeGroup, ProxyAgent
-from harness.world.ray.groups import Group, Incarnation, placement, plan
-from harness.world.ray.network import Agent, RayNetwork
+from harness.world.ray.cluster import Placement
+from harness.world.ray.groups import Group, Incarnation, plan
+from harness.world.ray.network import RayNetwork
 from harness.world.ray.pump import Pump
 from harness.world.ray.session import RaySession, connect
 
@@ -77,14 +68,6 @@ __all__ = ["RayWorld", "RayWorlds"]
 
 NAME: Final = "ray"
 CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
-#: Each actor's share of a CPU (in its placement-group bundle): nodes mostly wait on I/O.
-_CPU: Final = 0.01
-#: Concurrent calls an actor serves (the long poll, commands, the clock).
-_CONCURRENCY: Final = 8
-#: Ray actor classes, made once per process.
-_REMOTE: dict[type, Any] = {}
-#: Seconds to wait for every actor and the placement group to be gone after teardown.
-_GONE_WAIT: Final = 15.0
 
 
 @dataclass(frozen=True)
@@ -121,9 +104,7 @@ class RayWorld:
         self.pack = default_pack(layout.nodes, pack)
         self._on_message = on_message
         self._session: RaySession | None = None
-        self._pg: Any = None
-        self._hosts: dict[int, str] = {}  # bundle -> Ray node id
-        self._addresses: dict[str, str] = {}  # Ray node id -> its address
+        self._place = Placement(layout.tag)
         self.groups: list[Group] = plan(layout.nodes, self.pack)
         self.network: RayNetwork | None = None
         self._store: tuple[str, int] = ("", 0)
@@ -133,7 +114,6 @@ class RayWorld:
         self._lock = threading.Lock()
         self._pump = Pump(self._deliver, self._group_lost)
         self._leftovers: list[str] = []
-        self._actors: list[tuple[str, Any]] = []  # (name, handle): every actor made
         self._torn_down = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -147,133 +127,51 @@ class RayWorld:
             raise
 
     def _build(self, seed: int) -> None:
-        self._addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
-        bundles = [{"CPU": _CPU} for _ in self.groups]
-        self._pg = placement_group(bundles, strategy="SPREAD", name=f"{self.layout.tag}-pg")
-        ray.get(self._pg.ready(), timeout=120)
-        table = placement_group_table(self._pg)["bundles_to_node_id"]
-        self._hosts = {int(b): str(node_id) for b, node_id in table.items()}
-        agents = {}
-        for host_id in sorted(set(self._hosts.values())):
-            actor = self._actor(
-                ProxyAgent,
-                f"{self.layout.tag}-agent-{host_id[:12]}",
-                NodeAffinitySchedulingStrategy(host_id, soft=False),
-                num_cpus=0,
-            ).remote(self._addresses[host_id], seed)
-            agents[host_id] = actor
+        if not is_ip(self.layout.host):
+            raise cannot(self.name, NAMES, f"the endpoint host {self.layout.host!r} is a name")
+        self._place.reserve(self.groups)
         for group in self.groups:
-            self._spawn(group, first=True)
-        apis = ray.get([a.api.remote() for a in agents.values()])
-        self.network = RayNetwork(
-            self.layout.tag,
-            {
-                h: Agent(h, a, ToxiproxyClient(*api))
-                for (h, a), api in zip(agents.items(), apis, strict=True)
-            },
-        )
+            self._place.spawn(group, store=group.index == 0)
+        self.network = RayNetwork(self.layout.tag, self._place.agents(seed))
         for group in self.groups:
-            self._sync(group)
+            self._place.sync(group)
+            self._pump.watch(group)
         node0 = self.groups[0]
-        self._store = (self._addresses[node0.host], ray.get(node0.actor.store_port.remote()))
+        port = ray.get(node0.actor.store_port.remote())
+        self._store = (self._place.addresses[node0.host], port)
         if self.layout.via_links:
-            hosts = {n: self._hosts[self._group_of(n).index] for n in range(1, self.layout.nodes)}
+            hosts = {n: self._group_of(n).host for n in range(1, self.layout.nodes)}
             self.network.connect(hosts, self._store)
-
-    def _actor(self, cls: type, name: str, strategy: Any, num_cpus: float) -> Any:
-        remote = _REMOTE.get(cls)
-        if remote is None:
-            remote = _REMOTE[cls] = ray.remote(cls)
-        return remote.options(
-            name=name,
-            num_cpus=num_cpus,
-            max_concurrency=_CONCURRENCY,
-            scheduling_strategy=strategy,
-            max_restarts=0,
-        )
-
-    def _spawn(self, group: Group, first: bool) -> None:
-        """Start ``group``'s actor in its bundle (again after a kill: a new process)."""
-        group.generation += 1
-        group.host = self._hosts[group.index]
-        name = f"{self.layout.tag}-g{group.index}-{group.generation}"
-        strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=group.index)
-        store = self._addresses[group.host] if group.index == 0 and first else None
-        text = placement(len(group.nodes), self._addresses[group.host], group.host)
-        handle = self._actor(NodeGroup, name, strategy, _CPU).remote(text, store)
-        group.actor, group.dead, group.ended = handle, False, False
-        self._actors.append((name, handle))
-
-    def _sync(self, group: Group) -> None:
-        """Wait for ``group``'s actor; learn its PID and its clock's offset from ours."""
-        where = ray.get(group.actor.where.remote(), timeout=120)  # up, and warm
-        group.pid = int(where["pid"])
-        best = math.inf
-        for _ in range(3):  # the offset seen by the quickest round trip
-            before = time.monotonic()
-            where = ray.get(group.actor.where.remote(), timeout=120)
-            after = time.monotonic()
-            if after - before < best:
-                best = after - before
-                group.offset = float(where["now"]) - (before + after) / 2
-        self._pump.watch(group)
 
     def stop_nodes(self, grace: float) -> None:
         live = [g for g in self.groups if g.actor is not None and not g.dead]
         for group in live:
-            try:
-                group.actor.close.remote()
-            except Exception:
-                continue
+            group.actor.close.remote()
         ended = self._pump.wait_ended(live, grace)
         for group in live:
             if group not in ended:
                 nodes = f"{group.nodes.start}-{group.nodes.stop - 1}"
                 self._leftovers.append(f"actor of nodes {nodes} (pid {group.pid})")
-            self._kill_actor(group)
+            self._place.kill(group)
 
     def teardown(self) -> list[str]:
         if self._torn_down:
             return []
         self._torn_down = True
         problems: list[str] = []
-        for group in self.groups:
-            self._kill_actor(group)
-        self._pump.stop()
-        if self.network is not None:
-            problems += self.network.teardown()
-        if self._pg is not None:
-            remove_placement_group(self._pg)
-        problems += self._gone()
+        try:
+            for group in self.groups:
+                self._place.kill(group)
+            self._pump.stop()
+            if self.network is not None:
+                problems += self.network.teardown()
+            problems += self._place.release()
+        finally:
+            if self._session is not None:
+                self._session.close()
         if self._leftovers:
             problems.insert(0, f"node actors still running at the end: {self._leftovers}")
-        if self._session is not None:
-            self._session.close()
         return problems
-
-    def _gone(self) -> list[str]:
-        """What is still there after teardown: named actors alive, the placement group."""
-        deadline = time.monotonic() + _GONE_WAIT
-        left = [name for name, _ in self._actors]
-        left += [f"{self.layout.tag}-agent-{h[:12]}" for h in set(self._hosts.values())]
-        while left and time.monotonic() < deadline:
-            left = [name for name in left if _alive(name)]
-            if left:
-                time.sleep(0.1)
-        found = [f"Ray actors still alive after teardown: {sorted(left)}"] if left else []
-        if self._pg is not None:
-            while time.monotonic() < deadline:
-                if placement_group_table(self._pg).get("state") == "REMOVED":
-                    break
-                time.sleep(0.1)
-            else:
-                found.append(f"placement group {self.layout.tag}-pg not removed")
-        return found
-
-    def _kill_actor(self, group: Group) -> None:
-        if group.actor is not None and not group.dead:
-            group.dead = True
-            ray.kill(group.actor, no_restart=True)
 
     # --- nodes ------------------------------------------------------------------------
 
@@ -292,8 +190,9 @@ class RayWorld:
         group = self._group_of(node)
         with group.lock:
             if group.dead:  # killed (a whole-process kill): a new actor in its bundle
-                self._spawn(group, first=False)
-                self._sync(group)
+                self._place.spawn(group, store=False)
+                self._place.sync(group)
+                self._pump.watch(group)
         inc = Incarnation(next(self._numbers), node, group, frozen=launch.start_paused)
         with self._lock:
             self._incarnations[inc.number] = inc
@@ -309,7 +208,7 @@ class RayWorld:
             return False
         inc.killed = True  # from now on nothing it sends is delivered
         if inc.group.whole:
-            self._kill_actor(inc.group)
+            self._place.kill(inc.group)
             return True
         if inc.paused:
             self._network().unhold(node, PAUSE_TOXIC)
@@ -327,7 +226,8 @@ class RayWorld:
             elif node in self._network().links:
                 self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
             else:
-                raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
+                why = "a packed node is paused on its link, and it has none"
+                raise cannot(self.name, PAUSE, why)
             inc.paused = True
         return True
 
@@ -409,14 +309,6 @@ class RayWorld:
 
     def link_log(self) -> list[dict[str, Any]] | None:
         return None if self.network is None else self.network.log()
-
-
-def _alive(name: str) -> bool:
-    try:
-        ray.get_actor(name)
-    except ValueError:
-        return False
-    return True
 
 
 def _exit(node: int, why: str) -> Message:
