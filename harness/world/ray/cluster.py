@@ -54,7 +54,8 @@ class Placement:
 
     def reserve(self, groups: list[Group]) -> None:
         """One bundle per group, spread over the hosts; waits until placed."""
-        hosts: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        api: Any = ray  # typed or not, depending on the Ray installed
+        hosts: list[dict[str, Any]] = api.nodes()
         self.addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in hosts if n["Alive"]}
         bundles = [{"CPU": _CPU} for _ in groups]
         self.pg = placement_group(bundles, strategy="SPREAD", name=f"{self.tag}-pg")

@@ -21,7 +21,7 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from harness.errors import HarnessError
 
@@ -85,21 +85,22 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> RaySessi
         raise UnsupportedError(why, world="ray", capability="ray")
     import ray
 
+    init: Any = ray.init  # typed or not, depending on the Ray installed
     if ray.is_initialized():
         return RaySession(address, owned=False)
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
     try:
         if address is not None:
-            ray.init(address=address, namespace=NAMESPACE, **quiet)  # type: ignore[arg-type]
+            init(address=address, namespace=NAMESPACE, **quiet)
         else:
             with _on_loopback():
-                ray.init(
+                init(
                     address="local",
                     num_cpus=num_cpus or os.cpu_count() or 2,
                     include_dashboard=False,
                     namespace=NAMESPACE,
                     _node_ip_address=LOCAL_ADDRESS,
-                    **quiet,  # type: ignore[arg-type]
+                    **quiet,
                 )
     except Exception as exc:
         with contextlib.suppress(Exception):
