@@ -51,13 +51,16 @@ class Placement:
         self.hosts: dict[int, str] = {}  # bundle (group index) -> Ray node id
         self.addresses: dict[str, str] = {}  # Ray node id -> its address
         self._names: list[str] = []  # every actor made
+        self._spares = 0
 
     def reserve(self, groups: list[Group]) -> None:
         """One bundle per group, spread over the hosts; waits until placed."""
         api: Any = ray  # typed or not, depending on the Ray installed
         hosts: list[dict[str, Any]] = api.nodes()
         self.addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in hosts if n["Alive"]}
-        bundles = [{"CPU": _CPU} for _ in groups]
+        # Room for two actors: a killed actor's successor starts before its resources are
+        # given back.
+        bundles = [{"CPU": 2 * _CPU} for _ in groups]
         self.pg = placement_group(bundles, strategy="SPREAD", name=f"{self.tag}-pg")
         ray.get(self.pg.ready(), timeout=_WAIT)
         table = placement_group_table(self.pg)["bundles_to_node_id"]
@@ -85,17 +88,27 @@ class Placement:
     def spawn(self, group: Group, store: bool) -> None:
         """Start ``group``'s actor in its bundle (again after a kill: a new process);
         ``store``: it binds the store's port on its host's address."""
+        name = f"{self.tag}-g{group.index}-{group.generation + 1}"
+        self.adopt(group, self._node_group(name, group.index, len(group.nodes), store))
+
+    def spare(self, bundle: int) -> Any:
+        """A one-node actor started ahead in ``bundle``, for the next whole-process restart
+        on its host (starting an actor takes seconds on a busy machine; rdzv gives a
+        restarted rank two to take its claim over)."""
+        self._spares += 1
+        return self._node_group(f"{self.tag}-spare{self._spares}", bundle, 1, store=False)
+
+    def adopt(self, group: Group, handle: Any) -> None:
+        """``handle`` (a new actor on the group's host) hosts ``group`` from now on."""
         group.generation += 1
-        name = f"{self.tag}-g{group.index}-{group.generation}"
-        strategy = PlacementGroupSchedulingStrategy(
-            self.pg, placement_group_bundle_index=group.index
-        )
-        address = self.addresses[group.host]
-        text = placement(len(group.nodes), address, group.host)
-        handle = self._actor(NodeGroup, name, strategy, _CPU).remote(
-            text, address if store else None
-        )
-        group.actor, group.dead, group.ended = handle, False, False
+        group.actor, group.dead, group.ended, group.synced = handle, False, False, False
+
+    def _node_group(self, name: str, bundle: int, size: int, store: bool) -> Any:
+        strategy = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=bundle)
+        host = self.hosts[bundle]
+        address = self.addresses[host]
+        text = placement(size, address, host)
+        return self._actor(NodeGroup, name, strategy, _CPU).remote(text, address if store else None)
 
     def sync(self, group: Group) -> None:
         """Wait for ``group``'s actor; learn its PID and its host clock's offset from ours

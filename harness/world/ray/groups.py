@@ -25,7 +25,8 @@ class Group:
     host: str = ""  # the Ray node id it runs on
     pid: int = 0
     offset: float = 0.0  # its host's monotonic clock minus ours
-    dead: bool = False  # its actor was killed here
+    synced: bool = False  # its current actor is up and watched
+    dead: bool = False  # its actor was killed here, or died
     ended: bool = False  # its actor said all its nodes ended after close
     lock: threading.Lock = field(default_factory=threading.Lock)
 

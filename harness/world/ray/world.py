@@ -114,6 +114,8 @@ class RayWorld:
         self._lock = threading.Lock()
         self._pump = Pump(self._deliver, self._group_lost)
         self._leftovers: list[str] = []
+        self._spares: dict[str, Any] = {}  # Ray node id -> a one-node actor started ahead
+        self._stopping = False
         self._torn_down = False
 
     # --- lifecycle --------------------------------------------------------------------
@@ -133,9 +135,11 @@ class RayWorld:
         for group in self.groups:
             self._place.spawn(group, store=group.index == 0)
         self.network = RayNetwork(self.layout.tag, self._place.agents(seed))
+        for group in self.groups:  # a spare per host for whole-process restarts
+            if group.whole and group.host not in self._spares:
+                self._spares[group.host] = self._place.spare(group.index)
         for group in self.groups:
-            self._place.sync(group)
-            self._pump.watch(group)
+            self._ready(group)
         node0 = self.groups[0]
         port = ray.get(node0.actor.store_port.remote())
         self._store = (self._place.addresses[node0.host], port)
@@ -143,7 +147,33 @@ class RayWorld:
             hosts = {n: self._group_of(n).host for n in range(1, self.layout.nodes)}
             self.network.connect(hosts, self._store)
 
+    def _replace(self, group: Group) -> None:
+        """Kill ``group``'s actor; its host's spare takes its place (warm, for a restart),
+        and a new spare starts in the group's bundle (what the killed actor held)."""
+        with group.lock:
+            self._place.kill(group)
+            spare = self._spares.pop(group.host, None)
+            if spare is None:
+                self._place.spawn(group, store=False)
+            else:
+                self._place.adopt(group, spare)
+            if not self._stopping:
+                self._spares[group.host] = self._place.spare(group.index)
+
+    def _ready(self, group: Group) -> None:
+        """Wait for ``group``'s new actor, then bring its messages home."""
+        self._place.sync(group)
+        self._pump.watch(group)
+        group.synced = True
+
     def stop_nodes(self, grace: float) -> None:
+        self._stopping = True
+        for spare in self._spares.values():
+            ray.kill(spare, no_restart=True)
+        self._spares.clear()
+        for group in self.groups:
+            if not group.synced:  # a successor never used: no node of the run in it
+                self._place.kill(group)
         live = [g for g in self.groups if g.actor is not None and not g.dead]
         for group in live:
             group.actor.close.remote()
@@ -160,6 +190,10 @@ class RayWorld:
         self._torn_down = True
         problems: list[str] = []
         try:
+            self._stopping = True
+            for spare in self._spares.values():
+                ray.kill(spare, no_restart=True)
+            self._spares.clear()
             for group in self.groups:
                 self._place.kill(group)
             self._pump.stop()
@@ -189,10 +223,10 @@ class RayWorld:
         node = launch.node
         group = self._group_of(node)
         with group.lock:
-            if group.dead:  # killed (a whole-process kill): a new actor in its bundle
+            if group.dead:  # its actor died on its own: a new one in its bundle
                 self._place.spawn(group, store=False)
-                self._place.sync(group)
-                self._pump.watch(group)
+            if not group.synced:  # a new actor (spawned at its predecessor's kill)
+                self._ready(group)
         inc = Incarnation(next(self._numbers), node, group, frozen=launch.start_paused)
         with self._lock:
             self._incarnations[inc.number] = inc
@@ -208,7 +242,7 @@ class RayWorld:
             return False
         inc.killed = True  # from now on nothing it sends is delivered
         if inc.group.whole:
-            self._place.kill(inc.group)
+            self._replace(inc.group)
             return True
         if inc.paused:
             self._network().unhold(node, PAUSE_TOXIC)
