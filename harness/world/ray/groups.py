@@ -7,11 +7,12 @@ nodes as threads (kill and pause emulated, as in the packed world).
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Group", "Incarnation", "placement", "plan"]
+__all__ = ["DEFAULT_GROUPS", "Group", "Incarnation", "default_pack", "placement", "plan"]
 
 
 @dataclass(eq=False)
@@ -47,6 +48,20 @@ class Incarnation:
     paused: bool = False  # stopped (a whole group) or its link holds its data
     killed: bool = False
     ended: bool = False  # reported its outcome (or its actor died)
+
+
+#: Actors the nodes ``1..N-1`` of a large run are packed into when no ``pack`` is given.
+DEFAULT_GROUPS: Final = 16
+
+
+def default_pack(nodes: int, pack: int | None) -> int:
+    """Nodes per actor: ``pack``, else 1 (each node a process) for up to 17 nodes, else
+    enough for :data:`DEFAULT_GROUPS` actors."""
+    if pack is not None:
+        return pack
+    if nodes <= DEFAULT_GROUPS + 1:
+        return 1
+    return math.ceil((nodes - 1) / DEFAULT_GROUPS)
 
 
 def plan(nodes: int, pack: int) -> list[Group]:

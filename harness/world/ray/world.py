@@ -28,7 +28,6 @@ not offered: scenarios that need them are reported unsupported here.
 from __future__ import annotations
 
 import itertools
-import math
 import signal
 import threading
 import time
@@ -59,7 +58,7 @@ from harness.world.base import (
 from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
 from harness.world.ray.cluster import Placement
-from harness.world.ray.groups import Group, Incarnation, plan
+from harness.world.ray.groups import Group, Incarnation, default_pack, plan
 from harness.world.ray.network import RayNetwork
 from harness.world.ray.pump import Pump
 from harness.world.ray.session import RaySession, connect
@@ -82,13 +81,6 @@ class RayWorlds:
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> RayWorld:
         return RayWorld(layout, on_message, self.pack)
-
-
-def default_pack(nodes: int, pack: int | None) -> int:
-    """Nodes per actor: ``pack``, else 1 for up to 17 nodes, else enough for 16 actors."""
-    if pack is not None:
-        return pack
-    return 1 if nodes <= 17 else math.ceil((nodes - 1) / 16)
 
 
 class RayWorld:
