@@ -16,12 +16,11 @@ codes are off on these consoles), and ``list`` never shortens a name or a path.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -48,9 +47,11 @@ from harness.run.model import Report
 from harness.run.suite import (
     ProxyProvider,
     SuiteInterrupted,
+    WorldUnreachable,
     embedded_proxy,
     run_suite,
     shared_proxy,
+    worlds_session,
 )
 from harness.scenario.load import load_many
 from harness.scenario.model import WORLDS, Scenario, backend_name
@@ -266,36 +267,6 @@ def _load(command: str, paths: Sequence[str]) -> list[Scenario] | None:
     return scenarios
 
 
-class RayUnreachable(HarnessError):
-    """Ray could not be started or its cluster joined (for scenarios in the ray world)."""
-
-
-@contextlib.contextmanager
-def _ray_for(scenarios: Sequence[Scenario], address: str | None) -> Iterator[None]:
-    """Ray for the whole suite when a scenario runs in the ray world (started once, not per
-    scenario; a local Ray started here is stopped at the end, also on Ctrl-C).
-
-    Raises:
-        UnsupportedError: Ray is not installed.
-        RayUnreachable: Ray could not be started or joined.
-    """
-    if not any(sc.world == "ray" for sc in scenarios):
-        yield
-        return
-    from harness.world.ray.session import connect
-
-    try:
-        session = connect(address)
-    except UnsupportedError:
-        raise
-    except HarnessError as exc:
-        raise RayUnreachable(str(exc)) from exc
-    try:
-        yield
-    finally:
-        session.close()
-
-
 def _proxies(address: tuple[str, int] | None) -> ProxyProvider:
     """The real server at ``address`` for every run, or a fresh embedded one per run."""
     if address is None:
@@ -374,7 +345,7 @@ def _run_command(args: argparse.Namespace) -> int:
     began = time.monotonic()
     interrupted = False
     try:
-        with _ray_for(scenarios, args.ray_address):
+        with worlds_session(scenarios, args.ray_address):
             reports = _progress_run(scenarios, _proxies(args.toxiproxy), args, out)
     except SuiteInterrupted as exc:
         reports, interrupted = exc.reports, True
@@ -384,8 +355,8 @@ def _run_command(args: argparse.Namespace) -> int:
     except UnsupportedError as exc:  # the ray world without Ray installed
         print(f"harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except RayUnreachable as exc:
-        print(f"harness run: --world ray: {exc}", file=sys.stderr)
+    except WorldUnreachable as exc:
+        print(f"harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except HarnessError as exc:  # the proxy server could not start or be reached
         where = "--toxiproxy" if args.toxiproxy else "the embedded toxiproxy"
