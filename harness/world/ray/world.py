@@ -72,7 +72,7 @@ CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
 @dataclass(frozen=True)
 class RayWorlds:
     """Makes a :class:`RayWorld` per run: ``pack`` nodes per actor (None: one actor per
-    node up to 16 nodes, else 16 groups), on the Ray this process is connected to (else
+    node up to 17 nodes, else 16 groups), on the Ray this process is connected to (else
     a local Ray started for the run and stopped with it)."""
 
     pack: int | None = None
@@ -152,6 +152,16 @@ class RayWorld:
             if not self._stopping:
                 self._spares[group.host] = self._place.spare(group.index)
 
+    def _drop_spares(self) -> None:
+        """No more restarts: end the spares (and start none from now on)."""
+        self._stopping = True
+        for group in self.groups:
+            with group.lock:  # not while a kill hands a spare over
+                pass
+        for spare in self._spares.values():
+            ray.kill(spare, no_restart=True)
+        self._spares.clear()
+
     def _ready(self, group: Group) -> None:
         """Wait for ``group``'s new actor, then bring its messages home."""
         self._place.sync(group)
@@ -159,10 +169,7 @@ class RayWorld:
         group.synced = True
 
     def stop_nodes(self, grace: float) -> None:
-        self._stopping = True
-        for spare in self._spares.values():
-            ray.kill(spare, no_restart=True)
-        self._spares.clear()
+        self._drop_spares()
         for group in self.groups:
             if not group.synced:  # a successor never used: no node of the run in it
                 self._place.kill(group)
@@ -182,10 +189,7 @@ class RayWorld:
         self._torn_down = True
         problems: list[str] = []
         try:
-            self._stopping = True
-            for spare in self._spares.values():
-                ray.kill(spare, no_restart=True)
-            self._spares.clear()
+            self._drop_spares()
             for group in self.groups:
                 self._place.kill(group)
             self._pump.stop()
