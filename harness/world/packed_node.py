@@ -199,7 +199,7 @@ def _node_of_thread() -> int | None:
 def _install(dns: DnsShim | None) -> None:
     """Make this process host nodes: sockets, threads, logs, DNS (once, at start)."""
     if socket.socket is _NodeSocket:
-        return  # installed already (a Ray actor hosts its nodes on a second thread)
+        return  # installed already: host() ran before in this process
     socket.socket = _NodeSocket  # type: ignore[misc]
     start = threading.Thread.start
 
