@@ -15,7 +15,10 @@ installed; otherwise pass ``-p harness.pytest_plugin``). See docs/pytest.md.
   with the reason), ``--harness-pack`` / ``harness_pack`` (run every scenario with its nodes
   packed K per process as threads, see docs/scenarios.md "Packed nodes"),
   ``--harness-world`` / ``harness_world`` (run every scenario in that world: ``local`` or
-  ``netns``; a scenario the world cannot carry out is skipped with the reason).
+  ``netns`` or ``ray``; a scenario the world cannot carry out is skipped with the reason)
+  and ``--harness-ray-address`` / ``harness_ray_address`` (the Ray cluster of the ray
+  world; default a local Ray bound to 127.0.0.1, started once for the session at the first
+  scenario that needs it and stopped at the end, see docs/cluster.md).
 * Fixtures: ``toxiproxy`` (a typed client on a fault proxy), ``rdzv_store`` (a live TCPStore
   master), ``harness_cluster`` (runs a scenario built in Python, returns its report).
 
@@ -60,6 +63,7 @@ DEFAULT_GLOB = "scenarios/**/*.toml"
 _REPORTS = pytest.StashKey[list["Report"]]()
 _MATCHES = pytest.StashKey[frozenset[Path]]()
 _WRITTEN = pytest.StashKey[list[Path]]()
+_RAY = pytest.StashKey[Any]()  # the session's Ray connection (a RaySession)
 
 #: ``harness_cluster(...)``: a scenario built in Python (mapping and/or keywords) -> Report.
 HarnessCluster = Callable[..., "Report"]
@@ -116,11 +120,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="harness_world",
         default=None,
         metavar="NAME",
-        help="run every scenario in this world: local or netns (a network namespace per "
-        "node; needs root and nft); default: each scenario's own world key. ini: harness_world",
+        help="run every scenario in this world: local, netns (a network namespace per node; "
+        "needs root and nft) or ray; default: each scenario's own world key. "
+        "ini: harness_world",
+    )
+    group.addoption(
+        "--harness-ray-address",
+        dest="harness_ray_address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster of the ray world (as `ray start --head` printed it, or auto); "
+        "default: a local Ray bound to 127.0.0.1 for the session. ini: harness_ray_address",
     )
     parser.addini("harness_seed", "seed for every scenario (as --harness-seed)", default="")
     parser.addini("harness_world", "world for every scenario (as --harness-world)", default="")
+    parser.addini(
+        "harness_ray_address", "Ray cluster of the ray world (as --harness-ray-address)", default=""
+    )
     parser.addini(
         "harness_pack", "nodes per process for every scenario (as --harness-pack)", default=""
     )
@@ -208,8 +224,33 @@ def _world(config: pytest.Config) -> str | None:
     return raw
 
 
+def _ray_address(config: pytest.Config) -> str | None:
+    cli: str | None = config.getoption("harness_ray_address")
+    raw = cli if cli is not None else str(config.getini("harness_ray_address")).strip()
+    return raw or None
+
+
+def _ray_for(config: pytest.Config, scenario: Scenario) -> None:
+    """Connect to Ray once for the session when ``scenario`` runs in the ray world (closed
+    in :func:`pytest_unconfigure`); without Ray installed the run is skipped with the
+    install command instead."""
+    if scenario.world != "ray" or _RAY in config.stash:
+        return
+    from harness.world.ray.session import connect, unavailable
+
+    if unavailable() is None:
+        config.stash[_RAY] = connect(_ray_address(config))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_RAY, None)
+    if session is not None:
+        session.close()
+
+
 def _overrides(config: pytest.Config) -> dict[str, Any]:
-    """What the options override in every scenario: its backend, pack and world (valid)."""
+    """What the options override in every scenario: its backend, its pack, its world (all
+    valid)."""
     found = {"backend": _backend(config), "pack": _pack(config), "world": _world(config)}
     return {key: value for key, value in found.items() if value is not None}
 
@@ -253,7 +294,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     proxy = f"toxiproxy {address[0]}:{address[1]}" if address else "embedded toxiproxy per run"
     globs = " ".join(config.getini("harness_scenarios"))
     backend = _backend(config) or "each scenario's own"
-    return [policy, f"harness: scenarios {globs}; {proxy}; backend {backend}"]
+    world = _world(config) or "each scenario's own"
+    return [policy, f"harness: scenarios {globs}; {proxy}; backend {backend}; world {world}"]
 
 
 # --- collection ------------------------------------------------------------------------
@@ -332,6 +374,7 @@ class ScenarioItem(pytest.Item):
 
         override, _ = _seed(self.config)
         seed = choose_seed(self.scenario, override, lambda: secrets.randbits(32))
+        _ray_for(self.config, self.scenario)
         report = run_one(self.scenario, _proxies(self.config), seed)
         self.config.stash[_REPORTS].append(report)
         if report.skipped is not None:
@@ -464,6 +507,7 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
     from harness.run.runner import run_scenario, worlds_for
 
+    _ray_for(config, scenario)
     with _proxies(config)() as client:
         report: Report = run_scenario(scenario, worlds_for(scenario, client), seed)
     return report

@@ -35,7 +35,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from harness.errors import HarnessError, InvalidScenariosError, ScenarioError
+from harness.errors import HarnessError, InvalidScenariosError, ScenarioError, UnsupportedError
 from harness.proxy.address import parse_api_address
 from harness.proxy.client import ToxiproxyClient
 from harness.report.console import print_summary
@@ -46,9 +46,11 @@ from harness.run.model import Report
 from harness.run.suite import (
     ProxyProvider,
     SuiteInterrupted,
+    WorldUnreachable,
     embedded_proxy,
     run_suite,
     shared_proxy,
+    worlds_session,
 )
 from harness.scenario.load import load_many
 from harness.scenario.model import WORLDS, Scenario, backend_name
@@ -240,8 +242,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--world",
         choices=WORLDS,
         help="run every scenario in this world: local (processes on this machine, links "
-        "through the fault proxy) or netns (each node in a network namespace of its own, "
-        "faults in the kernel; needs root and nft); overrides each file's world key",
+        "through the fault proxy), netns (each node in a network namespace of its own, "
+        "faults in the kernel; needs root and nft) or ray (Ray actors; see docs/cluster.md); "
+        "overrides each file's world key",
+    )
+    run.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster of the ray world (what `ray start --head` printed, or auto); "
+        "default: a local Ray bound to 127.0.0.1, started once for the whole run",
     )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
@@ -349,12 +358,19 @@ def _run_command(args: argparse.Namespace) -> int:
     began = time.monotonic()
     interrupted = False
     try:
-        reports = _progress_run(scenarios, _proxies(args.toxiproxy), args, out)
+        with worlds_session(scenarios, args.ray_address):
+            reports = _progress_run(scenarios, _proxies(args.toxiproxy), args, out)
     except SuiteInterrupted as exc:
         reports, interrupted = exc.reports, True
     except KeyboardInterrupt:  # before any scenario started
         print("harness run: interrupted (Ctrl-C) before any scenario started", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnsupportedError as exc:  # the ray world without Ray installed
+        print(f"harness run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WorldUnreachable as exc:
+        print(f"harness run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except HarnessError as exc:  # the proxy server could not start or be reached
         where = "--toxiproxy" if args.toxiproxy else "the embedded toxiproxy"
         print(f"harness run: {where}: {exc}", file=sys.stderr)

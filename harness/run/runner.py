@@ -342,10 +342,13 @@ def _placement(state: NodeState) -> str | None:
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
     """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process; or the netns world (no proxy links).
+    or packed ``scenario.pack`` nodes per process; the netns world (no proxy links); or,
+    for ``world = "ray"``, Ray actors (on the Ray this process is connected to, else a
+    local one for the run).
 
     Raises:
-        UnsupportedError: the scenario asks for packed nodes in the netns world.
+        UnsupportedError: the scenario asks for packed nodes in the netns world, or for the
+            Ray world where Ray is not installed.
     """
     if scenario.world == "netns":
         if scenario.pack is not None:
@@ -356,6 +359,15 @@ def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
                 capability="pack",
             )
         return NetnsWorlds()
+    if scenario.world == "ray":
+        from harness.world.ray.session import unavailable
+
+        why = unavailable()
+        if why is not None:
+            raise UnsupportedError(why, world="ray", capability="ray")
+        from harness.world.ray.world import RayWorlds
+
+        return RayWorlds(scenario.pack)
     if scenario.pack is not None:
         return PackedWorlds(client, scenario.pack)
     return LocalWorlds(client)

@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
 from typing import Literal
 
-from harness.errors import UnsupportedError
+from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.run.budget import Budget, auto_jobs, capacity, cost
@@ -35,11 +35,13 @@ from harness.world.backends import unavailable
 __all__ = [
     "ProxyProvider",
     "SuiteInterrupted",
+    "WorldUnreachable",
     "choose_seed",
     "embedded_proxy",
     "run_one",
     "run_suite",
     "shared_proxy",
+    "worlds_session",
 ]
 
 #: Gives each scenario run the Toxiproxy API it drives, for the duration of the run.
@@ -57,6 +59,37 @@ def embedded_proxy() -> Iterator[ToxiproxyClient]:
 def shared_proxy(client: ToxiproxyClient) -> ProxyProvider:
     """Every run drives ``client``'s server (a real Toxiproxy: its seed does nothing)."""
     return lambda: contextlib.nullcontext(client)
+
+
+class WorldUnreachable(HarnessError):
+    """The world scenarios asked for could not be reached (Ray not started or joined)."""
+
+
+@contextlib.contextmanager
+def worlds_session(scenarios: Sequence[Scenario], ray_address: str | None) -> Iterator[None]:
+    """What the scenarios' worlds need for a whole suite: Ray, connected once (not per
+    scenario) when one runs in the ray world -- a local Ray started here is stopped at the
+    end, also on Ctrl-C.
+
+    Raises:
+        UnsupportedError: Ray is not installed (the message says how to install it).
+        WorldUnreachable: Ray could not be started, or its cluster joined.
+    """
+    if not any(sc.world == "ray" for sc in scenarios):
+        yield
+        return
+    from harness.world.ray.session import connect
+
+    try:
+        session = connect(ray_address)
+    except UnsupportedError:
+        raise
+    except HarnessError as exc:
+        raise WorldUnreachable(f"--world ray: {exc}") from exc
+    try:
+        yield
+    finally:
+        session.close()
 
 
 class SuiteInterrupted(KeyboardInterrupt):

@@ -150,8 +150,8 @@ def _url(value: str) -> str:
     return value
 
 
-WorldName = Literal["local", "netns"]
-#: The worlds a scenario can name.
+#: The worlds a scenario can name (``world = ...``).
+WorldName = Literal["local", "netns", "ray"]
 WORLDS: tuple[str, ...] = get_args(WorldName)
 BackendName = Annotated[str, AfterValidator(backend_name)]
 NodeCount = Annotated[int, Field(ge=1, le=16384)]
@@ -197,11 +197,13 @@ class Scenario(FormatModel):
     backend: BackendName = "static"
     nodes: NodeCount
     #: Nodes per process (>= 2): node 0 stays a process, the others run ``pack`` per process
-    #: as threads (the packed world). None: one process per node.
+    #: as threads (the packed world; in the Ray world: nodes per actor). None: one process
+    #: per node (in the Ray world: one actor per node up to 17 nodes, else 16 groups).
     pack: int | None = Field(default=None, ge=2)
     #: Where the nodes run: ``local`` (processes on this machine, links through the fault
-    #: proxy) or ``netns`` (each node in a network namespace of its own, faults in the
-    #: kernel); see docs/scenarios.md "Worlds".
+    #: proxy), ``netns`` (each node in a network namespace of its own, faults in the
+    #: kernel) or ``ray`` (Ray actors on the cluster ``harness run --ray-address`` names,
+    #: else a local Ray); see docs/scenarios.md "Worlds".
     world: WorldName = "local"
     run_id: str | None = None
     timeouts: Timeouts = Field(default_factory=Timeouts)
@@ -261,7 +263,7 @@ class Scenario(FormatModel):
         return found
 
     def in_world(self, world: str) -> Scenario:
-        """A copy that runs in ``world`` (``local`` or ``netns``).
+        """A copy that runs in ``world`` (``local``, ``netns`` or ``ray``).
 
         Raises:
             ScenarioError: ``world`` is not a world's name.

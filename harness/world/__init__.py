@@ -11,6 +11,8 @@
 * ``packed``        :class:`~harness.world.packed.PackedWorld`: node 0 a process, the others
                     K per process as threads; kill, pause and restart emulated
 * ``packed_node``   a packed process: node threads, their sockets, events and faults
+* ``ray``           (subpackage) the Ray world: node groups as Ray actors on a cluster,
+                    a proxy agent per host (the optional ``ray`` extra)
 * ``node``          the node process: one rendezvous, its events, one outcome
 * ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
@@ -18,6 +20,6 @@
 * ``store_faults``  an interposer that decodes TCPStore requests and applies store rules
 
 Imports: :mod:`harness.proxy`, :mod:`harness.errors`, rdzv. A world knows nothing of scenario
-files, fault kinds, runs or reports. Later worlds (Ray) implement the same protocol; see
+files, fault kinds, runs or reports. Every world implements the same protocol; see
 docs/architecture.md.
 """

@@ -58,7 +58,7 @@ from harness.world.node import (
 )
 from rdzv.events import EVENT_ATTR
 
-__all__ = ["serve"]
+__all__ = ["host", "serve"]
 
 #: Stack of each node thread (virtual; only the pages touched count as memory).
 _STACK_BYTES: Final = 512 * 1024
@@ -208,6 +208,8 @@ def _node_of_thread() -> int | None:
 
 def _install(dns: DnsShim | None) -> None:
     """Make this process host nodes: sockets, threads, logs, DNS (once, at start)."""
+    if socket.socket is _NodeSocket:
+        return  # installed already: host() ran before in this process
     socket.socket = _NodeSocket  # type: ignore[misc]
     start = threading.Thread.start
 
@@ -285,6 +287,19 @@ def serve(
     pipe is closed and every node thread that was not killed has ended. Its node threads
     wait at the world's start ``gate`` (see :class:`_Gate`)."""
     redirect_output(output_path)
+    host(channel, commands, dns, placement, gate)
+
+
+def host(
+    channel: Any, commands: Any, dns: DnsShim | None, placement: str, gate: Any = None
+) -> None:
+    """Host nodes in this process until ``commands`` ends, as :func:`serve` does, without
+    touching the process's output or signals (what a Ray actor runs on a thread of its own).
+
+    ``channel`` has ``send(item)`` and ``close()``; ``commands`` has ``recv()``, raising
+    ``EOFError`` once no command will come. Install happens once per process. The node
+    threads wait at ``gate`` (None: no gate, they go on at once).
+    """
     _install(dns)
     reporter = PipeReporter(channel)
     release = _Gate(gate)

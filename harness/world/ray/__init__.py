@@ -1,0 +1,13 @@
+"""The Ray world: a run's nodes as Ray actors, packed, spread over a cluster's hosts.
+
+* ``session``  join a Ray cluster or start a local Ray bound to 127.0.0.1; whether Ray is
+               installed at all (it is the optional ``ray`` extra)
+* ``world``    :class:`~harness.world.ray.world.RayWorld` and its factory
+               :class:`~harness.world.ray.world.RayWorlds`: placement group, actors, verbs
+* ``groups``   which nodes share an actor; what is kept of each node start
+* ``pump``     the thread that brings the nodes' messages home (a long poll per actor)
+* ``network``  a proxy agent per host, each node's link on it (toxics, link down)
+* ``actors``   what runs inside Ray: a node group (packed nodes) and a host's proxy agent
+
+Importing this package imports nothing of Ray; :mod:`~harness.world.ray.world` does.
+"""

@@ -1,0 +1,349 @@
+"""RayWorld: the nodes of one run as Ray actors, packed, spread over the cluster's hosts.
+
+Node 0 (the store host) is an actor of its own; nodes ``1..N-1`` are packed K per actor in
+node order (group ``g >= 1`` holds nodes ``(g-1)*K+1 .. g*K``), each node a thread as in a
+packed process (:mod:`harness.world.packed_node`, run by
+:class:`~harness.world.ray.actors.NodeGroup`). One placement group of a bundle per actor,
+``SPREAD``, spreads the actors over the hosts; node 0's store binds its own host's address.
+The links are on a proxy agent per host (:mod:`harness.world.ray.network`). Node messages
+come back through a long poll on every actor (one thread here waits on all of them), and
+their times are converted from the actor's host clock to this machine's.
+
+Process faults map onto the actor:
+
+=======  ================================================================================
+group    kill, pause, restart
+=======  ================================================================================
+1 node   real: ``ray.kill`` of the actor (its process), SIGSTOP/SIGCONT of the actor's
+         process sent by its host's agent, a new actor in the same bundle
+K nodes  emulated as in the packed world: sockets reset and the thread abandoned; both
+         directions of the node's link held; a new thread in the same actor
+=======  ================================================================================
+
+Node 0 is always alone, so a killed store host is a killed process. Each node's
+``placement`` names its actor's kind and host. Names (DNS), squatters and store rules are
+not offered: scenarios that need them are reported unsupported here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+import ray
+
+from harness.errors import HarnessError
+from harness.world.base import (
+    KILL,
+    LINKS,
+    NAMES,
+    PAUSE,
+    RESTART,
+    SQUATTER,
+    STORE_RULES,
+    TOXICS,
+    Launch,
+    Layout,
+    Message,
+    OnMessage,
+    StoreRule,
+    ToxicSpec,
+    cannot,
+    is_ip,
+)
+from harness.world.node import NodeSpec
+from harness.world.packed import HOLD_MS, PAUSE_TOXIC
+from harness.world.ray.cluster import Placement
+from harness.world.ray.groups import Group, Incarnation, default_pack, plan
+from harness.world.ray.network import RayNetwork
+from harness.world.ray.pump import Pump
+from harness.world.ray.session import RaySession, connect
+
+__all__ = ["RayWorld", "RayWorlds"]
+
+NAME: Final = "ray"
+CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
+
+
+@dataclass(frozen=True)
+class RayWorlds:
+    """Makes a :class:`RayWorld` per run: ``pack`` nodes per actor (None: one actor per
+    node up to 17 nodes, else 16 groups), on the Ray this process is connected to (else
+    a local Ray started for the run and stopped with it)."""
+
+    pack: int | None = None
+    name: str = NAME
+    capabilities: frozenset[str] = CAPS
+
+    def __call__(self, layout: Layout, on_message: OnMessage) -> RayWorld:
+        return RayWorld(layout, on_message, self.pack)
+
+
+class RayWorld:
+    """The nodes of one run as Ray actors; see the module docstring."""
+
+    name = NAME
+    capabilities = CAPS
+
+    def __init__(self, layout: Layout, on_message: OnMessage, pack: int | None = None) -> None:
+        if pack is not None and pack < 1:
+            raise ValueError(f"pack must be at least 1 node per actor, got {pack}")
+        self.layout = layout
+        self.pack = default_pack(layout.nodes, pack)
+        self._on_message = on_message
+        self._session: RaySession | None = None
+        self._place = Placement(layout.tag)
+        self.groups: list[Group] = plan(layout.nodes, self.pack)
+        self.network: RayNetwork | None = None
+        self._store: tuple[str, int] = ("", 0)
+        self._incarnations: dict[int, Incarnation] = {}
+        self._current: dict[int, Incarnation] = {}
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pump = Pump(self._deliver, self._group_lost)
+        self._leftovers: list[str] = []
+        self._spares: dict[str, Any] = {}  # Ray node id -> a one-node actor started ahead
+        self._stopping = False
+        self._torn_down = False
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def build(self, seed: int) -> None:
+        self._session = connect()
+        try:
+            self._build(seed)
+        except BaseException:
+            self.teardown()
+            raise
+
+    def _build(self, seed: int) -> None:
+        if not is_ip(self.layout.host):
+            raise cannot(self.name, NAMES, f"the endpoint host {self.layout.host!r} is a name")
+        self._place.reserve(self.groups)
+        for group in self.groups:
+            self._place.spawn(group, store=group.index == 0)
+        self.network = RayNetwork(self.layout.tag, self._place.agents(seed))
+        for group in self.groups:  # a spare per host for whole-process restarts
+            if group.whole and group.host not in self._spares:
+                self._spares[group.host] = self._place.spare(group.index)
+        for group in self.groups:
+            self._ready(group)
+        node0 = self.groups[0]
+        port = ray.get(node0.actor.store_port.remote())
+        self._store = (self._place.addresses[node0.host], port)
+        if self.layout.via_links:
+            hosts = {n: self._group_of(n).host for n in range(1, self.layout.nodes)}
+            self.network.connect(hosts, self._store)
+
+    def _replace(self, group: Group) -> None:
+        """Kill ``group``'s actor; its host's spare takes its place (warm, for a restart),
+        and a new spare starts in the group's bundle (what the killed actor held)."""
+        with group.lock:
+            self._place.kill(group)
+            spare = self._spares.pop(group.host, None)
+            if spare is None:
+                self._place.spawn(group, store=False)
+            else:
+                self._place.adopt(group, spare)
+            if not self._stopping:
+                self._spares[group.host] = self._place.spare(group.index)
+
+    def _drop_spares(self) -> None:
+        """No more restarts: end the spares (and start none from now on)."""
+        self._stopping = True
+        for group in self.groups:
+            with group.lock:  # not while a kill hands a spare over
+                pass
+        for spare in self._spares.values():
+            ray.kill(spare, no_restart=True)
+        self._spares.clear()
+
+    def _ready(self, group: Group) -> None:
+        """Wait for ``group``'s new actor, then bring its messages home."""
+        self._place.sync(group)
+        self._pump.watch(group)
+        group.synced = True
+
+    def stop_nodes(self, grace: float) -> None:
+        self._drop_spares()
+        for group in self.groups:
+            if not group.synced:  # a successor never used: no node of the run in it
+                self._place.kill(group)
+        live = [g for g in self.groups if g.actor is not None and not g.dead]
+        for group in live:
+            group.actor.close.remote()
+        ended = self._pump.wait_ended(live, grace)
+        for group in live:
+            if group not in ended:
+                nodes = f"{group.nodes.start}-{group.nodes.stop - 1}"
+                self._leftovers.append(f"actor of nodes {nodes} (pid {group.pid})")
+            self._place.kill(group)
+
+    def teardown(self) -> list[str]:
+        if self._torn_down:
+            return []
+        self._torn_down = True
+        problems: list[str] = []
+        try:
+            self._drop_spares()
+            for group in self.groups:
+                self._place.kill(group)
+            self._pump.stop()
+            if self.network is not None:
+                problems += self.network.teardown()
+            problems += self._place.release()
+        finally:
+            if self._session is not None:
+                self._session.close()
+        if self._leftovers:
+            problems.insert(0, f"node actors still running at the end: {self._leftovers}")
+        return problems
+
+    # --- nodes ------------------------------------------------------------------------
+
+    def _group_of(self, node: int) -> Group:
+        return self.groups[0 if node == 0 else (node - 1) // self.pack + 1]
+
+    def _endpoint(self, node: int) -> str:
+        link = self.network.endpoint(node) if self.network is not None else None
+        if link is not None:
+            return link
+        address, port = self._store
+        return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+    def start(self, launch: Launch) -> None:
+        node = launch.node
+        group = self._group_of(node)
+        with group.lock:
+            if group.dead:  # its actor died on its own: a new one in its bundle
+                self._place.spawn(group, store=False)
+            if not group.synced:  # a new actor (spawned at its predecessor's kill)
+                self._ready(group)
+        inc = Incarnation(next(self._numbers), node, group, frozen=launch.start_paused)
+        with self._lock:
+            self._incarnations[inc.number] = inc
+            self._current[node] = inc
+        spec = NodeSpec(launch, self._endpoint(node))
+        if not ray.get(group.actor.command.remote(("start", inc.number, spec))):
+            inc.ended = True
+            self._on_message(_exit(node, "its Ray actor was already closed"))
+
+    def release(self) -> None:
+        """No start gate in the Ray world yet: a node goes on as soon as its actor started
+        it (the report's release skew shows how far apart that was)."""
+
+    def kill(self, node: int) -> bool:
+        inc = self._running(node)
+        if inc is None:
+            return False
+        inc.killed = True  # from now on nothing it sends is delivered
+        if inc.group.whole:
+            self._replace(inc.group)
+            return True
+        if inc.paused:
+            self._network().unhold(node, PAUSE_TOXIC)
+            inc.paused = False
+        inc.group.actor.command.remote(("kill", inc.number))
+        return True
+
+    def pause(self, node: int) -> bool:
+        inc = self._running(node)
+        if inc is None:
+            return False
+        if not inc.paused:
+            if inc.group.whole:
+                self._signal(inc.group, signal.SIGSTOP)
+            elif node in self._network().links:
+                self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
+            else:
+                why = "a packed node is paused on its link, and it has none"
+                raise cannot(self.name, PAUSE, why)
+            inc.paused = True
+        return True
+
+    def resume(self, node: int) -> bool:
+        with self._lock:
+            latest = self._current.get(node)
+        if latest is not None and latest.paused and not latest.killed:
+            if latest.group.whole:
+                self._signal(latest.group, signal.SIGCONT)
+            else:
+                self._network().unhold(node, PAUSE_TOXIC)
+            latest.paused = False
+        inc = self._running(node)
+        if inc is None:
+            return False
+        if inc.frozen:
+            inc.frozen = False
+            inc.group.actor.command.remote(("resume", inc.number))
+        return True
+
+    def paused(self, node: int) -> bool:
+        inc = self._running(node)
+        return inc is not None and (inc.frozen or inc.paused)
+
+    def _signal(self, group: Group, signum: int) -> None:
+        agent = self._network().agents[group.host]
+        ray.get(agent.actor.signal.remote(group.pid, int(signum)), timeout=60)
+
+    def _network(self) -> RayNetwork:
+        if self.network is None:
+            raise HarnessError("the ray world was used before build() made its network")
+        return self.network
+
+    def _running(self, node: int) -> Incarnation | None:
+        with self._lock:
+            inc = self._current.get(node)
+        if inc is None or inc.killed or inc.ended:
+            return None
+        return inc
+
+    def _deliver(self, group: Group, items: list[tuple[int, Message]]) -> None:
+        for number, message in items:
+            with self._lock:
+                inc = self._incarnations.get(number)
+            if inc is None or inc.killed:
+                continue
+            if message[0] == "outcome":
+                inc.ended = True
+            # The actor's host clock, to ours.
+            self._on_message((message[0], message[1], message[2] - group.offset, *message[3:]))
+
+    def _group_lost(self, group: Group, why: str) -> None:
+        with self._lock:
+            lost = [inc for inc in self._current.values() if inc.group is group]
+        for inc in lost:
+            if not (inc.killed or inc.ended):
+                inc.ended = True
+                self._on_message(_exit(inc.node, f"its Ray actor died: {why}"))
+
+    # --- links, names, the store ------------------------------------------------------
+
+    def add_toxic(self, nodes: Any, toxic: ToxicSpec) -> Any:
+        return self._network().add_toxic(nodes, toxic)
+
+    def link_down(self, nodes: Any) -> Any:
+        return self._network().link_down(nodes)
+
+    def names_down(self) -> Any:
+        raise cannot(self.name, NAMES, "nodes on a cluster resolve names with their hosts")
+
+    def squatter(self) -> Any:
+        raise cannot(self.name, SQUATTER)
+
+    def add_store_rule(self, rule: StoreRule) -> None:
+        raise cannot(self.name, STORE_RULES)
+
+    def output(self, node: int) -> str | None:
+        return None  # an actor's output stays in Ray's logs on its host
+
+    def link_log(self) -> list[dict[str, Any]] | None:
+        return None if self.network is None else self.network.log()
+
+
+def _exit(node: int, why: str) -> Message:
+    return ("exit", node, time.monotonic(), {"exitcode": None, "message": why})

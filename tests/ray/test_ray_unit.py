@@ -1,0 +1,96 @@
+"""The Ray world's parts that need no running Ray: grouping, the world key, Ray missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ray_helpers import ROOT, built
+
+from harness.errors import ScenarioError
+from harness.run.suite import embedded_proxy, run_one
+from harness.world.ray import session
+from harness.world.ray.groups import default_pack, plan
+
+
+def test_node_0_is_alone_and_the_others_are_packed_in_node_order() -> None:
+    groups = plan(8, 3)
+
+    assert [list(g.nodes) for g in groups] == [[0], [1, 2, 3], [4, 5, 6], [7]]
+    assert [g.whole for g in groups] == [True, False, False, True]
+
+
+def test_without_a_pack_small_runs_get_an_actor_per_node_and_large_ones_16_groups() -> None:
+    assert default_pack(8, None) == 1
+    assert default_pack(17, None) == 1
+    assert default_pack(1024, None) == 64
+    assert len(plan(1024, default_pack(1024, None))) == 17
+    assert default_pack(1024, 8) == 8
+
+
+def test_a_scenario_names_its_world_and_an_unknown_world_is_refused_by_key() -> None:
+    assert built({"name": "w", "nodes": 2, "world": "ray"}).world == "ray"
+    assert built({"name": "w", "nodes": 2}).world == "local"
+    with pytest.raises(ScenarioError, match="world"):
+        built({"name": "w", "nodes": 2, "world": "mars"})
+    with pytest.raises(ScenarioError, match="world: must be one of"):
+        built({"name": "w", "nodes": 2}).in_world("mars")
+
+
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process sees no Ray installed."""
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "ray" else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_without_ray_a_ray_scenario_is_skipped_with_the_install_command() -> None:
+    report = run_one(built({"name": "w", "nodes": 2, "world": "ray"}), embedded_proxy, 1)
+
+    assert report.skipped is not None
+    assert "Ray, which is not installed" in report.skipped
+    assert "pip install '.[ray]'" in report.skipped
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_without_ray_connecting_says_so_instead_of_an_import_error() -> None:
+    from harness.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match=r"pip install '\.\[ray\]'"):
+        session.connect()
+
+
+def test_harness_run_refuses_an_unknown_world_as_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(
+        textwrap.dedent(
+            """
+            name = "s"
+            description = "two nodes"
+            nodes = 2
+            """
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--world", "mars", "s.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 2
+    assert "--world: invalid choice: 'mars'" in result.stderr

@@ -1,0 +1,119 @@
+"""The Ray world on a local Ray: the same scenario files, nodes as Ray actors.
+
+Every run goes through the suite's ``run_one`` as ``harness run --world ray`` does, so a
+passing report also says nothing was left behind: the world's teardown proves every actor
+and the placement group of the run are gone (a leak is a violation).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from ray_helpers import built, problems, run, scenario_file
+
+from harness.run.runner import run_scenario
+from harness.world.ray.session import RaySession
+
+pytestmark = pytest.mark.ray
+
+
+def _named_actors() -> list[str]:
+    import ray
+
+    return list(ray.util.list_named_actors())
+
+
+def test_the_happy_path_passes_with_each_node_its_own_actor(ray_local: RaySession) -> None:
+    report = run(scenario_file("happy-path.toml"))
+
+    assert report.passed, problems(report)
+    assert sorted(o.rank for o in report.outcomes) == list(range(8))
+    assert all(
+        o.placement and o.placement.startswith("ray: its own actor") for o in report.outcomes
+    )
+    assert len({o.pid for o in report.outcomes}) == 8  # one process per node
+    assert _named_actors() == []
+
+
+def test_a_missing_node_is_named_by_every_present_node(ray_local: RaySession) -> None:
+    report = run(scenario_file("F03-node-never-arrives.toml"))
+
+    assert report.passed, problems(report)
+    assert [o.status for o in report.outcomes] == ["timeout", "timeout", "timeout", "absent"]
+
+
+def test_a_killed_store_host_is_a_killed_actor_process(ray_local: RaySession) -> None:
+    report = run(scenario_file("F16-store-host-crash.toml"))
+
+    assert report.passed, problems(report)
+    assert report.outcomes[0].status == "killed"
+    kill = next(f for f in report.faults if f.kind == "kill")
+    assert (kill.acted or {}).get("nodes killed") == 1
+
+
+def test_a_latency_toxic_on_every_link_slows_but_does_not_fail(ray_local: RaySession) -> None:
+    report = run(scenario_file("network-latency-under-timeout.toml"))
+
+    assert report.passed, problems(report)
+    latency = [f for f in report.faults if f.kind == "toxic"]
+    assert latency and all(f.acted for f in latency), [f.acted for f in latency]
+
+
+def test_256_packed_nodes_rendezvous_in_a_few_actors(ray_local: RaySession) -> None:
+    report = run(
+        built({"name": "ray-packed-256", "nodes": 256, "pack": 64, "timeouts": {"join": 90}})
+    )
+
+    assert report.passed, problems(report)
+    assert sorted(o.rank for o in report.outcomes) == list(range(256))
+    assert len({o.pid for o in report.outcomes}) == 5  # node 0, then 4 actors of 64
+    assert "64 nodes per actor as threads" in (report.outcomes[1].placement or "")
+
+
+def test_a_scenario_needing_names_is_reported_unsupported_in_the_ray_world(
+    ray_local: RaySession,
+) -> None:
+    report = run(scenario_file("F01-master-name-never-resolves.toml"))
+
+    assert report.skipped is not None
+    assert "the ray world cannot" in report.skipped
+
+
+def test_a_stopped_run_leaves_no_actor_and_no_placement_group(ray_local: RaySession) -> None:
+    from harness.world.ray.world import RayWorlds
+
+    scenario = built(
+        {
+            "name": "ray-stopped",
+            "nodes": 4,
+            "timeouts": {"join": 60},
+            "fault": [{"kind": "absent", "nodes": [3]}],
+        }
+    ).in_world("ray")
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def watch() -> None:  # stop once the run's actors exist (its nodes are waiting)
+        while not stop.is_set():
+            seen[:] = _named_actors()
+            if len(seen) >= 4:
+                stop.set()
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        report = run_scenario(scenario, RayWorlds(), seed=1, stop=stop)
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+
+    assert report.interrupted
+    assert seen, "the run's actors were never seen"
+    assert _named_actors() == []
+    from ray.util.placement_group import placement_group_table
+
+    states = {pg["state"] for pg in placement_group_table().values()}
+    assert states <= {"REMOVED"}, states
