@@ -2,15 +2,17 @@
 
 * ``base``          the :class:`~harness.world.base.World` protocol: its verbs, the layout
                     it builds, what a node launches, capabilities, the messages coming back
-* ``local``         :class:`~harness.world.local.LocalWorld`: OS processes on this machine,
-                    links through the embedded (or a real) Toxiproxy; the default
-* ``cluster``       the local world's node processes (forkserver): start, signal, reap
-* ``topology``      the local world's network: node 0's port, proxy links, DNS, interposer
-* ``netns``         :class:`~harness.world.netns.world.NetnsWorld`: a network namespace per
-                    node on a bridge, faults as nft rules and ``tbf`` in the kernel
-* ``packed``        :class:`~harness.world.packed.PackedWorld`: node 0 a process, the others
-                    K per process as threads; kill, pause and restart emulated
-* ``packed_node``   a packed process: node threads, their sockets, events and faults
+* ``local``         (subpackage) :class:`~harness.world.local.LocalWorld`: OS processes on
+                    this machine, links through the embedded (or a real) Toxiproxy; the
+                    default; its network (``local.topology``) and the leak check
+* ``cluster``       node processes (forkserver) of every world on this machine: start,
+                    start gate and release, signal, reap
+* ``netns``         (subpackage) :class:`~harness.world.netns.world.NetnsWorld`: a network
+                    namespace per node on a bridge, faults as nft rules and ``tbf`` in the
+                    kernel
+* ``packed``        (subpackage) :class:`~harness.world.packed.PackedWorld`: node 0 a
+                    process, the others K per process as threads (``packed.node``); kill,
+                    pause and restart emulated
 * ``ray``           (subpackage) the Ray world: node groups as Ray actors on a cluster,
                     a proxy agent per host (the optional ``ray`` extra)
 * ``node``          the node process: one rendezvous, its events, one outcome

@@ -4,7 +4,7 @@
 ``multiprocess``'s forkserver (warm imports, so a node starts in a few milliseconds; no
 fork of a threaded parent). :meth:`LocalCluster.spawn` starts any other entry point the
 same way, with its own message and exit handling (the packed world's processes, each
-running several nodes as threads: :mod:`harness.world.packed_node`); the forkserver
+running several nodes as threads: :mod:`harness.world.packed.node`); the forkserver
 preloads every entry module, so no child imports one at start.
 
 Nodes start behind a gate: each node process, once up (imports done, its channel open),
@@ -58,7 +58,7 @@ __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 ENTRY_MODULES: Final = (
     "harness.world.cluster",
     "harness.world.node",
-    "harness.world.packed_node",
+    "harness.world.packed.node",
     "harness.world.netns.enter",
 )
 #: What a process is known by: a node id, or a name (``"pack3"``) for other processes.

@@ -18,7 +18,7 @@ resolves, inside this process only, to the address the harness chose — or fail
 ``EAI_NONAME`` while the harness says DNS is down.
 
 A node is its own process by default; :class:`Hosting` says what changes when several nodes
-share one (:mod:`harness.world.packed_node`): how a node launched paused waits, how rdzv's
+share one (:mod:`harness.world.packed.node`): how a node launched paused waits, how rdzv's
 log events reach the node's queue, the DNS shim, what the world learns of the handler, and
 the ``placement`` text the report shows.
 """

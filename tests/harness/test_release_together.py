@@ -19,7 +19,7 @@ from harness.run.startup import release_skew
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 from harness.world.node import wait_gate
-from harness.world.packed_node import _Gate
+from harness.world.packed.node import _Gate
 
 
 def _waiters(wait: object, count: int) -> tuple[list[threading.Thread], list[float]]:

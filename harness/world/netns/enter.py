@@ -50,9 +50,7 @@ def enter(path: str) -> None:
         os.close(fd)
 
 
-def node_entry(
-    channel: Any, output_path: str, netns_path: str, spec: NodeSpec, gate: Any
-) -> None:
+def node_entry(channel: Any, output_path: str, netns_path: str, spec: NodeSpec, gate: Any) -> None:
     """A node of the netns world: enter its namespace, then run it as the local world does
     (ready, then waiting at the world's start ``gate`` until the release)."""
     redirect_output(output_path)

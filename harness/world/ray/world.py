@@ -2,7 +2,7 @@
 
 Node 0 (the store host) is an actor of its own; nodes ``1..N-1`` are packed K per actor in
 node order (group ``g >= 1`` holds nodes ``(g-1)*K+1 .. g*K``), each node a thread as in a
-packed process (:mod:`harness.world.packed_node`, run by
+packed process (:mod:`harness.world.packed.node`, run by
 :class:`~harness.world.ray.actors.NodeGroup`). One placement group of a bundle per actor,
 ``SPREAD``, spreads the actors over the hosts; node 0's store binds its own host's address.
 The links are on a proxy agent per host (:mod:`harness.world.ray.network`). Node messages
@@ -38,9 +38,11 @@ import ray
 
 from harness.errors import HarnessError
 from harness.world.base import (
+    BANDWIDTH,
     KILL,
     LINKS,
     NAMES,
+    PACKETS,
     PAUSE,
     RESTART,
     SQUATTER,
@@ -50,6 +52,7 @@ from harness.world.base import (
     Layout,
     Message,
     OnMessage,
+    PacketRule,
     StoreRule,
     ToxicSpec,
     cannot,
@@ -67,6 +70,7 @@ __all__ = ["RayWorld", "RayWorlds"]
 
 NAME: Final = "ray"
 CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
+_KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
 
 
 @dataclass(frozen=True)
@@ -337,6 +341,12 @@ class RayWorld:
 
     def add_store_rule(self, rule: StoreRule) -> None:
         raise cannot(self.name, STORE_RULES)
+
+    def add_packet_rule(self, rule: PacketRule) -> Any:
+        raise cannot(self.name, PACKETS, _KERNEL)
+
+    def limit_bandwidth(self, nodes: Any, rate_kbit: int, direction: str) -> Any:
+        raise cannot(self.name, BANDWIDTH, _KERNEL)
 
     def output(self, node: int) -> str | None:
         return None  # an actor's output stays in Ray's logs on its host

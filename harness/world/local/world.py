@@ -2,7 +2,7 @@
 
 The first :class:`~harness.world.base.World`, and the default. Nodes are processes started
 by :class:`~harness.world.cluster.LocalCluster`; the network is a
-:class:`~harness.world.topology.Topology` on loopback: node 0's port (bound by the harness,
+:class:`~harness.world.local.topology.Topology` on loopback: node 0's port (bound by the harness,
 handed over), one Toxiproxy-API link per other node (the embedded proxy or a real
 Toxiproxy, driven through :class:`~harness.proxy.client.ToxiproxyClient`), a DNS shim when
 the endpoint host is a name, a store-fault interposer when store rules are wanted.
@@ -49,9 +49,9 @@ from harness.world.base import (
     cannot,
 )
 from harness.world.cluster import LocalCluster
+from harness.world.local.topology import Topology
 from harness.world.node import NodeSpec
 from harness.world.squatters import Squatter
-from harness.world.topology import Topology
 
 __all__ = [
     "LOCAL_CAPABILITIES",
