@@ -115,7 +115,10 @@ def judged(data: Mapping[str, Any], report: Report) -> Report:
     """``report`` with the oracle's verdict on the order its run recorded added (the
     ``dead_member`` rule of :mod:`harness.fuzz.ordered`); an interrupted run is left alone."""
     if not report.interrupted and report.skipped is None:
-        report.violations.extend(dead_members(data, report.outcomes))
+        found = dead_members(data, report.outcomes)
+        report.violations.extend(found)
+        if any(not v.known for v in found):  # `harness run` would not apply the rule
+            report.rerun_with = "harness replay"
     return report
 
 

@@ -105,6 +105,9 @@ class Report:
     #: Seconds from the first to the last node to see the release, among the nodes released
     #: together (None: fewer than two of them).
     release_skew: float | None = None
+    #: The command that judges a rerun as this report was judged: ``harness run``, or
+    #: ``harness replay`` when a check only the fuzzer's replay applies failed.
+    rerun_with: str = "harness run"
 
     @property
     def idle_faults(self) -> list[FaultRecord]:
@@ -124,7 +127,11 @@ class Report:
     def replay_command(self) -> str:
         """The command that reruns this scenario with the same seed."""
         path = self.scenario.path or f"<{self.scenario.name}>"
-        command = f"harness run {shlex.quote(path)} --seed {self.seed}"
+        command = f"{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
+        if self.rerun_with != "harness run":  # replay runs the file as it is written
+            return command
+        if self.scenario.world != "local":
+            command += f" --world {self.scenario.world}"
         if self.scenario.backend != "static":
             command += f" --backend {shlex.quote(self.scenario.backend)}"
         if self.scenario.pack is not None:  # packed by the file or by --pack: packed again

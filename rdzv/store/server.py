@@ -163,6 +163,10 @@ class StoreServer:
         if loop is None or thread is None or self._closed.is_set():
             return
         self._closed.set()
+        if threading.current_thread() is thread:  # e.g. a finalizer the GC ran on the loop
+            task = loop.create_task(self._shutdown())  # waiting here would block the loop
+            task.add_done_callback(lambda _: loop.stop())
+            return
         with contextlib.suppress(RuntimeError):  # loop already stopped
             asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(timeout)
             loop.call_soon_threadsafe(loop.stop)

@@ -243,6 +243,9 @@ def test_replay_judges_the_recorded_file_with_the_rule(
     report = loop.replay(DATA / "dead-member.toml")
     assert [v.check for v in report.problems] == [DEAD_MEMBER]
     assert report.seed == 0  # the seed the file records
+    # `harness run` does not apply the rule: the failure's rerun command is the replay
+    assert report.replay_command.startswith("harness replay ")
+    assert report.replay_command.endswith("dead-member.toml --seed 0")
 
 
 def test_judged_leaves_a_skipped_run_alone() -> None:
@@ -258,3 +261,4 @@ def test_judged_adds_the_rule_s_violation_to_the_report(status: str) -> None:
     report = judged(data, Report(parse(data, "<x>"), 1, outcomes=outcomes))
     assert [v.check for v in report.violations] == [DEAD_MEMBER]
     assert not report.passed
+    assert report.replay_command.startswith("harness replay ")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from proxy_helpers import UpstreamServer, connect, recv_exactly
 
-from harness.errors import AlreadyExistsError, NotFoundError
+from harness.errors import AlreadyExistsError, HarnessError, NotFoundError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 
@@ -102,14 +102,29 @@ def test_a_toxic_refused_on_one_proxy_is_added_to_none(
     assert client.get_toxic(names[2], "slow").type == "latency"
 
 
-def test_a_bulk_delete_with_an_unknown_name_still_deletes_the_others(
+def test_a_bulk_delete_with_a_name_already_gone_deletes_the_others_and_leaves_nothing(
     embedded: ToxiproxyServer, upstream: UpstreamServer
 ) -> None:
     client = ToxiproxyClient(embedded.host, embedded.port)
-    names = make(client, upstream, 2)
-    problems = client.delete_proxies([*names, "nosuch"])
+    names = make(client, upstream, 3)
+    client.delete_proxy(names[2])  # gone already, as after a bulk delete that timed out
+    problems = client.delete_proxies(names)
     assert client.proxies() == {}
-    assert len(problems) == 1 and "nosuch" in problems[0]
+    assert problems == []
+
+
+def test_a_proxy_that_cannot_be_deleted_is_named(
+    embedded: ToxiproxyServer, upstream: UpstreamServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = NoBulkClient(embedded.host, embedded.port)
+    names = make(client, upstream, 2)
+
+    def refuse(name: str) -> None:
+        raise HarnessError(f"refused to delete {name}")
+
+    monkeypatch.setattr(client, "delete_proxy", refuse)
+    problems = client.delete_proxies(names)
+    assert sorted(problems) == [f"could not delete proxy {n}: refused to delete {n}" for n in names]
 
 
 def test_the_fallback_asks_for_the_bulk_route_once(

@@ -415,6 +415,13 @@ def test_a_known_break_passes_but_is_named_in_the_line_and_junit(tmp_path: Path)
     assert "--backend torch-static" in report.replay_command
 
 
+def test_the_replay_command_names_a_world_other_than_the_local_one() -> None:
+    report = known_break_report()
+    assert "--world" not in report.replay_command
+    report.scenario = report.scenario.in_world("netns")
+    assert report.replay_command.endswith(" --world netns --backend torch-static")
+
+
 def test_junit_system_out_carries_the_tail_of_each_nodes_output(tmp_path: Path) -> None:
     report = failing_report()
     report.outcomes[1].output = "".join(f"line {i}\n" for i in range(40))

@@ -306,7 +306,7 @@ def test_an_unknown_harness_world_is_a_usage_error(tmp_path: Path) -> None:
     make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
     result = run_pytest(tmp_path, "--harness-world", "moon")
     assert result.returncode == 4, result.stdout + result.stderr
-    assert "--harness-world: expected one of local, netns, got 'moon'" in result.stderr
+    assert "--harness-world: expected one of local, netns, ray, got 'moon'" in result.stderr
 
 
 def test_a_pack_below_two_is_a_usage_error(tmp_path: Path) -> None:

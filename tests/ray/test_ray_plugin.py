@@ -59,7 +59,7 @@ def test_an_unknown_world_is_a_usage_error_naming_the_option(tmp_path: Path) -> 
     result = _pytest(_project(tmp_path), "--harness-world", "mars")
 
     assert result.returncode != 0
-    assert "--harness-world: expected one of local, ray, got 'mars'" in result.stderr
+    assert "--harness-world: expected one of local, netns, ray, got 'mars'" in result.stderr
 
 
 @pytest.mark.ray

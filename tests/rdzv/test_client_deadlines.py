@@ -13,6 +13,8 @@ import os
 import re
 import select
 import signal
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -522,3 +524,24 @@ def test_a_clone_given_a_timeout_is_bounded_by_it_and_leaves_the_original_its_ow
         assert store.timeout == timedelta(seconds=300)
         with store.clone() as same:
             assert same.timeout == timedelta(seconds=300)
+
+
+def test_a_server_closed_on_its_own_loop_thread_stops_without_waiting_for_itself() -> None:
+    # A finalizer the garbage collector runs on the loop thread may close the server there:
+    # close() must not wait on the loop it is blocking.
+    server = StoreServer("127.0.0.1", 0).start()
+    thread = server._thread
+    loop = server._loop
+    assert thread is not None and loop is not None
+    returned = threading.Event()
+
+    def close_here() -> None:
+        server.close()
+        returned.set()
+
+    loop.call_soon_threadsafe(close_here)
+    assert returned.wait(30), "close() on the loop thread blocked"
+    thread.join(30)
+    assert not thread.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
