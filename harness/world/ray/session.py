@@ -38,7 +38,8 @@ NAMESPACE: Final = "harness"
 
 def unavailable() -> str | None:
     """Why the Ray world cannot run here (Ray is not installed), or None when it can."""
-    if importlib.util.find_spec("ray") is None:
+    spec = importlib.util.find_spec("ray")
+    if spec is None or spec.origin is None:  # no origin: a bare folder named ray, not Ray
         return f"the ray world needs Ray, which is not installed: {INSTALL}"
     return None
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import Any
 
@@ -94,3 +96,21 @@ def test_harness_run_refuses_an_unknown_world_as_a_usage_error(tmp_path: Path) -
 
     assert result.returncode == 2
     assert "--world: invalid choice: 'mars'" in result.stderr
+
+
+def test_a_bare_folder_named_ray_on_the_path_is_not_taken_for_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A folder called ray without Ray installed (a tests/ray, a checkout) imports as a
+    # namespace package: the ray world must still say Ray is missing, not crash in ray.init.
+    (tmp_path / "ray").mkdir()
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> ModuleSpec | None:
+        if name != "ray":
+            return real(name, package)
+        return importlib.machinery.PathFinder.find_spec("ray", [str(tmp_path)])
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    why = session.unavailable()
+    assert why is not None and "not installed" in why
