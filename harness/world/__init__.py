@@ -7,6 +7,7 @@
                     default; its network (``local.topology``) and the leak check
 * ``cluster``       node processes (forkserver) of every world on this machine: start,
                     start gate and release, signal, reap
+* ``process_nodes`` the node verbs of a world whose nodes are such processes (local, netns)
 * ``netns``         (subpackage) :class:`~harness.world.netns.world.NetnsWorld`: a network
                     namespace per node on a bridge, faults as nft rules and ``tbf`` in the
                     kernel

@@ -22,7 +22,6 @@ gave back: that is not the run's).
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from harness.world.base import (
 from harness.world.cluster import LocalCluster
 from harness.world.local.topology import Topology
 from harness.world.node import NodeSpec
+from harness.world.process_nodes import ProcessNodes
 from harness.world.squatters import Squatter
 
 __all__ = [
@@ -138,7 +138,7 @@ class LocalWorlds:
         return LocalWorld(layout, self.client, on_message)
 
 
-class LocalWorld:
+class LocalWorld(ProcessNodes):
     """The nodes of one run as local processes; see the module docstring."""
 
     name = NAME
@@ -199,24 +199,6 @@ class LocalWorld:
         finally:
             if sock is not None:
                 sock.close()  # node 0 has its own copy; the port dies with node 0
-
-    def release(self) -> None:
-        self.cluster.release()
-
-    def kill(self, node: int) -> bool:
-        return self.cluster.kill(node)
-
-    def pause(self, node: int) -> bool:
-        return self.cluster.signal(node, signal.SIGSTOP)
-
-    def resume(self, node: int) -> bool:
-        return self.cluster.signal(node, signal.SIGCONT)
-
-    def paused(self, node: int) -> bool:
-        return self.cluster.stopped(node)
-
-    def output(self, node: int) -> str | None:
-        return self.cluster.outputs.get(node)
 
     # --- links, names, the store ------------------------------------------------------
 

@@ -23,7 +23,6 @@ deletes what runs of a dead harness left (:func:`~harness.world.netns.network.sw
 from __future__ import annotations
 
 import ipaddress
-import signal
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +59,7 @@ from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
 from harness.world.netns.rules import NftRule, RateLimit, Rules
 from harness.world.netns.shell import why_not
 from harness.world.node import NodeSpec
+from harness.world.process_nodes import ProcessNodes
 
 __all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
 
@@ -87,7 +87,7 @@ class NetnsWorlds:
         return NetnsWorld(layout, on_message)
 
 
-class NetnsWorld:
+class NetnsWorld(ProcessNodes):
     """The nodes of one run, each in its own network namespace; see the module docstring."""
 
     name = NAME
@@ -150,24 +150,6 @@ class NetnsWorld:
         spec = NodeSpec(launch, self.endpoint, dns=shim)
         args = (self.network.path(node), spec, self.cluster.gate)
         self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, args)
-
-    def release(self) -> None:
-        self.cluster.release()
-
-    def kill(self, node: int) -> bool:
-        return self.cluster.kill(node)
-
-    def pause(self, node: int) -> bool:
-        return self.cluster.signal(node, signal.SIGSTOP)
-
-    def resume(self, node: int) -> bool:
-        return self.cluster.signal(node, signal.SIGCONT)
-
-    def paused(self, node: int) -> bool:
-        return self.cluster.stopped(node)
-
-    def output(self, node: int) -> str | None:
-        return self.cluster.outputs.get(node)
 
     # --- the network ------------------------------------------------------------------
 
