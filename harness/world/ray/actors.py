@@ -111,13 +111,24 @@ class NodeGroup:
             family = socket.AF_INET6 if ":" in store_address else socket.AF_INET
             self._store = socket.socket(family, socket.SOCK_STREAM)
             self._store.bind((store_address, 0))
+        # The start gate of this group's nodes: they wait until release() closes its write
+        # end (a group made after the release is released as soon as it is adopted).
+        self._gate, self._gate_w = os.pipe()
+        self._gate_lock = threading.Lock()
         self._thread = threading.Thread(
             target=host,
-            args=(self._outbox, self._commands, None, placement),
+            args=(self._outbox, self._commands, None, placement, self._gate),
             name="harness-node-group",
             daemon=True,
         )
         self._thread.start()
+
+    def release(self) -> None:
+        """Open the start gate: the nodes waiting at it go on now (idempotent)."""
+        with self._gate_lock:
+            writer, self._gate_w = self._gate_w, -1
+        if writer >= 0:
+            os.close(writer)
 
     def where(self) -> dict[str, Any]:
         """This actor's PID and its host's monotonic clock now (to convert times)."""

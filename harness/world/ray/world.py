@@ -70,6 +70,7 @@ __all__ = ["RayWorld", "RayWorlds"]
 
 NAME: Final = "ray"
 CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
+_RELEASE_WAIT: Final = 60.0  # seconds for the actors to open their start gates
 _KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
 
 
@@ -113,6 +114,7 @@ class RayWorld:
         self._spares: dict[str, Any] = {}  # Ray node id -> a one-node actor started ahead
         self._stopping = False
         self._torn_down = False
+        self._released = False
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -153,6 +155,8 @@ class RayWorld:
                 self._place.spawn(group, store=False)
             else:
                 self._place.adopt(group, spare)
+            if self._released:  # its nodes must not wait at a gate that opened before
+                ray.get(group.actor.release.remote(), timeout=_RELEASE_WAIT)
             if not self._stopping:
                 self._spares[group.host] = self._place.spare(group.index)
 
@@ -237,8 +241,10 @@ class RayWorld:
             self._on_message(_exit(node, "its Ray actor was already closed"))
 
     def release(self) -> None:
-        """No start gate in the Ray world yet: a node goes on as soon as its actor started
-        it (the report's release skew shows how far apart that was)."""
+        """Open every group's start gate (one call per actor, all at once); a group made
+        later (a restart) is released when it takes its place."""
+        self._released = True
+        ray.get([group.actor.release.remote() for group in self.groups], timeout=_RELEASE_WAIT)
 
     def kill(self, node: int) -> bool:
         inc = self._running(node)
