@@ -304,3 +304,14 @@ def wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.
         if ready and not line:
             break  # the process ended
     raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")
+
+
+def four_node_spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
+    """The spec of rank ``rank`` of a 4-node run at 127.0.0.1:``port`` (join timeout 60 s,
+    the crashing node's) running ``steps``."""
+    return {
+        "endpoint": f"127.0.0.1:{port}",
+        "world_size": 4,
+        "config": {"rank": rank, "timeout": 60},
+        "steps": steps,
+    }

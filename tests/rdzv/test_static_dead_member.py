@@ -14,16 +14,7 @@ import time
 from functools import partial
 
 import pytest
-from static_node_proc import cluster, crashing_node, reserved_port, wait_for_line
-
-
-def _spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
-    return {
-        "endpoint": f"127.0.0.1:{port}",
-        "world_size": 4,
-        "config": {"rank": rank, "timeout": 60},
-        "steps": steps,
-    }
+from static_node_proc import cluster, crashing_node, four_node_spec, reserved_port, wait_for_line
 
 
 @pytest.mark.slow
@@ -33,7 +24,7 @@ def test_no_survivor_returns_a_world_when_rank_2_dies_at_joined_and_the_others_c
 ) -> None:
     sock = reserved_port()
     port = sock.getsockname()[1]
-    spec = partial(_spec, port)
+    spec = partial(four_node_spec, port)
 
     with cluster() as nodes, crashing_node(f"127.0.0.1:{port}") as crashing:
         host = nodes.start("n0", dict(spec(0, ["rdzv", "cleanup"]), listen=sock))
@@ -62,7 +53,7 @@ def test_no_survivor_returns_a_world_when_rank_2_dies_at_joined_and_the_others_c
 def test_a_round_full_but_for_a_dead_member_waits_for_its_restart_then_completes() -> None:
     sock = reserved_port()
     port = sock.getsockname()[1]
-    spec = partial(_spec, port)
+    spec = partial(four_node_spec, port)
     steps = ["rdzv", "shutdown"]
     # a restart from a cold process on a loaded machine may take longer than the default grace
     host_spec = dict(spec(0, steps), listen=sock, member_grace=120.0)

@@ -19,7 +19,14 @@ from functools import partial
 
 import pytest
 from round_config import round_cfg
-from static_node_proc import Cluster, cluster, crashing_node, reserved_port, wait_for_line
+from static_node_proc import (
+    Cluster,
+    cluster,
+    crashing_node,
+    four_node_spec,
+    reserved_port,
+    wait_for_line,
+)
 
 from rdzv.errors import RendezvousStateError, RendezvousTimeoutError
 from rdzv.events import EventCollector
@@ -175,21 +182,12 @@ def test_the_liveness_probe_treats_a_pid_it_may_not_signal_or_a_group_id_as_aliv
 # -- a real restart -----------------------------------------------------------------------------
 
 
-def _spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
-    return {
-        "endpoint": f"127.0.0.1:{port}",
-        "world_size": 4,
-        "config": {"rank": rank, "timeout": 60},
-        "steps": steps,
-    }
-
-
 @pytest.mark.slow
 def test_a_node_restarted_after_joining_rejoins_its_round_and_every_node_completes() -> None:
     sock = reserved_port()
     port = sock.getsockname()[1]
     steps = ["rdzv", "share"]
-    spec = partial(_spec, port)
+    spec = partial(four_node_spec, port)
     # The restart must come within the hosting node's grace for a vanished member; a cold
     # process start on a loaded machine may take longer than the default, so it is raised.
     host = dict(spec(0, [*steps, "await", "shutdown"]), listen=sock, member_grace=120.0)
@@ -231,7 +229,7 @@ def _waiting(nodes: Cluster, name: str) -> bool:
 def test_a_member_killed_mid_round_and_not_restarted_fails_every_waiting_node_naming_it() -> None:
     sock = reserved_port()
     port = sock.getsockname()[1]
-    spec = partial(_spec, port)
+    spec = partial(four_node_spec, port)
 
     with cluster() as nodes, crashing_node(f"127.0.0.1:{port}") as crashing:
         nodes.start("n0", dict(spec(0, ["rdzv"]), listen=sock))
