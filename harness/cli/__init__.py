@@ -3,7 +3,8 @@
 Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
 returns the exit status, so new commands plug in with one ``add_parser`` call:
 
-* ``run``      ``run`` (and what other commands share: exit codes, types, loading)
+* ``common``   what the commands share: exit statuses, argument types, loading
+* ``run``      ``run``
 * ``listing``  ``list``
 * ``fuzz``     ``fuzz`` and ``replay``
 * ``proxy``    ``proxy``: the embedded fault proxy as a server

@@ -15,7 +15,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from harness.cli.run import (
+from harness.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_PASSED,

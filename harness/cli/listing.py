@@ -24,7 +24,7 @@ from typing import Literal
 
 from rich.table import Table
 
-from harness.cli.run import EXIT_PASSED, EXIT_USAGE, data_console, load_scenarios
+from harness.cli.common import EXIT_PASSED, EXIT_USAGE, data_console, load_scenarios
 from harness.scenario.model import NAMED_BACKENDS, Scenario
 
 __all__ = ["DEFAULT_PATH", "add_command", "runs_on"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import harness.run.suite as suite
-from harness.cli.run import jobs_arg
+from harness.cli.common import jobs_arg
 from harness.run.budget import NODES_PER_CORE, Budget, auto_jobs, capacity, cost
 from harness.run.model import Report
 from harness.scenario.load import parse

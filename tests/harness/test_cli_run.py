@@ -17,8 +17,8 @@ from cli_helpers import harness, harness_on_terminal, harness_process, harness_s
 from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
+from harness.cli.common import parse_address, report_file
 from harness.cli.listing import runs_on
-from harness.cli.run import parse_address, report_file
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.scenario.load import load_many
