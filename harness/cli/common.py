@@ -56,49 +56,37 @@ def parse_address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def jobs_arg(text: str) -> int | Literal["auto"]:
-    """argparse type of ``-j``: ``auto`` or a whole number of at least 1."""
-    if text.strip().lower() == "auto":
-        return "auto"
+def _whole_number(text: str, least: int, wanted: str) -> int:
+    """``text`` as a whole number of at least ``least``, else a usage error that says what
+    was ``wanted``."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"-j takes auto or a whole number of at least 1, got {text!r}"
-        )
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{wanted}, got {text!r}")
     return value
+
+
+def jobs_arg(text: str) -> int | Literal["auto"]:
+    """argparse type of ``-j``: ``auto`` or a whole number of at least 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    return _whole_number(text, 1, "-j takes auto or a whole number of at least 1")
 
 
 def at_least_one(option: str) -> Callable[[str], int]:
     """argparse type of ``option``: a whole number of at least 1, else a usage error."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(
-                f"{option} takes a whole number of at least 1, got {text!r}"
-            )
-        return value
+        return _whole_number(text, 1, f"{option} takes a whole number of at least 1")
 
     return parse
 
 
 def pack_arg(text: str) -> int:
     """argparse type of ``--pack``: a whole number of at least 2, else a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 2:
-        raise argparse.ArgumentTypeError(
-            f"--pack takes a whole number of nodes per process of at least 2, got {text!r}"
-        )
-    return value
+    return _whole_number(text, 2, "--pack takes a whole number of nodes per process of at least 2")
 
 
 def backend_arg(text: str) -> str:

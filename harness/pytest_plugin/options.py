@@ -150,10 +150,18 @@ def seed_override(config: pytest.Config) -> tuple[int | None, str]:
         raise pytest.UsageError(f"ini harness_seed: expected a whole number, got {raw!r}") from None
 
 
+def _given(config: pytest.Config, dest: str, flag: str) -> tuple[str, str]:
+    """The raw value of option ``flag`` (``dest``), else of its ini twin ``dest`` (stripped;
+    ``""`` when neither is set), and which of the two it came from."""
+    cli: str | None = config.getoption(dest)
+    if cli is not None:
+        return cli, flag
+    return str(config.getini(dest)).strip(), f"ini {dest}"
+
+
 def backend_override(config: pytest.Config) -> str | None:
     """The backend override (``None``: each scenario's own)."""
-    cli: str | None = config.getoption("harness_backend")
-    raw = cli if cli is not None else str(config.getini("harness_backend")).strip()
+    raw, where = _given(config, "harness_backend", "--harness-backend")
     if not raw:
         return None
     from harness.scenario.model import backend_name
@@ -161,40 +169,34 @@ def backend_override(config: pytest.Config) -> str | None:
     try:
         return backend_name(raw)
     except ValueError as exc:
-        where = "--harness-backend" if cli is not None else "ini harness_backend"
         raise pytest.UsageError(f"{where}: {exc}") from exc
 
 
 def pack_override(config: pytest.Config) -> int | None:
     """The pack override (``None``: each scenario's own)."""
-    cli: str | None = config.getoption("harness_pack")
-    raw = cli if cli is not None else str(config.getini("harness_pack")).strip()
+    raw, where = _given(config, "harness_pack", "--harness-pack")
     if not raw:
         return None
     if not raw.isdigit() or int(raw) < 2:
-        where = "--harness-pack" if cli is not None else "ini harness_pack"
         raise pytest.UsageError(f"{where}: expected a whole number of at least 2, got {raw!r}")
     return int(raw)
 
 
 def world_override(config: pytest.Config) -> str | None:
     """The world override (``None``: each scenario's own)."""
-    cli: str | None = config.getoption("harness_world")
-    raw = cli if cli is not None else str(config.getini("harness_world")).strip()
+    raw, where = _given(config, "harness_world", "--harness-world")
     if not raw:
         return None
     from harness.scenario.model import WORLDS
 
     if raw not in WORLDS:
-        where = "--harness-world" if cli is not None else "ini harness_world"
         raise pytest.UsageError(f"{where}: expected one of {', '.join(WORLDS)}, got {raw!r}")
     return raw
 
 
 def ray_address(config: pytest.Config) -> str | None:
     """The Ray cluster of the ray world (``None``: a local one for the session)."""
-    cli: str | None = config.getoption("harness_ray_address")
-    raw = cli if cli is not None else str(config.getini("harness_ray_address")).strip()
+    raw, _ = _given(config, "harness_ray_address", "--harness-ray-address")
     return raw or None
 
 
