@@ -27,6 +27,7 @@ import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,17 +294,39 @@ def crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
 
 
 def wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> None:
-    """Block until ``proc`` prints the line ``wanted``; fail if it ends or ``timeout`` passes."""
+    """Block until ``proc`` prints the line ``wanted``; fail if it ends or ``timeout`` passes.
+
+    Reads the pipe's descriptor itself, never through ``proc.stdout``: ``select`` sees only
+    what is still in the pipe, so a buffered ``readline`` that took several lines out at once
+    (they arrive together when this process is slow to read, on a loaded machine) would
+    leave the later ones unseen until the node writes again. Lines after ``wanted`` are kept
+    for the next call.
+    """
     assert proc.stdout is not None
+    fd, buffer = proc.stdout.fileno(), _UNREAD.setdefault(proc, bytearray())
+    seen: list[str] = []
     deadline = time.monotonic() + timeout
-    while (remaining := deadline - time.monotonic()) > 0:
-        ready, _, _ = select.select([proc.stdout], [], [], remaining)
-        line = proc.stdout.readline() if ready else ""
-        if line.strip() == wanted:
-            return
-        if ready and not line:
-            break  # the process ended
-    raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}")
+    while True:
+        while (end := buffer.find(b"\n")) >= 0:
+            line = buffer[:end].decode(errors="replace").strip()
+            del buffer[: end + 1]
+            if line == wanted:
+                return
+            seen.append(line)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break  # the process ended
+            buffer += chunk
+    raise AssertionError(f"the node (pid {proc.pid}) never reported {wanted!r}; it printed {seen}")
+
+
+# What wait_for_line read from a process's pipe past the line it waited for.
+_UNREAD: weakref.WeakKeyDictionary[subprocess.Popen[str], bytearray] = weakref.WeakKeyDictionary()
 
 
 def four_node_spec(port: int, rank: int, steps: list[str]) -> dict[str, object]:
