@@ -13,7 +13,6 @@ A member acknowledges the verdict (``ack/<rank>``) and, in ``shutdown()``, its l
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
@@ -24,6 +23,7 @@ from rdzv.errors import (
     StoreError,
     StoreTimeoutError,
 )
+from rdzv.events import INFO, WARNING
 from rdzv.rendezvous._round_failures import unread_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, decode_verdict, name_ranks
 from rdzv.rendezvous._static_config import StaticConfig
@@ -165,7 +165,7 @@ def leave(
             return 0
         report(
             "exit_wait",
-            logging.INFO,
+            INFO,
             waiting_for=others,
             timeout=timeout,
             message=_msg(
@@ -179,7 +179,7 @@ def leave(
             missing = [rank for rank in others if not store.check([exits[rank]])]
             report(
                 "exit_wait_ended",
-                logging.WARNING,
+                WARNING,
                 missing=missing,
                 timeout=timeout,
                 message=_msg(

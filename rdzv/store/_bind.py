@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import errno as errno_mod
 import ipaddress
-import logging
 import socket
 from typing import Final
 
 from rdzv.errors import StoreBindError
-from rdzv.events import emit
+from rdzv.events import WARNING, emit, get_logger
 
 __all__ = ["BACKLOG", "bind", "bind_plan"]
 
-_log = logging.getLogger("rdzv.server")
+_log = get_logger("rdzv.server")
 
 BACKLOG: Final = 4096
 _LOCALHOST_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -126,7 +125,7 @@ class _Binder:
                         emit(
                             _log,
                             "bind_fallback",
-                            logging.WARNING,
+                            WARNING,
                             host=self.host,
                             reason=str(exc),
                             addresses=[wildcard],
