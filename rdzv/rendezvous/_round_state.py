@@ -29,7 +29,6 @@ import json
 import os
 import socket
 from typing import Any
-from urllib.parse import quote
 
 from rdzv.errors import RendezvousStateError
 from rdzv.rendezvous._liveness import local_machine
@@ -146,11 +145,25 @@ class Identity:
         return f"rank {self.rank} ({self.host} pid {self.pid})"
 
 
+#: What ``urllib.parse.quote(text, safe="")`` leaves as it is.
+_UNQUOTED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _quoted(run_id: str) -> str:
+    """``run_id`` percent-quoted (``/`` included): as is when it needs no quoting, which
+    spares the import of ``urllib.parse`` for the usual run ids (``job-1``, ``a1b2c3``)."""
+    if _UNQUOTED.issuperset(run_id):
+        return run_id
+    from urllib.parse import quote  # lazy: run ids with other characters only
+
+    return quote(run_id, safe="")
+
+
 class RoundKeys:
     """Key names of one run (see the module docstring)."""
 
     def __init__(self, run_id: str) -> None:
-        self.prefix = f"__rdzv__/{quote(run_id, safe='')}"
+        self.prefix = f"__rdzv__/{_quoted(run_id)}"
         self.closed = f"{self.prefix}/closed"
 
     def of(self, round_index: int, name: str) -> str:

@@ -15,7 +15,6 @@ Bind rules for an endpoint host:
 from __future__ import annotations
 
 import errno as errno_mod
-import ipaddress
 import socket
 from typing import Final
 
@@ -50,6 +49,8 @@ def bind_plan(host: str) -> tuple[list[tuple[socket.AddressFamily, str]], bool]:
         return ([(socket.AF_INET6, "::")] if socket.has_ipv6 else [(socket.AF_INET, "")]), False
     if host == "0.0.0.0":
         return [(socket.AF_INET, "0.0.0.0")], False
+    import ipaddress  # lazy: the hosting node only, as it binds
+
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
