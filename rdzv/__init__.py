@@ -27,7 +27,6 @@ server is used).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from rdzv.errors import (
     QueueEmptyError,
@@ -45,7 +44,10 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from rdzv.endpoint import parse_rendezvous_config, parse_rendezvous_endpoint
     from rdzv.rendezvous.api import (
         RendezvousHandler,

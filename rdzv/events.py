@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Final
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import logging
+    from typing import Any, Final
 
     from rdzv._event_collector import EventCollector
 

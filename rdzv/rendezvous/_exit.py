@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -28,7 +27,10 @@ from rdzv.rendezvous._round_failures import unread_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, decode_verdict, name_ranks
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Final
+
     from rdzv.rendezvous._round_io import RoundIO
     from rdzv.store.base import Store
 

@@ -68,7 +68,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from rdzv.errors import (
     RendezvousClosedError,
@@ -93,7 +92,10 @@ from rdzv.rendezvous._round_io import RoundIO
 from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn
+
     from rdzv.rendezvous._lost_member import LostMemberWatch
     from rdzv.store.base import Store
 

@@ -36,7 +36,6 @@ import re
 import threading
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.errors import RendezvousStateError, StoreError
 from rdzv.events import WARNING, emit, get_logger
@@ -46,7 +45,10 @@ from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store.base import Store
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.store.server import StoreServer
 
 __all__ = ["MEMBER_GRACE", "LostMemberWatch", "watch_members"]

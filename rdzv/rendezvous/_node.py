@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
 from rdzv.events import INFO, emit, get_logger
@@ -30,7 +29,10 @@ from rdzv.rendezvous._round_failures import connect_error
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.store.base import Store
 
 __all__ = ["Node"]

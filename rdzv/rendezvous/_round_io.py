@@ -18,7 +18,6 @@ Every failure is reported (event ``failed``) before it is raised.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -37,7 +36,10 @@ from rdzv.rendezvous._round_failures import (
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn
+
     from rdzv.store.base import Store
 
 __all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]

@@ -28,10 +28,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any
 
 from rdzv.errors import RendezvousStateError
 from rdzv.rendezvous._liveness import local_machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Identity",

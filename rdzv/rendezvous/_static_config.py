@@ -26,11 +26,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.endpoint import parse_rendezvous_endpoint
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.rendezvous.api import RendezvousParameters
 
 __all__ = [

@@ -16,7 +16,6 @@ from __future__ import annotations
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from rdzv.errors import (
     RendezvousClosedError,
@@ -27,7 +26,10 @@ from rdzv.errors import (
     RendezvousTimeoutError,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
     from rdzv.store.base import Store
 
 __all__ = [

@@ -22,12 +22,11 @@ A plugin that fails to load is logged as a warning (and a ``plugin_failed`` even
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous.api import RendezvousHandler, RendezvousHandlerCreator, RendezvousParameters
 from rdzv.rendezvous.static import create_rdzv_handler
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoints
 

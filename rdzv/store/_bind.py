@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import errno as errno_mod
 import socket
-from typing import Final
 
 from rdzv.errors import StoreBindError
 from rdzv.events import WARNING, emit, get_logger
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["BACKLOG", "bind", "bind_plan"]
 

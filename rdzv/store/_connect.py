@@ -20,13 +20,16 @@ import random
 import socket
 import threading
 import time
-from typing import Final
 
 from rdzv.errors import StoreConnectionError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store import _wire
 from rdzv.store._convert import format_elapsed
 from rdzv.store._transport import Channel, Expired
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "FAST_RETRY",

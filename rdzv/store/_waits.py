@@ -22,16 +22,20 @@ Invariants:
 from __future__ import annotations
 
 import time
-from typing import Final, TypeVar
 
 from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
 from rdzv.store import _wire
 from rdzv.store._convert import format_ms
 from rdzv.store._transport import Channel, Expired, closed_error
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeVar
+
+    T = TypeVar("T")
+
 __all__ = ["GRACE", "Wait"]
 
-T = TypeVar("T")
 
 GRACE: Final = 0.4
 """Seconds past a caller's deadline that a wait may still take to end: the store's answer

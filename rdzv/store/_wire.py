@@ -30,12 +30,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Final, TypeAlias, TypeVar
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store import _messages as m
 from rdzv.store._messages import *  # noqa: F403 (re-exported: callers see one vocabulary)
 from rdzv.store._messages import Op, Request
+
+TYPE_CHECKING = False  # ``typing`` stays out of the import line (see rdzv/__init__.py)
+if TYPE_CHECKING:
+    from typing import Final, TypeAlias, TypeVar
+
+    T = TypeVar("T")
+    #: A reply parser: ``(buffer, position) -> (value, next position)``; raises ``Incomplete``.
+    Reader: TypeAlias = Callable[[bytearray, int], tuple[T, int]]
 
 __all__ = [
     "NOT_READY",
@@ -46,7 +53,6 @@ __all__ = [
     "WAIT_CANCELED",
     "Incomplete",
     "Limits",
-    "Reader",
     "encode_bytes",
     "encode_i64",
     "encode_request",
@@ -202,11 +208,6 @@ _ENCODERS: Final[dict[type, Callable[..., bytes]]] = {
 }
 
 # --- primitive readers (shared by the request decoder and by clients reading replies) -----
-
-
-T = TypeVar("T")
-#: A reply parser: ``(buffer, position) -> (value, next position)``; raises ``Incomplete``.
-Reader: TypeAlias = Callable[[bytearray, int], tuple[T, int]]
 
 
 class Incomplete(Exception):
