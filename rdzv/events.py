@@ -134,11 +134,17 @@ _loggers: dict[str, Logger] = {}
 def get_logger(name: str) -> Logger:
     """rdzv's logger ``name`` (one object per name); the only way rdzv's modules log.
 
+    If ``logging`` is already imported, the ``NullHandler`` goes on ``rdzv`` at once: a module
+    imported after ``logging`` (the store server imports it) leaves no window in which a
+    record of its own could reach logging's last-resort handler.
+
     Raises:
         ValueError: ``name`` is not ``rdzv`` or under it (a programming error in rdzv).
     """
     if name != _TOP and not name.startswith(_TOP + "."):
         raise ValueError(f"rdzv's loggers live under {_TOP!r}; got {name!r}")
+    if (logging_mod := _logging_module()) is not None:
+        _add_null_handler(logging_mod)
     return _loggers.setdefault(name, Logger(name))
 
 

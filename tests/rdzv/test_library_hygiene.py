@@ -167,3 +167,21 @@ def test_emit_also_takes_a_logging_logger() -> None:
         check=True,
     )
     assert done.stderr.splitlines() == ["rdzv.x ev a=1"]
+
+
+def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> None:
+    # The server module imports logging itself, after rdzv's loggers were made lazily.
+    code = (
+        "from rdzv import StaticTCPRendezvous\n"
+        "import rdzv.store.server, logging\n"
+        "logging.getLogger('rdzv.server').warning('a plain warning')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr == ""
