@@ -78,9 +78,10 @@ def _add_null_handler(logging_mod: Any) -> None:
 
 
 def _logging_module() -> Any:
-    """``logging`` if the application imported it (and it finished importing), else None."""
+    """``logging`` if the application imported it, else None (also while another thread is
+    still importing it: ``captureWarnings`` is the last name its module defines)."""
     module = sys.modules.get("logging")
-    if module is None or not hasattr(module, "getLogger"):
+    if module is None or not hasattr(module, "captureWarnings"):
         return None
     return module
 
