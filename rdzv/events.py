@@ -143,7 +143,10 @@ def get_logger(name: str) -> Logger:
         ValueError: ``name`` is not ``rdzv`` or under it (a programming error in rdzv).
     """
     if name != _TOP and not name.startswith(_TOP + "."):
-        raise ValueError(f"rdzv's loggers live under {_TOP!r}; got {name!r}")
+        raise ValueError(
+            f"get_logger({name!r}): rdzv's loggers live under {_TOP!r}; name one"
+            f" {_TOP!r} or {_TOP + '.<part>'!r} (the caller in rdzv is wrong)"
+        )
     if (logging_mod := _logging_module()) is not None:
         _add_null_handler(logging_mod)
     return _loggers.setdefault(name, Logger(name))

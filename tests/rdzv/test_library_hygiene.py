@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from rdzv.errors import StoreConnectionError, StoreTimeoutError
+from rdzv.events import get_logger
 from rdzv.store.client import TCPStore
 from tests.rdzv.conftest import REPO_ROOT
 
@@ -185,3 +186,18 @@ def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> N
         check=True,
     )
     assert done.stderr == ""
+
+
+def test_get_logger_gives_one_logger_per_name_under_rdzv_only() -> None:
+    assert get_logger("rdzv.client") is get_logger("rdzv.client")
+    with pytest.raises(ValueError, match=r"get_logger\('torch\.x'\): rdzv's loggers live under"):
+        get_logger("torch.x")
+
+
+def test_a_lazy_logger_is_the_logging_logger_of_its_name_once_logging_is_imported() -> None:
+    # pytest has imported logging: the real logger exists and takes this test's level.
+    import logging
+
+    lazy = get_logger("rdzv.test_hygiene")
+    assert lazy.real() is logging.getLogger("rdzv.test_hygiene")
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("rdzv").handlers)
