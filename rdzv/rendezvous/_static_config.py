@@ -113,7 +113,19 @@ class StaticConfig:
         self.local_addr = local_addr
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        order = (
+            "host",
+            "port",
+            "rank",
+            "world_size",
+            "run_id",
+            "join_timeout",
+            "read_timeout",
+            "start_daemon",
+            "listen_fd",
+            "local_addr",
+        )
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in order)
         return f"StaticConfig({shown})"
 
     @property
