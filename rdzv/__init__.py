@@ -8,8 +8,9 @@ Switch from torch with one import::
 
 Module map (lower layers never import higher ones):
 
-* ``errors`` ``events`` ``endpoint``  the exception tree, structured log events, endpoint
-  and config parsing (pure): what every layer may use
+* ``errors`` ``events`` ``endpoint``  the exception tree, structured log events (and
+  ``_event_collector``, their ``logging.Handler``), endpoint and config parsing (pure): what
+  every layer may use
 * ``store/``       the TCP store, torch's TCPStore protocol (knows nothing of rendezvous):
   sans-IO codec and semantics, ``StoreServer``, ``TCPStore``, ``HashStore``, ``PrefixStore``
 * ``rendezvous/``  the static rendezvous over the store: torch's ``api`` and ``registry``,
@@ -21,13 +22,17 @@ Module map (lower layers never import higher ones):
 Each subpackage's ``__init__`` lists its modules and what they may import.
 
 Names are imported lazily, so ``import rdzv`` stays cheap (no asyncio until a store or a
-server is used).
+server is used). The import line a node runs (``from rdzv import StaticTCPRendezvous``)
+imports what a join needs and little else (``bench/bench_import.py``;
+``tests/rdzv/test_first_join_imports.py``): no ``logging`` (see :mod:`rdzv.events`), no
+``dataclasses`` (plain slotted classes), and no ``typing``: a module that needs typing's
+names for annotations writes ``TYPE_CHECKING = False`` then ``if TYPE_CHECKING:`` and
+imports them there; mypy and ruff read that name as typing's constant.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from rdzv.errors import (
     QueueEmptyError,
@@ -45,7 +50,10 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from rdzv.endpoint import parse_rendezvous_config, parse_rendezvous_endpoint
     from rdzv.rendezvous.api import (
         RendezvousHandler,

@@ -49,8 +49,11 @@ which part.
 
 from __future__ import annotations
 
-import ipaddress
 import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ipaddress
 
 __all__ = ["parse_rendezvous_config", "parse_rendezvous_endpoint", "try_parse_port"]
 
@@ -312,6 +315,8 @@ def _dns_name_problem(host: str) -> str | None:
 
 def _parse_ipv6(text: str) -> ipaddress.IPv6Address | None:
     """The IPv6 address ``text`` spells (an optional ``%zone`` allowed), or None."""
+    import ipaddress  # lazy: only IPv6 endpoints and error messages need it
+
     try:
         address = ipaddress.IPv6Address(text)
     except ValueError:
@@ -324,6 +329,8 @@ def _parse_ipv6(text: str) -> ipaddress.IPv6Address | None:
 
 def _ipv6_error(text: str) -> str:
     """Why ``ipaddress`` rejects ``text`` (called only for text it rejects)."""
+    import ipaddress  # lazy: an error message's detail
+
     try:
         ipaddress.IPv6Address(text)
     except ValueError as exc:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from rdzv.errors import StoreBindError, StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store._bind import bind, bind_plan
 from rdzv.store.client import TCPStore
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from rdzv.store.base import Store
 

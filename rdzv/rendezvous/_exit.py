@@ -13,9 +13,7 @@ A member acknowledges the verdict (``ack/<rank>``) and, in ``shutdown()``, its l
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -24,11 +22,15 @@ from rdzv.errors import (
     StoreError,
     StoreTimeoutError,
 )
+from rdzv.events import INFO, WARNING
 from rdzv.rendezvous._round_failures import unread_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, decode_verdict, name_ranks
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Final
+
     from rdzv.rendezvous._round_io import RoundIO
     from rdzv.store.base import Store
 
@@ -165,7 +167,7 @@ def leave(
             return 0
         report(
             "exit_wait",
-            logging.INFO,
+            INFO,
             waiting_for=others,
             timeout=timeout,
             message=_msg(
@@ -179,7 +181,7 @@ def leave(
             missing = [rank for rank in others if not store.check([exits[rank]])]
             report(
                 "exit_wait_ended",
-                logging.WARNING,
+                WARNING,
                 missing=missing,
                 timeout=timeout,
                 message=_msg(

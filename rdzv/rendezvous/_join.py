@@ -66,11 +66,8 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from rdzv.errors import (
     RendezvousClosedError,
@@ -80,6 +77,7 @@ from rdzv.errors import (
     StoreError,
     StoreTimeoutError,
 )
+from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
@@ -94,7 +92,10 @@ from rdzv.rendezvous._round_io import RoundIO
 from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn
+
     from rdzv.rendezvous._lost_member import LostMemberWatch
     from rdzv.store.base import Store
 
@@ -212,7 +213,7 @@ class RoundProtocol(RoundIO):
         (invariant 10), or act on the verdict another node wrote, or on the deadline."""
         outcome = arbiter.decide(self.round, self.me.world_size, self.deadline, self.clock)
         if outcome == "complete":
-            self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
+            self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
         elif outcome == "verdict":
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
@@ -234,7 +235,7 @@ class RoundProtocol(RoundIO):
                 self.took_over = holder
                 self.event(
                     "claim_taken_over",
-                    logging.WARNING,
+                    WARNING,
                     previous=holder.describe(),
                     previous_pid=holder.pid,
                     host=holder.host,
@@ -259,7 +260,7 @@ class RoundProtocol(RoundIO):
                 if self.call(self.store.check, [arbiter]):  # the host decides (invariant 10)
                     self._await_verdict()
                     return
-                self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
+                self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
                 return
             if self.call(self.store.check, [done]):
                 self._act_on(self.call(self.store.get, done))

@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from pathlib import Path
 
 __all__ = [
     "claimant_alive",
@@ -98,7 +97,8 @@ def local_machine() -> str:
     hides it), which makes claims comparable by host name only.
     """
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot_file:
+            boot = boot_file.read().strip()
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return ""
@@ -121,9 +121,10 @@ def process_alive(pid: int) -> bool:
     except OSError:  # EPERM: it exists but belongs to someone else; anything else: unsure
         pass
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat_file:
+            stat = stat_file.read()
     except FileNotFoundError:  # it exited between the two probes, or there is no /proc
-        return not Path("/proc/self/stat").exists()
+        return not os.path.exists("/proc/self/stat")
     except OSError:
         return True
     fields = stat.rpartition(")")[2].split()  # the command name may contain spaces or ')'

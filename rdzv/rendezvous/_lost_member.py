@@ -32,28 +32,28 @@ connection closed, the round waits), ``member_lost`` (WARNING; ``lost_rank``, ``
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import asdict
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.errors import RendezvousStateError, StoreError
-from rdzv.events import emit
+from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous._connection import close_store, fresh_connection
 from rdzv.rendezvous._round_failures import member_lost_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store.base import Store
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.store.server import StoreServer
 
 __all__ = ["MEMBER_GRACE", "LostMemberWatch", "watch_members"]
 
-_log: Final = logging.getLogger("rdzv.rendezvous")
+_log: Final = get_logger("rdzv.rendezvous")
 
 #: Seconds a restarted process has to take over the claim of its vanished predecessor
 #: before the hosting node fails the round. A supervisor that restarts at once through a warm
@@ -261,9 +261,9 @@ class LostMemberWatch:
             "status": "aborted",
             "reason": "member_lost",
             "message": member_lost_message(where, lost, self._grace),
-            "by": asdict(self._me),
+            "by": self._me.as_dict(),
             "at": self._wall(),
-            "lost": asdict(lost),
+            "lost": lost.as_dict(),
         }
         encoded = encode_verdict(verdict)
         return lost, store.compare_set(done, "", encoded) == encoded
@@ -273,7 +273,7 @@ class LostMemberWatch:
         emit(
             _log,
             name,
-            logging.WARNING,
+            WARNING,
             run_id=cfg.run_id,
             round=round_index,
             rank=cfg.rank,

@@ -14,14 +14,12 @@ keeps the store up for nodes that arrive later, until that round's join deadline
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
-from rdzv.events import emit
+from rdzv.events import INFO, emit, get_logger
 from rdzv.rendezvous._connection import close_store, dial, reconnect
 from rdzv.rendezvous._exit import leave, linger
 from rdzv.rendezvous._join import RoundProtocol
@@ -31,12 +29,15 @@ from rdzv.rendezvous._round_failures import connect_error
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.store.base import Store
 
 __all__ = ["Node"]
 
-_log: Final = logging.getLogger("rdzv.rendezvous")
+_log: Final = get_logger("rdzv.rendezvous")
 _LINGER_SECONDS: Final = 10.0
 
 
@@ -174,7 +175,7 @@ class Node:
         name: str,
         round_index: int,
         elapsed: float,
-        level: int = logging.INFO,
+        level: int = INFO,
         **fields: Any,
     ) -> None:
         """Emit event ``name`` of round ``round_index`` (see :mod:`rdzv.events`)."""

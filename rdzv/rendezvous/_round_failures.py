@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno as errno_names
 import math
-from typing import Any, Final
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -29,6 +28,10 @@ from rdzv.errors import (
 )
 from rdzv.rendezvous._round_state import Identity, format_ranks, name_ranks
 from rdzv.rendezvous._static_config import StaticConfig
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 __all__ = [
     "after_deadline_failure",

@@ -17,10 +17,7 @@ Every failure is reported (event ``failed``) before it is raised.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from rdzv.errors import (
     RendezvousConnectionError,
@@ -29,7 +26,7 @@ from rdzv.errors import (
     StoreError,
     StoreProtocolError,
 )
-from rdzv.events import emit
+from rdzv.events import INFO, emit, get_logger
 from rdzv.rendezvous._connection import publish
 from rdzv.rendezvous._round_failures import (
     after_deadline_failure,
@@ -39,12 +36,15 @@ from rdzv.rendezvous._round_failures import (
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn
+
     from rdzv.store.base import Store
 
 __all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]
 
-_log: Final = logging.getLogger("rdzv.rendezvous")
+_log: Final = get_logger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
 #: How long a join may outlive its deadline (invariant 9).
 OVERSHOOT: Final = 0.5
@@ -168,7 +168,7 @@ class RoundIO:
             "status": "aborted",
             "reason": reason,
             "message": message,
-            "by": asdict(self.me),
+            "by": self.me.as_dict(),
             "at": self.wall(),
         }
 
@@ -181,7 +181,7 @@ class RoundIO:
         """Seconds since the join deadline started."""
         return self.clock() - self.started
 
-    def event(self, name: str, level: int = logging.INFO, **fields: Any) -> None:
+    def event(self, name: str, level: int = INFO, **fields: Any) -> None:
         """Emit event ``name`` with this round's fields (see :mod:`rdzv.events`)."""
         if _log.isEnabledFor(level):  # skip building the fields when nobody listens
             emit(_log, name, level, **self._fields(), **fields)

@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass
-from functools import cached_property
-from typing import Any
-from urllib.parse import quote
 
 from rdzv.errors import RendezvousStateError
 from rdzv.rendezvous._liveness import local_machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Identity",
@@ -51,18 +51,54 @@ def _msg(*parts: str) -> str:
     return " ".join(parts)
 
 
-@dataclass(frozen=True)
 class Identity:
     """Who claims a rank: enough to tell two claimants apart, to name them, and to tell
     whether a claimant is a dead predecessor on this machine (see
-    :mod:`rdzv.rendezvous._liveness`)."""
+    :mod:`rdzv.rendezvous._liveness`).
 
-    host: str
-    pid: int
-    rank: int
-    world_size: int
-    token: str
-    machine: str = ""
+    Immutable by convention, compared and hashed by its fields. A plain slotted class rather
+    than a frozen dataclass: ``dataclasses`` (with ``inspect``) is most of a millisecond-scale
+    import the class line would otherwise pay.
+    """
+
+    __slots__ = ("_raw", "host", "machine", "pid", "rank", "token", "world_size")
+
+    def __init__(
+        self, host: str, pid: int, rank: int, world_size: int, token: str, machine: str = ""
+    ) -> None:
+        self.host = host
+        self.pid = pid
+        self.rank = rank
+        self.world_size = world_size
+        self.token = token
+        self.machine = machine
+        self._raw: bytes | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name (what ``Identity(**d)`` takes back)."""
+        return {
+            "host": self.host,
+            "pid": self.pid,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "token": self.token,
+            "machine": self.machine,
+        }
+
+    def _key(self) -> tuple[str, int, int, int, str, str]:
+        return (self.host, self.pid, self.rank, self.world_size, self.token, self.machine)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Identity):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.as_dict().items())
+        return f"Identity({shown})"
 
     @classmethod
     def local(cls, rank: int, world_size: int) -> Identity:
@@ -84,9 +120,12 @@ class Identity:
         """The stored form (computed once: claims compare it byte for byte)."""
         return self.raw
 
-    @cached_property
+    @property
     def raw(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+        """The stored form, computed on first use."""
+        if self._raw is None:
+            self._raw = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode()
+        return self._raw
 
     @classmethod
     def decode(cls, raw: bytes, key: str) -> Identity:
@@ -109,11 +148,25 @@ class Identity:
         return f"rank {self.rank} ({self.host} pid {self.pid})"
 
 
+#: What ``urllib.parse.quote(text, safe="")`` leaves as it is.
+_UNQUOTED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~")
+
+
+def _quoted(run_id: str) -> str:
+    """``run_id`` percent-quoted (``/`` included): as is when it needs no quoting, which
+    spares the import of ``urllib.parse`` for the usual run ids (``job-1``, ``a1b2c3``)."""
+    if _UNQUOTED.issuperset(run_id):
+        return run_id
+    from urllib.parse import quote  # lazy: run ids with other characters only
+
+    return quote(run_id, safe="")
+
+
 class RoundKeys:
     """Key names of one run (see the module docstring)."""
 
     def __init__(self, run_id: str) -> None:
-        self.prefix = f"__rdzv__/{quote(run_id, safe='')}"
+        self.prefix = f"__rdzv__/{_quoted(run_id)}"
         self.closed = f"{self.prefix}/closed"
 
     def of(self, round_index: int, name: str) -> str:
@@ -178,4 +231,4 @@ def encode_verdict(verdict: dict[str, Any]) -> bytes:
 
 def closed_record(me: Identity, at: float) -> bytes:
     """The JSON written to ``closed`` and to an open round's ``done`` by ``set_closed``."""
-    return encode_verdict({"status": "closed", "by": asdict(me), "at": at})
+    return encode_verdict({"status": "closed", "by": me.as_dict(), "at": at})

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
 
 from rdzv.endpoint import parse_rendezvous_endpoint
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Final
+
     from rdzv.rendezvous.api import RendezvousParameters
 
 __all__ = [
@@ -54,7 +55,6 @@ _TRUE = frozenset({"1", "true", "t", "yes", "y"})
 _FALSE = frozenset({"0", "false", "f", "no", "n"})
 
 
-@dataclass(frozen=True)
 class StaticConfig:
     """Everything a static handler needs, validated.
 
@@ -69,18 +69,64 @@ class StaticConfig:
         start_daemon: whether this node hosts the store server.
         listen_fd: an already-bound socket the host adopts instead of binding ``port``.
         local_addr: this node's address as given to ``RendezvousParameters``.
+
+    Read-only by convention (nothing assigns to it after construction); a plain slotted
+    class, as ``dataclasses`` would cost the import line a few milliseconds.
     """
 
-    host: str
-    port: int
-    rank: int
-    world_size: int
-    run_id: str
-    join_timeout: timedelta
-    read_timeout: timedelta
-    start_daemon: bool
-    listen_fd: int | None = None
-    local_addr: str | None = None
+    __slots__ = (
+        "host",
+        "join_timeout",
+        "listen_fd",
+        "local_addr",
+        "port",
+        "rank",
+        "read_timeout",
+        "run_id",
+        "start_daemon",
+        "world_size",
+    )
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        rank: int,
+        world_size: int,
+        run_id: str,
+        join_timeout: timedelta,
+        read_timeout: timedelta,
+        start_daemon: bool,
+        listen_fd: int | None = None,
+        local_addr: str | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.rank = rank
+        self.world_size = world_size
+        self.run_id = run_id
+        self.join_timeout = join_timeout
+        self.read_timeout = read_timeout
+        self.start_daemon = start_daemon
+        self.listen_fd = listen_fd
+        self.local_addr = local_addr
+
+    def __repr__(self) -> str:
+        order = (
+            "host",
+            "port",
+            "rank",
+            "world_size",
+            "run_id",
+            "join_timeout",
+            "read_timeout",
+            "start_daemon",
+            "listen_fd",
+            "local_addr",
+        )
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in order)
+        return f"StaticConfig({shown})"
 
     @property
     def endpoint(self) -> str:

@@ -22,13 +22,11 @@ A plugin that fails to load is logged as a warning (and a ``plugin_failed`` even
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING
-
-from rdzv.events import emit
+from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous.api import RendezvousHandler, RendezvousHandlerCreator, RendezvousParameters
 from rdzv.rendezvous.static import create_rdzv_handler
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoints
 
@@ -43,7 +41,7 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "rdzv.handlers"
 
-_log = logging.getLogger("rdzv.rendezvous")
+_log = get_logger("rdzv.rendezvous")
 
 
 class RendezvousHandlerRegistry:
@@ -145,7 +143,7 @@ def load_entry_point_handlers(
             emit(
                 _log,
                 "plugin_failed",
-                logging.WARNING,
+                WARNING,
                 backend=ep.name,
                 entry_point=ep.value,
                 error=f"{type(exc).__name__}: {exc}",

@@ -39,7 +39,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Final, overload
 
 from rdzv.errors import RendezvousClosedError, RendezvousConnectionError, StoreError
 from rdzv.rendezvous._node import Node
@@ -57,6 +56,10 @@ from rdzv.rendezvous.api import (
     RendezvousStoreInfo,
 )
 from rdzv.store.base import PrefixStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final, overload
 
 __all__ = ["StaticTCPRendezvous", "create_handler", "create_rdzv_handler"]
 
@@ -84,23 +87,25 @@ class StaticTCPRendezvous(RendezvousHandler):
         TypeError: ``master_addr`` is neither a str nor a ``RendezvousParameters``.
     """
 
-    @overload
-    def __init__(self, master_addr: RendezvousParameters) -> None: ...
+    if TYPE_CHECKING:  # the overloads, for type checkers only (no typing at import)
 
-    @overload
-    def __init__(
-        self,
-        master_addr: str,
-        master_port: int,
-        rank: int,
-        world_size: int,
-        run_id: str,
-        timeout: float | timedelta = ...,
-        *,
-        read_timeout: float | timedelta | None = None,
-        start_daemon: bool | None = None,
-        listen_fd: int | None = None,
-    ) -> None: ...
+        @overload
+        def __init__(self, master_addr: RendezvousParameters) -> None: ...
+
+        @overload
+        def __init__(
+            self,
+            master_addr: str,
+            master_port: int,
+            rank: int,
+            world_size: int,
+            run_id: str,
+            timeout: float | timedelta = ...,
+            *,
+            read_timeout: float | timedelta | None = None,
+            start_daemon: bool | None = None,
+            listen_fd: int | None = None,
+        ) -> None: ...
 
     def __init__(
         self,

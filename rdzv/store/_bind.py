@@ -15,17 +15,18 @@ Bind rules for an endpoint host:
 from __future__ import annotations
 
 import errno as errno_mod
-import ipaddress
-import logging
 import socket
-from typing import Final
 
 from rdzv.errors import StoreBindError
-from rdzv.events import emit
+from rdzv.events import WARNING, emit, get_logger
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["BACKLOG", "bind", "bind_plan"]
 
-_log = logging.getLogger("rdzv.server")
+_log = get_logger("rdzv.server")
 
 BACKLOG: Final = 4096
 _LOCALHOST_NAMES: Final = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
@@ -51,6 +52,8 @@ def bind_plan(host: str) -> tuple[list[tuple[socket.AddressFamily, str]], bool]:
         return ([(socket.AF_INET6, "::")] if socket.has_ipv6 else [(socket.AF_INET, "")]), False
     if host == "0.0.0.0":
         return [(socket.AF_INET, "0.0.0.0")], False
+    import ipaddress  # lazy: the hosting node only, as it binds
+
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
@@ -126,7 +129,7 @@ class _Binder:
                         emit(
                             _log,
                             "bind_fallback",
-                            logging.WARNING,
+                            WARNING,
                             host=self.host,
                             reason=str(exc),
                             addresses=[wildcard],

@@ -15,20 +15,21 @@ are never reverse-resolved.
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import random
 import socket
 import threading
 import time
-from dataclasses import dataclass
-from typing import Final
 
 from rdzv.errors import StoreConnectionError, StoreProtocolError
-from rdzv.events import emit
+from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store import _wire
 from rdzv.store._convert import format_elapsed
 from rdzv.store._transport import Channel, Expired
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "FAST_RETRY",
@@ -41,7 +42,7 @@ __all__ = [
     "retry_pause",
 ]
 
-_log = logging.getLogger("rdzv.client")
+_log = get_logger("rdzv.client")
 
 #: Seconds from the start of a connect during which a refused attempt is retried after
 #: :data:`FAST_RETRY` (with jitter: between half of it and all of it).
@@ -64,14 +65,18 @@ class _CutShort(Expired):
     """The connect deadline passed early in a handshake: no evidence about the peer."""
 
 
-@dataclass
 class Backoff:
     """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
 
-    rng: random.Random
-    initial: float = 0.025
-    cap: float = 1.0
-    attempt: int = 0
+    __slots__ = ("attempt", "cap", "initial", "rng")
+
+    def __init__(
+        self, rng: random.Random, initial: float = 0.025, cap: float = 1.0, attempt: int = 0
+    ) -> None:
+        self.rng = rng
+        self.initial = initial
+        self.cap = cap
+        self.attempt = attempt
 
     def next_delay(self) -> float:
         ceiling = min(self.cap, self.initial * 2**self.attempt)
@@ -140,14 +145,16 @@ def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
     raise last or OSError(f"{host!r} resolved to no address")
 
 
-@dataclass
 class Connected:
     """A connected, validated socket and what the handshake learned."""
 
-    channel: Channel
-    pipelined: bool
-    attempts: int
-    elapsed: float
+    __slots__ = ("attempts", "channel", "elapsed", "pipelined")
+
+    def __init__(self, channel: Channel, pipelined: bool, attempts: int, elapsed: float) -> None:
+        self.channel = channel
+        self.pipelined = pipelined
+        self.attempts = attempts
+        self.elapsed = elapsed
 
 
 def connect(
@@ -191,7 +198,7 @@ def connect(
                 elapsed = time.monotonic() - start
                 emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
                 return Connected(channel, pipelined, attempts, elapsed)
-        if _log.isEnabledFor(logging.DEBUG):  # describing the cause costs on every attempt
+        if _log.isEnabledFor(DEBUG):  # describing the cause costs on every attempt
             emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
         now = time.monotonic()
         if deadline is not None and now >= deadline:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreTimeoutError
 from rdzv.store._convert import format_elapsed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 if TYPE_CHECKING:  # a client that does not host never imports the server (nor asyncio)
     from rdzv.store.server import StoreServer

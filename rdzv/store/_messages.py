@@ -14,7 +14,10 @@ Invariant: nothing here imports ``socket``, ``asyncio``, ``time`` or ``random``.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any, ClassVar, Final, NoReturn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar, Final, NoReturn
 
 __all__ = [
     "MAGIC",

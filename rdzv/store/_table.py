@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["Table", "stoll"]
 

@@ -23,15 +23,20 @@ import select
 import socket
 import time
 from collections.abc import Callable
-from typing import Final, Literal, TypeVar
 
 from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
 from rdzv.store import _wire
 from rdzv.store._convert import format_ms
 
-__all__ = ["Channel", "Expired", "closed_error"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, Literal, TypeVar
 
-T = TypeVar("T")
+    T = TypeVar("T")
+    #: What ended a connection, when the peer did.
+    Seen = Literal["eof", "reset", "broken", "error", "shutdown"]
+
+__all__ = ["Channel", "Expired", "closed_error"]
 
 
 _RECV: Final = 65536
@@ -41,8 +46,6 @@ _BIG_RECV: Final = 1 << 20
 class Expired(Exception):
     """A read passed its deadline (the caller turns this into a named timeout)."""
 
-
-Seen = Literal["eof", "reset", "broken", "error", "shutdown"]
 
 #: Causes consistent with each observation (and only those).
 _CAUSES: Final[dict[Seen, str]] = {  # an OS error ("error") speaks for itself

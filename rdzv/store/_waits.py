@@ -22,17 +22,20 @@ Invariants:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Final, TypeVar
 
 from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
 from rdzv.store import _wire
 from rdzv.store._convert import format_ms
 from rdzv.store._transport import Channel, Expired, closed_error
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeVar
+
+    T = TypeVar("T")
+
 __all__ = ["GRACE", "Wait"]
 
-T = TypeVar("T")
 
 GRACE: Final = 0.4
 """Seconds past a caller's deadline that a wait may still take to end: the store's answer
@@ -42,17 +45,27 @@ _CANCEL: Final = _wire.encode_request(_wire.CancelWait())
 _MULTI_GET: Final = _wire.encode_u8(_wire.Op.MULTI_GET)
 
 
-@dataclass
 class Wait:
     """WAIT for ``keys`` (shown as ``names``) on behalf of ``op`` until ``deadline``, which
     was set ``seconds`` from the start of the call (the figure messages show)."""
 
-    channel: Channel
-    keys: tuple[bytes, ...]
-    names: list[str]
-    op: str
-    seconds: float | None
-    deadline: float | None
+    __slots__ = ("channel", "deadline", "keys", "names", "op", "seconds")
+
+    def __init__(
+        self,
+        channel: Channel,
+        keys: tuple[bytes, ...],
+        names: list[str],
+        op: str,
+        seconds: float | None,
+        deadline: float | None,
+    ) -> None:
+        self.channel = channel
+        self.keys = keys
+        self.names = names
+        self.op = op
+        self.seconds = seconds
+        self.deadline = deadline
 
     @property
     def _end(self) -> float | None:

@@ -30,13 +30,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Final, TypeAlias, TypeVar
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store import _messages as m
 from rdzv.store._messages import *  # noqa: F403 (re-exported: callers see one vocabulary)
 from rdzv.store._messages import Op, Request
+
+TYPE_CHECKING = False  # ``typing`` stays out of the import line (see rdzv/__init__.py)
+if TYPE_CHECKING:
+    from typing import Final, TypeAlias, TypeVar
+
+    T = TypeVar("T")
+    #: A reply parser: ``(buffer, position) -> (value, next position)``; raises ``Incomplete``.
+    Reader: TypeAlias = Callable[[bytearray, int], tuple[T, int]]
 
 __all__ = [
     "NOT_READY",
@@ -47,7 +53,6 @@ __all__ = [
     "WAIT_CANCELED",
     "Incomplete",
     "Limits",
-    "Reader",
     "encode_bytes",
     "encode_i64",
     "encode_request",
@@ -77,7 +82,6 @@ WAIT_CANCELED: Final = 1
 PROBE_KEY: Final = b"\x00rdzv\x00pipelined-wait"
 
 
-@dataclass(frozen=True)
 class Limits:
     """Caps applied while decoding; exceeding one is a protocol error for that connection.
 
@@ -90,11 +94,37 @@ class Limits:
             longer than ``max_value``; a reply is only buffered as its bytes arrive).
     """
 
-    max_key: int = 64 * 1024
-    max_value: int = 8 * 1024 * 1024
-    max_keys: int = 128 * 1024
-    max_frame: int = 32 * 1024 * 1024
-    max_reply: int = 2**31
+    __slots__ = ("max_frame", "max_key", "max_keys", "max_reply", "max_value")
+
+    def __init__(
+        self,
+        max_key: int = 64 * 1024,
+        max_value: int = 8 * 1024 * 1024,
+        max_keys: int = 128 * 1024,
+        max_frame: int = 32 * 1024 * 1024,
+        max_reply: int = 2**31,
+    ) -> None:
+        self.max_key = max_key
+        self.max_value = max_value
+        self.max_keys = max_keys
+        self.max_frame = max_frame
+        self.max_reply = max_reply
+
+    def _fields(self) -> tuple[int, int, int, int, int]:
+        return (self.max_key, self.max_value, self.max_keys, self.max_frame, self.max_reply)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Limits):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        names = ("max_key", "max_value", "max_keys", "max_frame", "max_reply")
+        shown = ", ".join(f"{n}={v}" for n, v in zip(names, self._fields(), strict=True))
+        return f"Limits({shown})"
 
 
 # --- primitive encoders -----------------------------------------------------------------
@@ -178,11 +208,6 @@ _ENCODERS: Final[dict[type, Callable[..., bytes]]] = {
 }
 
 # --- primitive readers (shared by the request decoder and by clients reading replies) -----
-
-
-T = TypeVar("T")
-#: A reply parser: ``(buffer, position) -> (value, next position)``; raises ``Incomplete``.
-Reader: TypeAlias = Callable[[bytearray, int], tuple[T, int]]
 
 
 class Incomplete(Exception):

@@ -24,18 +24,18 @@ once (start a timer, set an event) and never call the store.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from rdzv.events import get_logger
 from rdzv.store import _wire as w
 from rdzv.store._kv import KV, ConnId, _Outbox, _Session
 
 __all__ = ["Cancel", "OnClose", "OnWrite", "Selects", "WatchingKV"]
 
-_log = logging.getLogger("rdzv.server")
+_log = get_logger("rdzv.server")
 
 Selects: TypeAlias = Callable[[bytes], bool]
 """``selects(key)``: whether a watch follows the writer of ``key`` (called per write)."""

@@ -28,7 +28,6 @@ import time
 import weakref
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Final, TypeVar
 
 from rdzv.errors import (
     QueueEmptyError,
@@ -49,12 +48,17 @@ from rdzv.store._transport import Channel, Expired, closed_error
 from rdzv.store._waits import Wait
 from rdzv.store.base import Store
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeVar
+
+    _T = TypeVar("_T")
+
 if TYPE_CHECKING:  # imported by a master only: a client that does not host needs no asyncio
     from rdzv.store.server import StoreServer
 
 __all__ = ["TCPStore"]
 
-_T = TypeVar("_T")
 _PREFIX: Final = b"/"
 _INIT_KEY: Final = b"init/"
 

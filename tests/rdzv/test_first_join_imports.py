@@ -143,3 +143,44 @@ def test_importing_the_class_imports_no_asyncio_and_no_server() -> None:
     modules = set(json.loads(done.stdout))
     assert "rdzv.store.client" in modules
     assert not [m for m in (*_HEAVY, "rdzv.store.server") if m in modules]
+
+
+#: Standard-library modules the import line leaves out (a few ms of CPU on every node): each
+#: is imported only where an uncommon path needs it (logging once the application imported
+#: it; ipaddress for IPv6 endpoints and the hosting node's bind; urllib.parse for run ids
+#: that need quoting), or not at all (typing: rdzv's modules import it only for type
+#: checkers, under ``TYPE_CHECKING = False`` / ``if TYPE_CHECKING:``).
+_NOT_ON_THE_IMPORT_LINE = (
+    "logging",
+    "dataclasses",
+    "inspect",
+    "pathlib",
+    "ipaddress",
+    "urllib",
+    "typing",
+)
+
+
+@pytest.mark.parametrize(
+    "line", ["from rdzv import StaticTCPRendezvous", "from rdzv import create_handler"]
+)
+def test_the_import_line_imports_no_logging_dataclasses_pathlib_or_typing(line: str) -> None:
+    # Compared with what the interpreter had before the line: a development install's
+    # start-up hook may import pathlib and the like itself.
+    code = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        f"{line}\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    added = json.loads(done.stdout)
+    assert [m for m in added if m.partition(".")[0] in _NOT_ON_THE_IMPORT_LINE] == []

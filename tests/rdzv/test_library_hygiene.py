@@ -11,6 +11,7 @@ from datetime import timedelta
 import pytest
 
 from rdzv.errors import StoreConnectionError, StoreTimeoutError
+from rdzv.events import get_logger
 from rdzv.store.client import TCPStore
 from tests.rdzv.conftest import REPO_ROOT
 
@@ -86,21 +87,41 @@ def test_a_refused_connection_keeps_the_os_error_as_its_cause() -> None:
     assert _private_rdzv(_chain(info.value)) == []
 
 
-_WARN = """
-import logging, sys
-from rdzv.events import emit
-if sys.argv[1] == "configured":
-    logging.basicConfig(format="%(name)s %(levelname)s %(message)s")
-log = logging.getLogger("rdzv.rendezvous")
-emit(log, "member_lost", logging.WARNING, run_id="job-1", round=0, rank=0, lost_rank=2)
-emit(log, "exit_wait_ended", logging.WARNING, missing=[3], message="rank 3 did not call shutdown()")
-logging.getLogger("rdzv.server").warning("a plain warning")
+#: Logs two events and a plain warning through rdzv's loggers. ``argv[1]`` says when the
+#: application imports (and, for ``*-configured``, configures) logging: before importing rdzv,
+#: after it, or never. Prints whether ``logging`` was imported once rdzv's import was done.
+_LOGS = """
+import sys
+mode = sys.argv[1]
+def configure():
+    import logging
+    if mode.endswith("-configured"):
+        logging.basicConfig(format="%(name)s %(levelname)s %(message)s")
+if mode.startswith("logging-first"):
+    configure()
+from rdzv import StaticTCPRendezvous
+from rdzv.events import WARNING, emit, get_logger
+print("logging" in sys.modules, flush=True)
+if mode.startswith("rdzv-first"):
+    configure()
+log = get_logger("rdzv.rendezvous")
+emit(log, "member_lost", WARNING, run_id="job-1", round=0, rank=0, lost_rank=2)
+emit(log, "exit_wait_ended", WARNING, missing=[3], message="rank 3 did not call shutdown()")
+get_logger("rdzv.server").warning("a plain warning")
+print("logging" in sys.modules, flush=True)
 """
 
+_LINES = [
+    "rdzv.rendezvous WARNING member_lost run_id='job-1' round=0 rank=0 lost_rank=2",
+    "rdzv.rendezvous WARNING exit_wait_ended: rank 3 did not call shutdown()",
+    "rdzv.server WARNING a plain warning",
+]
 
-def _stderr_of(mode: str) -> str:
+
+def _run_logs(mode: str) -> tuple[list[str], list[str]]:
+    """stdout and stderr lines of :data:`_LOGS` run in a fresh interpreter in ``mode``."""
     done = subprocess.run(
-        [sys.executable, "-c", _WARN, mode],
+        [sys.executable, "-c", _LOGS, mode],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -108,17 +129,75 @@ def _stderr_of(mode: str) -> str:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    return done.stderr
+    return done.stdout.splitlines(), done.stderr.splitlines()
 
 
-def test_with_logging_unconfigured_rdzv_writes_nothing_to_stderr() -> None:
-    assert _stderr_of("unconfigured") == ""
+@pytest.mark.parametrize("mode", ["logging-first", "rdzv-first", "never"])
+def test_with_logging_unconfigured_rdzv_writes_nothing_to_stderr(mode: str) -> None:
+    _, stderr = _run_logs(mode)
+    assert stderr == []
 
 
-def test_with_logging_configured_events_read_as_lines_of_names_and_values() -> None:
-    lines = _stderr_of("configured").splitlines()
-    assert lines == [
-        "rdzv.rendezvous WARNING member_lost run_id='job-1' round=0 rank=0 lost_rank=2",
-        "rdzv.rendezvous WARNING exit_wait_ended: rank 3 did not call shutdown()",
-        "rdzv.server WARNING a plain warning",
-    ]
+@pytest.mark.parametrize("mode", ["logging-first-configured", "rdzv-first-configured"])
+def test_configured_logging_shows_rdzvs_events_whether_configured_before_or_after_import(
+    mode: str,
+) -> None:
+    _, stderr = _run_logs(mode)
+    assert stderr == _LINES
+
+
+def test_rdzv_never_imports_logging_itself() -> None:
+    stdout, stderr = _run_logs("never")
+    assert stdout == ["False", "False"]
+    assert stderr == []
+
+
+def test_emit_also_takes_a_logging_logger() -> None:
+    code = (
+        "import logging\n"
+        "logging.basicConfig(format='%(name)s %(message)s')\n"
+        "from rdzv.events import emit\n"
+        "emit(logging.getLogger('rdzv.x'), 'ev', logging.WARNING, a=1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr.splitlines() == ["rdzv.x ev a=1"]
+
+
+def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> None:
+    # The server module imports logging itself, after rdzv's loggers were made lazily.
+    code = (
+        "from rdzv import StaticTCPRendezvous\n"
+        "import rdzv.store.server, logging\n"
+        "logging.getLogger('rdzv.server').warning('a plain warning')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stderr == ""
+
+
+def test_get_logger_gives_one_logger_per_name_under_rdzv_only() -> None:
+    assert get_logger("rdzv.client") is get_logger("rdzv.client")
+    with pytest.raises(ValueError, match=r"get_logger\('torch\.x'\): rdzv's loggers live under"):
+        get_logger("torch.x")
+
+
+def test_a_lazy_logger_is_the_logging_logger_of_its_name_once_logging_is_imported() -> None:
+    # pytest has imported logging: the real logger exists and takes this test's level.
+    import logging
+
+    lazy = get_logger("rdzv.test_hygiene")
+    assert lazy.real() is logging.getLogger("rdzv.test_hygiene")
+    assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("rdzv").handlers)

@@ -18,7 +18,7 @@ import pytest
 import rdzv
 
 ROOT = Path(rdzv.__file__).resolve().parent
-FOUNDATION = {"rdzv.errors", "rdzv.events", "rdzv.endpoint"}
+FOUNDATION = {"rdzv.errors", "rdzv.events", "rdzv._event_collector", "rdzv.endpoint"}
 SANS_IO = [
     "rdzv.store._messages",
     "rdzv.store._wire",

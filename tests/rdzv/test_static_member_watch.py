@@ -8,7 +8,6 @@ import queue
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -189,7 +188,7 @@ def test_the_host_aborts_the_round_naming_a_member_whose_connection_closed() -> 
     assert (verdict["status"], verdict["reason"], verdict["lost"]) == (
         "aborted",
         "member_lost",
-        asdict(gone),
+        gone.as_dict(),
     )
     assert verdict["message"] == (
         "rendezvous round 0 of run 'run' at 127.0.0.1:29400 failed: rank 1 (h1 pid 101)"

@@ -119,7 +119,7 @@ def test_a_node_reading_anothers_verdict_counts_its_wait_from_its_own_deadline_s
     clock = _Clock()
     store = HashStore()
     verdict = {"status": "aborted", "reason": "timeout", "message": "rendezvous ... timed out"}
-    store.set(DONE, json.dumps({**verdict, "by": vars(_identity(0, 2)), "at": 1.0}))
+    store.set(DONE, json.dumps({**verdict, "by": _identity(0, 2).as_dict(), "at": 1.0}))
     with pytest.raises(RendezvousTimeoutError, match=r"this node, rank 1 .*, waited 0\.3 s\]$"):
         _protocol(store, clock).join()
 
@@ -228,7 +228,7 @@ def test_a_member_reports_the_hosts_verdict_instead_of_asking_the_store_itself()
     clock = _Clock()
     host = {"status": "aborted", "reason": "timeout", "message": "rendezvous ... missing ranks: 7."}
     store = _HostVerdictLate(
-        clock, 3.0, json.dumps({**host, "by": vars(_identity(0, 4096)), "at": 1.0})
+        clock, 3.0, json.dumps({**host, "by": _identity(0, 4096).as_dict(), "at": 1.0})
     )
     with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 7\. \[reported by rank 0"):
         _protocol(store, clock, world_size=4096).join()

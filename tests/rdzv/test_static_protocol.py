@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -50,7 +49,7 @@ class _CompletesAtTheDeadline(HashStore):
     def get(self, key: str) -> bytes:
         if key == self.done and not self.check([key]):
             other = _identity(1)
-            verdict = {"status": "complete", "by": asdict(other), "at": 1.0}
+            verdict = {"status": "complete", "by": other.as_dict(), "at": 1.0}
             self.compare_set(key, "", json.dumps(verdict))
             raise StoreTimeoutError(f"wait timeout after 5000ms, keys: /{key}")
         return super().get(key)
@@ -132,7 +131,7 @@ class _AbortedWhileConfirming(HashStore):
                 "status": "aborted",
                 "reason": "duplicate_rank",
                 "message": "duplicate rank 1 in round 0",
-                "by": asdict(_identity(1)),
+                "by": _identity(1).as_dict(),
                 "at": 1.0,
             }
             self.set(done, json.dumps(verdict))

@@ -14,7 +14,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, replace
 from functools import partial
 
 import pytest
@@ -47,6 +46,11 @@ def _cfg(rank: int, world_size: int) -> StaticConfig:
 
 def _identity(rank: int, world_size: int, pid: int | None = None) -> Identity:
     return Identity("host", pid or 1000 + rank, rank, world_size, f"token{rank}-{pid}", "m1")
+
+
+def _dead_identity_with(**changed: str) -> Identity:
+    """Rank 1 of 2 recorded by the dead ``DEAD_PID``, with ``changed`` fields."""
+    return Identity(**{**_identity(1, 2, pid=DEAD_PID).as_dict(), **changed})
 
 
 def _protocol(
@@ -117,8 +121,14 @@ def test_a_predecessor_counted_before_the_restart_is_not_counted_twice_toward_co
     ("holder", "why"),
     [
         (_identity(1, 2, pid=1500), "alive"),
-        (replace(_identity(1, 2, pid=DEAD_PID), host="other-host"), "another host"),
-        (replace(_identity(1, 2, pid=DEAD_PID), machine="m2"), "another kernel, same name"),
+        (
+            Identity(**{**_identity(1, 2, pid=DEAD_PID).as_dict(), "host": "other-host"}),
+            "another host",
+        ),
+        (
+            Identity(**{**_identity(1, 2, pid=DEAD_PID).as_dict(), "machine": "m2"}),
+            "another kernel, same name",
+        ),
     ],
     ids=["alive", "another-host", "same-name-another-kernel"],
 )
@@ -140,7 +150,7 @@ def test_a_restarted_node_does_not_take_over_a_claim_in_a_round_that_already_com
     store = HashStore()
     _joined_earlier(store, _identity(0, 2))
     _joined_earlier(store, _identity(1, 2, pid=DEAD_PID))
-    verdict = {"status": "complete", "by": asdict(_identity(0, 2)), "at": 1.0}
+    verdict = {"status": "complete", "by": _identity(0, 2).as_dict(), "at": 1.0}
     store.set(KEYS.of(0, "done"), json.dumps(verdict))
 
     with pytest.raises(RendezvousStateError, match=r"already completed before this node"):
