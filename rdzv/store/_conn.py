@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections import deque
+from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreProtocolError
@@ -92,7 +93,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         server._conns.add(self)
         server.kv.open(self)
-        loop.selector.register(sock, READ, self.on_events)
+        loop.register(sock, READ, self.on_events)
         self.events = READ
         self.partial_since: float | None = loop.time()  # the first request is due
         self._arm_partial_timer(self.partial_since)
@@ -101,12 +102,10 @@ class Connection:
 
     def on_events(self, mask: int) -> None:
         """The loop's handler: the socket is readable and/or writable."""
-        if mask & WRITE:
+        if mask & WRITE and self.out:
             self._flush()
-        if mask & READ and not (self.closing or self.reading_paused):
-            self._read()
-
-    def _read(self) -> None:
+        if not mask & READ or self.closing or self.reading_paused:
+            return
         inbox = self.server.inbox
         try:
             nbytes = self.sock.recv_into(inbox)
@@ -115,10 +114,10 @@ class Connection:
         except OSError:  # reset by the peer
             self.lost()
             return
-        if not nbytes:  # the peer closed
+        if nbytes:
+            self.data_received(inbox[:nbytes])
+        else:  # the peer closed
             self.lost()
-            return
-        self.data_received(inbox[:nbytes])
 
     def data_received(self, data: memoryview) -> None:
         if self.server.kv.is_waiting(self):
@@ -143,9 +142,16 @@ class Connection:
             # A new request began in ``data``; a trickle of bytes does not restart the clock.
             self.partial_since = self.loop.time()
             self._arm_partial_timer(self.partial_since)
-        if requests:
+        if not requests:
+            if self.decoder.error is not None:
+                self._pump()
+            return
+        if self.pending or len(requests) > _BATCH or len(self.out) > _HIGH_WATER:
             self.pending.extend(requests)
-        if self.pending or self.decoder.error is not None:
+            self._pump()
+            return
+        self._apply(requests)  # the common case: a request or two, nothing queued
+        if self.decoder.error is not None and not self.dropped:
             self._pump()
 
     # --- the partial-request bound ----------------------------------------------------
@@ -186,29 +192,33 @@ class Connection:
     # --- requests and replies ---------------------------------------------------------
 
     def _pump(self) -> None:
-        kv = self.server.kv
-        now = self.loop.time()
+        """Apply the queued requests in batches while the peer reads its replies."""
         pending = self.pending
         while pending and not self.dropped:
             if len(self.out) > _HIGH_WATER:
                 self._pause_reading()  # draining the replies pumps again
                 return
-            if len(pending) <= _BATCH:  # the common case: one read, a request or two
+            if len(pending) <= _BATCH:
                 batch = list(pending)
                 pending.clear()
             else:
                 batch = [pending.popleft() for _ in range(_BATCH)]
-            outcome = kv.feed(self, batch, now)
-            for conn, chunks in outcome.parts.items():  # Outcome.replies, without a list
-                assert isinstance(conn, Connection)
-                conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-            if outcome.dropped:
-                for conn, error in outcome.dropped.items():
-                    assert isinstance(conn, Connection)
-                    conn.drop(_REJECTED, error)
+            self._apply(batch)
         if self.decoder.error is not None and not self.dropped:
-            kv.close(self)
+            self.server.kv.close(self)
             self.drop(_UNDECODABLE, self.decoder.error)
+
+    def _apply(self, batch: list[_wire.Request]) -> None:
+        """Apply ``batch`` to the KV; send the replies (to waiters woken too); drop whom
+        the KV rejected."""
+        outcome = self.server.kv.feed(self, batch, monotonic())
+        for conn, chunks in outcome.parts.items():  # Outcome.replies, without a list
+            assert isinstance(conn, Connection)
+            conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if outcome.dropped:
+            for conn, error in outcome.dropped.items():
+                assert isinstance(conn, Connection)
+                conn.drop(_REJECTED, error)
 
     def write(self, payload: bytes) -> None:
         """Send ``payload`` now, keeping what the kernel does not take."""
@@ -262,13 +272,13 @@ class Connection:
         want = (READ if reading else 0) | (WRITE if self.out else 0)
         if want == self.events:
             return
-        selector = self.loop.selector
+        loop = self.loop
         if not self.events:
-            selector.register(self.sock, want, self.on_events)
+            loop.register(self.sock, want, self.on_events)
         elif not want:
-            selector.unregister(self.sock)
+            loop.unregister(self.sock)
         else:
-            selector.modify(self.sock, want, self.on_events)
+            loop.modify(self.sock, want)
         self.events = want
 
     # --- closing ----------------------------------------------------------------------
@@ -300,8 +310,8 @@ class Connection:
                 self.sock.send(self.out)
             self.out.clear()
         if self.events:
-            with contextlib.suppress(KeyError, ValueError):
-                self.loop.selector.unregister(self.sock)
+            with contextlib.suppress(KeyError, OSError):
+                self.loop.unregister(self.sock)
             self.events = 0
         self.sock.close()
         if self.partial_timer is not None:

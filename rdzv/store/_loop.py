@@ -1,12 +1,13 @@
-"""The store server's event loop: one thread, one selector, timers and a call queue.
+"""The store server's event loop: one thread, one poller, timers and a call queue.
 
 The server needs little of an event loop: sockets that say when they can be read or written,
 timers (the partial-request bound, the drop-log summary), callbacks queued from the loop
 thread itself (``call_soon``) and from other threads (``call_soon_threadsafe``, which wakes
 the loop through a socket pair). :class:`EventLoop` is exactly that, on the standard
-library's :mod:`selectors` (epoll on Linux) and nothing else: importing it costs about a
-millisecond, where asyncio costs tens (ssl, concurrent.futures, ...), at the moment every node
-of a rendezvous starts.
+library's :mod:`select` (``epoll`` on Linux, ``poll`` elsewhere) and nothing else: importing
+it costs about a millisecond, where asyncio costs tens (ssl, concurrent.futures, ...), at the
+moment every node of a rendezvous starts. The poller is used directly, not through
+:mod:`selectors`: its per-event bookkeeping is a measurable part of a request's cost.
 
 Invariants:
 
@@ -25,13 +26,13 @@ import contextlib
 import heapq
 import itertools
 import logging
-import selectors
+import select
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 __all__ = ["READ", "WRITE", "EventLoop", "Handler", "Timer"]
 
@@ -40,9 +41,22 @@ _log = logging.getLogger("rdzv.server")
 Handler = Callable[[int], None]
 """``handler(mask)``: a registered file is ready for the events in ``mask``."""
 
-#: The selector event masks, for callers that import no ``selectors`` themselves.
-READ: Final = selectors.EVENT_READ
-WRITE: Final = selectors.EVENT_WRITE
+#: The event masks a handler is registered for and called with.
+READ: Final = select.POLLIN
+WRITE: Final = select.POLLOUT
+# An error or hang-up: reported to the handler as readable and writable (the next
+# ``recv``/``send``/``accept`` returns the error).
+_TROUBLE: Final = select.POLLERR | select.POLLHUP | select.POLLNVAL
+_BOTH: Final = READ | WRITE
+
+
+class _Poller(Protocol):
+    """What the loop needs of ``select.epoll`` and ``select.poll`` (timeouts aside)."""
+
+    def register(self, fd: int, eventmask: int = ..., /) -> None: ...
+    def modify(self, fd: int, eventmask: int, /) -> None: ...
+    def unregister(self, fd: int, /) -> None: ...
+    def poll(self, timeout: float | None = ..., /) -> list[tuple[int, int]]: ...
 
 
 class Timer:
@@ -61,10 +75,16 @@ class Timer:
 
 
 class EventLoop:
-    """A selector loop for one thread (see the module doc)."""
+    """A poller loop for one thread (see the module doc)."""
 
     def __init__(self) -> None:
-        self.selector = selectors.DefaultSelector()
+        if hasattr(select, "epoll"):
+            self._poller: _Poller = select.epoll()
+            self._scale = 1.0  # epoll's timeouts are seconds
+        else:
+            self._poller = select.poll()
+            self._scale = 1000.0  # poll's are milliseconds
+        self._handlers: dict[int, Handler] = {}
         self._timers: list[tuple[float, int, Timer]] = []
         self._seq = itertools.count()
         self._ready: deque[Callable[[], None]] = deque()
@@ -74,12 +94,30 @@ class EventLoop:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self.selector.register(self._wake_r, READ, self._drain_wakeups)
+        self.register(self._wake_r, READ, self._drain_wakeups)
 
     @staticmethod
     def time() -> float:
         """The loop's clock (monotonic seconds)."""
         return time.monotonic()
+
+    # --- files (loop thread only) ---------------------------------------------------------
+
+    def register(self, sock: socket.socket, events: int, handler: Handler) -> None:
+        """Call ``handler(mask)`` whenever ``sock`` is ready for ``events``."""
+        fd = sock.fileno()
+        self._poller.register(fd, events)
+        self._handlers[fd] = handler
+
+    def modify(self, sock: socket.socket, events: int) -> None:
+        """Watch ``sock`` (registered) for ``events`` from now on."""
+        self._poller.modify(sock.fileno(), events)
+
+    def unregister(self, sock: socket.socket) -> None:
+        """Stop watching ``sock`` (call it before closing the socket)."""
+        fd = sock.fileno()
+        self._poller.unregister(fd)
+        del self._handlers[fd]
 
     # --- scheduling -------------------------------------------------------------------
 
@@ -118,25 +156,30 @@ class EventLoop:
     # --- running ----------------------------------------------------------------------
 
     def run_forever(self) -> None:
-        """Serve until :meth:`stop`, then close the selector and the wake-up sockets."""
+        """Serve until :meth:`stop`, then close the poller and the wake-up sockets."""
         self._thread = threading.current_thread()
-        select = self.selector.select
+        poll = self._poller.poll
+        handlers = self._handlers
         ready = self._ready
         timers = self._timers
+        monotonic = time.monotonic
         try:
             while not self._stopping:
                 if ready:
                     timeout: float | None = 0.0
                 elif timers:
-                    timeout = max(timers[0][0] - time.monotonic(), 0.0)
+                    timeout = max(timers[0][0] - monotonic(), 0.0) * self._scale
                 else:
                     timeout = None
-                for key, mask in select(timeout):
+                for fd, events in poll(timeout):
+                    handler = handlers.get(fd)
+                    if handler is None:  # unregistered by a handler before it in this batch
+                        continue
                     try:
-                        key.data(mask)
+                        handler(events | _BOTH if events & _TROUBLE else events)
                     except Exception:  # invariant 3
-                        _log.exception("store server: a handler of fd %s failed", key.fd)
-                if timers:
+                        _log.exception("store server: a handler of fd %s failed", fd)
+                if timers and timers[0][0] <= monotonic():
                     self._run_due_timers()
                 for _ in range(len(ready)):  # invariant 2
                     callback = ready.popleft()
@@ -146,7 +189,9 @@ class EventLoop:
                         _log.exception("store server: a scheduled callback failed")
         finally:
             self._closed = True
-            self.selector.close()
+            close = getattr(self._poller, "close", None)  # epoll has one, poll has not
+            if close is not None:
+                close()
             self._wake_r.close()
             self._wake_w.close()
 

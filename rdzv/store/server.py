@@ -1,7 +1,7 @@
 """The store server: the only server-side I/O. Sockets <-> ``_wire`` <-> ``_kv``.
 
 :class:`StoreServer` binds synchronously in the caller's thread (so a port in use fails at
-once, with host, port and errno), then serves on a selector loop (:mod:`rdzv.store._loop`;
+once, with host, port and errno), then serves on a poller loop (:mod:`rdzv.store._loop`;
 no asyncio) in a daemon thread. Many clients at once (the listen backlog and the fd limit
 are raised for ≥ 4096 connections), IPv4 and IPv6, port 0 → the ephemeral port is reported
 back by :attr:`StoreServer.port`.
@@ -121,7 +121,7 @@ class StoreServer:
         loop = self._loop = EventLoop()
         for sock in self._sockets:
             sock.setblocking(False)  # a socket taken over by ``listen_fd`` may block
-            loop.selector.register(sock, READ, self._acceptor(sock))
+            loop.register(sock, READ, self._acceptor(sock))
         self._thread = threading.Thread(
             target=loop.run_forever, name=f"rdzv-store:{self.port}", daemon=True
         )
@@ -155,8 +155,8 @@ class StoreServer:
         loop = self._loop
         assert loop is not None
         for sock in self._sockets:
-            with contextlib.suppress(KeyError, ValueError):
-                loop.selector.unregister(sock)
+            with contextlib.suppress(KeyError, OSError):  # unregistered while out of fds
+                loop.unregister(sock)
             sock.close()
         for conn, payload in self.kv.shutdown_notices():
             assert isinstance(conn, Connection)
@@ -205,11 +205,11 @@ class StoreServer:
                 exc,
                 _ACCEPT_RETRY,
             )
-        loop.selector.unregister(listener)
+        loop.unregister(listener)
 
         def resume() -> None:
             if not self._closed.is_set():
-                loop.selector.register(listener, READ, self._acceptor(listener))
+                loop.register(listener, READ, self._acceptor(listener))
 
         loop.call_at(loop.time() + _ACCEPT_RETRY, resume)
 

@@ -108,13 +108,13 @@ def test_a_callback_that_requeues_itself_does_not_starve_the_sockets(loop: Event
             loop.call_soon(spin)
 
     try:
-        _on(loop, lambda: loop.selector.register(reader, READ, lambda mask: got.set()))
+        _on(loop, lambda: loop.register(reader, READ, lambda mask: got.set()))
         loop.call_soon_threadsafe(spin)
         writer.send(b"x")
         assert got.wait(30), "a busy callback queue kept the loop from its sockets"
     finally:
         spinning = False
-        _on(loop, lambda: loop.selector.unregister(reader))
+        _on(loop, lambda: loop.unregister(reader))
         reader.close()
         writer.close()
 
