@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ from rdzv.store import _wire
 from rdzv.store._loop import READ, EventLoop
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from tests.rdzv.conftest import REPO_ROOT
 
 T = TypeVar("T")
 VALIDATE = _wire.encode_request(_wire.Validate())
@@ -207,3 +210,53 @@ def test_close_from_another_thread_tells_waiting_clients_and_frees_the_port() ->
     assert server._thread is not None and not server._thread.is_alive()
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+
+
+_FEW_FDS_SERVER = """
+import logging, resource, sys
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+import rdzv.store.server as server_module
+server_module._raise_fd_limit = lambda: None  # keep the limit set here
+resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+server = server_module.StoreServer("127.0.0.1", 0).start()
+print(server.port, flush=True)
+sys.stdin.read()  # serve until the test closes our stdin
+server.close()
+"""
+
+
+def test_a_server_out_of_descriptors_pauses_accepting_and_serves_the_queue_once_some_close() -> (
+    None
+):
+    child = subprocess.Popen(
+        [sys.executable, "-c", _FEW_FDS_SERVER],
+        cwd=REPO_ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    conns: list[socket.socket] = []
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        port = int(child.stdout.readline())
+        for i in range(80):  # more than the server's 48 descriptors can accept
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            conns.append(sock)
+            sock.sendall(VALIDATE + _wire.encode_request(_wire.Ping(i)))
+        for i in range(20):  # the first ones were accepted before the limit
+            assert _recv_exactly(conns[i], 4) == _wire.encode_u32(i)
+        for sock in conns[:40]:
+            sock.close()
+        for i in range(40, 80):  # queued behind the limit: accepted once some closed
+            assert _recv_exactly(conns[i], 4) == _wire.encode_u32(i)
+        _, err = child.communicate(timeout=60)  # closes its stdin: the server closes
+    finally:
+        for sock in conns:
+            sock.close()
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    assert err.count("cannot accept more connections") == 1, err
+    assert "raise the open-files limit" in err
