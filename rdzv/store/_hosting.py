@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from rdzv.errors import StoreTimeoutError
 from rdzv.store._convert import format_elapsed
 
-if TYPE_CHECKING:  # a client that does not host never imports the server (nor asyncio)
+if TYPE_CHECKING:  # a client that does not host never imports the server
     from rdzv.store.server import StoreServer
 
 __all__ = ["TENANTS", "Tenancy", "await_workers", "local_address"]
