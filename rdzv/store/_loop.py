@@ -18,6 +18,8 @@ Invariants:
    those they queue run in the next one (a callback that queues itself cannot starve I/O).
 3. A callback or handler that raises is logged and the loop goes on: one connection's bug
    never stops the server.
+4. A call from another thread either runs (once more after :meth:`EventLoop.stop`, if it
+   was queued before the loop ended) or is refused with ``RuntimeError``; it is never lost.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class EventLoop:
         self._ready: deque[Callable[[], None]] = deque()
         self._stopping = False
         self._closed = False
+        self._lock = threading.Lock()  # call_soon_threadsafe against the loop's end
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
@@ -137,9 +140,10 @@ class EventLoop:
         Raises:
             RuntimeError: the loop has stopped for good (nothing would run the callback).
         """
-        if self._closed:
-            raise RuntimeError("the store server's loop has stopped")
-        self._ready.append(callback)  # deque.append is atomic
+        with self._lock:  # invariant 4
+            if self._closed:
+                raise RuntimeError("the store server's loop has stopped")
+            self._ready.append(callback)
         with contextlib.suppress(BlockingIOError, OSError):  # full: a wake-up is pending
             self._wake_w.send(b"\0")
 
@@ -188,7 +192,15 @@ class EventLoop:
                     except Exception:  # invariant 3
                         _log.exception("store server: a scheduled callback failed")
         finally:
-            self._closed = True
+            with self._lock:  # invariant 4
+                self._closed = True
+                leftovers = list(ready)
+                ready.clear()
+            for callback in leftovers:
+                try:
+                    callback()
+                except Exception:  # invariant 3
+                    _log.exception("store server: a scheduled callback failed")
             close = getattr(self._poller, "close", None)  # epoll has one, poll has not
             if close is not None:
                 close()

@@ -260,3 +260,15 @@ def test_a_server_out_of_descriptors_pauses_accepting_and_serves_the_queue_once_
     assert child.returncode == 0, err
     assert err.count("cannot accept more connections") == 1, err
     assert "raise the open-files limit" in err
+
+
+def test_a_call_queued_as_the_loop_stops_still_runs() -> None:
+    loop = EventLoop()
+    ran = threading.Event()
+    loop.stop()  # before it runs: the loop ends without serving a single iteration
+    loop.call_soon_threadsafe(ran.set)
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert ran.is_set()
