@@ -113,7 +113,9 @@ _SERVER_SIDE = {
 
 
 @pytest.mark.parametrize("form", ["class", "create_handler"])
-def test_the_hosting_nodes_first_join_imports_only_the_store_server_and_no_asyncio(form: str) -> None:
+def test_the_hosting_nodes_first_join_imports_only_the_store_server_and_no_asyncio(
+    form: str,
+) -> None:
     result = _run_child(form, 0, 1, 0)
     assert result["rank"] == 0
     joined = result["imported_by_join"]
