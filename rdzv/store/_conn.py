@@ -120,6 +120,7 @@ class Connection:
             self.lost()
 
     def data_received(self, data: memoryview) -> None:
+        """Decode one read and serve the requests it completes."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
             if self.held_bytes > _MAX_HELD_BYTES:
