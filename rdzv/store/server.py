@@ -112,16 +112,23 @@ class StoreServer:
         Raises:
             StoreBindError: the listen address could not be bound.
             RuntimeError: the server was already started.
+            OSError: the loop's descriptors could not be made (the process is out of them).
         """
         if self._thread is not None:
             raise RuntimeError("this StoreServer was already started")
         _raise_fd_limit()
         self._sockets = bind(self.host, self._requested_port, self._listen_fd)
         self.port = self._sockets[0].getsockname()[1]
-        loop = self._loop = EventLoop()
-        for sock in self._sockets:
-            sock.setblocking(False)  # a socket taken over by ``listen_fd`` may block
-            loop.register(sock, READ, self._acceptor(sock))
+        try:
+            loop = EventLoop()
+            for sock in self._sockets:
+                sock.setblocking(False)  # a socket taken over by ``listen_fd`` may block
+                loop.register(sock, READ, self._acceptor(sock))
+        except BaseException:  # out of descriptors, say: leave nothing listening
+            for sock in self._sockets:
+                sock.close()
+            raise
+        self._loop = loop
         self._thread = threading.Thread(
             target=loop.run_forever, name=f"rdzv-store:{self.port}", daemon=True
         )
