@@ -6,7 +6,8 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_table`` ``_kv`` ``_writers``       pure semantics: the data, then sessions and waiters,
   then which connection last wrote a watched key (no I/O, no clock: ``now`` is passed in)
 * ``_convert`` ``base``                 torch's ``Store`` ABC, ``HashStore``, ``PrefixStore``
-* ``_bind`` ``_droplog`` ``server``     ``StoreServer``: the only server-side I/O
+* ``_bind`` ``_droplog`` ``_loop`` ``_conn`` ``server``  ``StoreServer``: the only server-side
+  I/O (a poller loop, the connections on it, the server)
 * ``_transport`` ``_connect`` ``_waits`` ``_hosting`` ``client``  ``TCPStore``: deadlines,
   retries, pipelining; a master hosts a ``StoreServer``
 

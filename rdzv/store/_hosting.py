@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-if TYPE_CHECKING:  # a client that does not host never imports the server (nor asyncio)
+if TYPE_CHECKING:  # a client that does not host never imports the server
     from rdzv.store.server import StoreServer
 
 __all__ = ["TENANTS", "Tenancy", "await_workers", "local_address"]

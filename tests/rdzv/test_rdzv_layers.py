@@ -141,7 +141,7 @@ def test_the_sans_io_modules_import_no_socket_asyncio_time_or_random(module: str
 
 @pytest.mark.parametrize("module", MODULES)
 def test_rdzv_imports_only_the_standard_library_and_itself(module: str) -> None:
-    # An optional accelerator (uvloop) is allowed where an ImportError falls back.
+    # An optional import is allowed where an ImportError falls back.
     foreign = [
         i.module
         for i in _imports(module)

@@ -1,0 +1,324 @@
+"""One connection of the store server: bytes in, decoded requests to the KV, replies out.
+
+Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking socket:
+
+* **Reading.** One ``recv_into`` per readiness event into the server's one read buffer
+  (every connection is served on the loop's thread, one read at a time), decoded from there,
+  so a read allocates nothing.
+* **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
+  kept, and the socket is watched for writability only while something is kept.
+* **Bounded memory.** Requests are applied in small batches, and not at all while the peer
+  leaves more than ``_HIGH_WATER`` bytes of replies unread; reading pauses too, and resumes
+  once the peer has read all but ``_LOW_WATER`` of them. A peer may send at most
+  ``_MAX_HELD_BYTES`` while it waits.
+* **Bounded descriptors.** ``partial_since`` is when the request still incomplete began (the
+  connect, for the first request; None when no request is incomplete), and one timer per
+  such connection drops it once that is ``partial_request_timeout`` ago. Time spent with
+  reading paused by us does not count against the peer.
+* **Closing.** A dropped connection stops reading at once and is closed in the next loop
+  iteration (never inside another connection's batch); then the KV forgets its session and
+  the writer watches hear of the close (:meth:`Connection.lost`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections import deque
+from time import monotonic
+from typing import TYPE_CHECKING, Final
+
+from rdzv.errors import StoreProtocolError
+from rdzv.store import _decoder, _wire
+from rdzv.store._loop import READ, WRITE, EventLoop, Timer
+
+if TYPE_CHECKING:
+    from rdzv.store.server import StoreServer
+
+__all__ = ["Connection"]
+
+_HIGH_WATER: Final = 4 * 1024 * 1024
+_LOW_WATER: Final = _HIGH_WATER // 4
+_MAX_HELD_BYTES: Final = 1024 * 1024
+_BATCH: Final = 16
+# Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
+_UNDECODABLE: Final = "undecodable request"
+_REJECTED: Final = "rejected request"
+_OVERSENT: Final = "too many bytes sent while waiting"
+_INCOMPLETE: Final = "request left incomplete"
+
+
+class Connection:
+    """One accepted client connection (see the module doc); registers itself."""
+
+    __slots__ = (
+        "closed",
+        "closing",
+        "decoded_any",
+        "decoder",
+        "dropped",
+        "events",
+        "held_bytes",
+        "loop",
+        "out",
+        "partial_since",
+        "partial_timer",
+        "peername",
+        "pending",
+        "reading_paused",
+        "server",
+        "sock",
+    )
+
+    def __init__(
+        self, server: StoreServer, loop: EventLoop, sock: socket.socket, peername: object
+    ) -> None:
+        self.server = server
+        self.loop = loop
+        self.sock = sock
+        self.peername = peername
+        self.decoder = _decoder.RequestDecoder(server.limits)
+        self.pending: deque[_wire.Request] = deque()
+        self.out = bytearray()  # replies the kernel did not take yet
+        self.held_bytes = 0
+        self.dropped = False  # no request of this connection is served any more
+        self.closing = False  # reading stopped, closed in the next iteration
+        self.closed = False
+        self.decoded_any = False
+        self.reading_paused = False
+        self.partial_timer: Timer | None = None
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        server._conns.add(self)
+        server.kv.open(self)
+        loop.register(sock, READ, self.on_events)
+        self.events = READ
+        self.partial_since: float | None = loop.time()  # the first request is due
+        self._arm_partial_timer(self.partial_since)
+
+    # --- events -----------------------------------------------------------------------
+
+    def on_events(self, mask: int) -> None:
+        """The loop's handler: the socket is readable and/or writable."""
+        if mask & WRITE and self.out:
+            self._flush()
+        if not mask & READ or self.closing or self.reading_paused:
+            return
+        inbox = self.server.inbox
+        try:
+            nbytes = self.sock.recv_into(inbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:  # reset by the peer
+            self.lost()
+            return
+        if nbytes:
+            self.data_received(inbox[:nbytes])
+        else:  # the peer closed
+            self.lost()
+
+    def data_received(self, data: memoryview) -> None:
+        """Decode one read and serve the requests it completes."""
+        if self.server.kv.is_waiting(self):
+            self.held_bytes += len(data)
+            if self.held_bytes > _MAX_HELD_BYTES:
+                self.server.kv.close(self)
+                self.drop(
+                    _OVERSENT,
+                    StoreProtocolError(
+                        f"sent more than {_MAX_HELD_BYTES} bytes while waiting for keys"
+                    ),
+                )
+                return
+        else:
+            self.held_bytes = 0
+        requests = self.decoder.feed(data)
+        if requests:
+            self.decoded_any = True
+        if not self.decoder.buffered:
+            self.partial_since = None
+        elif requests or self.partial_since is None:
+            # A new request began in ``data``; a trickle of bytes does not restart the clock.
+            self.partial_since = self.loop.time()
+            self._arm_partial_timer(self.partial_since)
+        if not requests:
+            if self.decoder.error is not None:
+                self._pump()
+            return
+        if self.pending or len(requests) > _BATCH or len(self.out) > _HIGH_WATER:
+            self.pending.extend(requests)
+            self._pump()
+            return
+        self._apply(requests)  # the common case: a request or two, nothing queued
+        if self.decoder.error is not None and not self.dropped:
+            self._pump()
+
+    # --- the partial-request bound ----------------------------------------------------
+
+    def _arm_partial_timer(self, since: float) -> None:
+        if self.partial_timer is None:
+            when = since + self.server.partial_request_timeout
+            self.partial_timer = self.loop.call_at(when, self._check_partial)
+
+    def _check_partial(self) -> None:
+        """Timer callback: drop the connection if its request is incomplete for too long."""
+        self.partial_timer = None
+        since = self.partial_since
+        if since is None or self.dropped:
+            return
+        now = self.loop.time()
+        if self.reading_paused:  # we are not reading: the clock restarts when we do
+            self.partial_since = since = now
+        bound = self.server.partial_request_timeout
+        if now < since + bound:
+            self._arm_partial_timer(since)
+            return
+        received = self.decoder.buffered
+        if self.decoded_any:
+            what = (
+                f"left a request incomplete for longer than {bound:g} s "
+                f"({received} bytes of it received)"
+            )
+        elif received:
+            what = (
+                f"sent only {received} bytes of its first request within {bound:g} s of connecting"
+            )
+        else:
+            what = f"sent no request within {bound:g} s of connecting"
+        self.server.kv.close(self)
+        self.drop(_INCOMPLETE, StoreProtocolError(what))
+
+    # --- requests and replies ---------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Apply the queued requests in batches while the peer reads its replies."""
+        pending = self.pending
+        while pending and not self.dropped:
+            if len(self.out) > _HIGH_WATER:
+                self._pause_reading()  # draining the replies pumps again
+                return
+            if len(pending) <= _BATCH:
+                batch = list(pending)
+                pending.clear()
+            else:
+                batch = [pending.popleft() for _ in range(_BATCH)]
+            self._apply(batch)
+        if self.decoder.error is not None and not self.dropped:
+            self.server.kv.close(self)
+            self.drop(_UNDECODABLE, self.decoder.error)
+
+    def _apply(self, batch: list[_wire.Request]) -> None:
+        """Apply ``batch`` to the KV; send the replies (to waiters woken too); drop whom
+        the KV rejected."""
+        outcome = self.server.kv.feed(self, batch, monotonic())
+        for conn, chunks in outcome.parts.items():  # Outcome.replies, without a list
+            assert isinstance(conn, Connection)
+            conn.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if outcome.dropped:
+            for conn, error in outcome.dropped.items():
+                assert isinstance(conn, Connection)
+                conn.drop(_REJECTED, error)
+
+    def write(self, payload: bytes) -> None:
+        """Send ``payload`` now, keeping what the kernel does not take."""
+        if not payload or self.closing:
+            return
+        out = self.out
+        if not out:
+            try:
+                sent = self.sock.send(payload)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:  # reset: closed in the next iteration, as a drop is
+                self._close_soon()
+                return
+            if sent == len(payload):
+                return
+            out += memoryview(payload)[sent:]
+            self._update_events()
+        else:
+            out += payload
+        if len(out) > _HIGH_WATER and not self.reading_paused:
+            self._pause_reading()  # the peer is not reading its replies
+
+    def _flush(self) -> None:
+        out = self.out
+        try:
+            sent = self.sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.lost()
+            return
+        del out[:sent]
+        if self.reading_paused and len(out) <= _LOW_WATER and not self.closing:
+            self.reading_paused = False
+            self._update_events()
+            self._pump()
+        elif not out:
+            self._update_events()
+
+    def _pause_reading(self) -> None:
+        self.reading_paused = True
+        self._update_events()
+
+    def _update_events(self) -> None:
+        """Watch the socket for what is wanted now: reading unless paused or closing,
+        writing while replies are kept."""
+        if self.closed:
+            return
+        reading = not (self.reading_paused or self.closing)
+        want = (READ if reading else 0) | (WRITE if self.out else 0)
+        if want == self.events:
+            return
+        loop = self.loop
+        if not self.events:
+            loop.register(self.sock, want, self.on_events)
+        elif not want:
+            loop.unregister(self.sock)
+        else:
+            loop.modify(self.sock, want)
+        self.events = want
+
+    # --- closing ----------------------------------------------------------------------
+
+    def drop(self, reason: str, error: StoreProtocolError) -> None:
+        """Log ``error`` and close the connection in the next iteration."""
+        self.dropped = True
+        self.pending.clear()
+        self.server.dropped(self.peername, reason, error)
+        self._close_soon()
+
+    def _close_soon(self) -> None:
+        self.dropped = True
+        if not self.closing:
+            self.closing = True
+            self._update_events()
+            self.loop.call_soon(self.lost)
+
+    def lost(self) -> None:
+        """Close the socket (sending what is kept if the kernel takes it at once), forget
+        the session, and tell the writer watches (not when the server is closing).
+        Idempotent."""
+        if self.closed:
+            return
+        self.closing = self.closed = self.dropped = True
+        self.pending.clear()
+        if self.out:
+            with contextlib.suppress(OSError):
+                self.sock.send(self.out)
+            self.out.clear()
+        if self.events:
+            with contextlib.suppress(KeyError, OSError):
+                self.loop.unregister(self.sock)
+            self.events = 0
+        self.sock.close()
+        if self.partial_timer is not None:
+            self.partial_timer.cancel()
+            self.partial_timer = None
+        server = self.server
+        server._conns.discard(self)
+        server.kv.close(self)
+        server.kv.writer_closed(self, notify=not server.closing)
