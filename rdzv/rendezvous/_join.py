@@ -6,10 +6,10 @@ add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-
 messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
 ``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
 the node that completes the round spends one more (a CHECK of every rank's confirmation).
-Failure paths may spend more (a timed-out node checks every claim to name the missing
-ranks). How each store operation is bounded and how its failures are raised
-is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers that follow a
-join are :mod:`rdzv.rendezvous._exit`'s.
+Failure paths may spend more (past its deadline, a member joins the election of the
+round's diagnoser, invariant 11). How each store operation is bounded and how its failures
+are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers
+that follow a join are :mod:`rdzv.rendezvous._exit`'s.
 
 Invariants:
 
@@ -61,6 +61,14 @@ Invariants:
    ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
    the round itself only when ``arbiter`` is absent once every rank confirmed (a store
    hosted outside the rendezvous); else it waits for the verdict like every member.
+11. Past its deadline a member does not ask the store on its own which ranks are missing:
+   the first member whose ``add`` on ``diagnosing`` returns 1 is the round's diagnoser (it
+   reads ``joined`` and the missing ranks' claims, and proposes the ``timeout`` verdict);
+   every other member blocks in one request on ``done`` for that verdict, and diagnoses
+   itself only if none came by ``WAIT_FOR_DIAGNOSER`` past its deadline (the diagnoser
+   died). So when a thousand deadlines pass in the same instant the store answers one
+   diagnosis, not a thousand (:mod:`rdzv.rendezvous._deadline`). Hosting node or not,
+   store hosted in-process or outside: every member takes part the same way.
 """
 
 from __future__ import annotations
@@ -76,18 +84,17 @@ from rdzv.errors import (
     RendezvousClosedError,
     RendezvousError,
     RendezvousStateError,
-    RendezvousTimeoutError,
     StoreError,
     StoreTimeoutError,
 )
 from rdzv.rendezvous import _exit
+from rdzv.rendezvous._deadline import timeout_verdict
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
     duplicate_message,
     mismatch_message,
     stale_message,
-    timeout_message,
     verdict_error,
 )
 from rdzv.rendezvous._round_io import RoundIO
@@ -100,26 +107,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RoundProtocol"]
 
-_VERDICT_RESERVE: Final = 0.2  # of the overshoot, kept for publishing the timeout verdict
-_DEFER: Final = 0.15  # of the overshoot, a member looks for the host's verdict first...
-_DEFER_LOOKS: Final = 5  # ...this many times at most (10, 20, 40, 80 ms apart)
 _FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
 _CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
 _MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
-_CLAIMS_ASKED: Final = 64  # a timeout diagnosis asks for at most this many claims
-
-
-class _NoTimeLeft(Exception):
-    """The diagnosis ran out of its share of the overshoot."""
-
-
-def _ranks_in(raw: bytes, world_size: int) -> set[int]:
-    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
-    ranks = set()
-    for part in raw.split(b","):
-        if part.strip().isdigit() and int(part) < world_size:
-            ranks.add(int(part))
-    return ranks
 
 
 class RoundProtocol(RoundIO):
@@ -287,84 +277,9 @@ class RoundProtocol(RoundIO):
         self._act_on(raw)
 
     def _on_deadline(self) -> None:
-        """The deadline passed: name the missing ranks and publish that, within what is left
-        of the overshoot (invariant 9); a complete verdict that won the race still wins."""
-        raw_host = self._host_verdict()
-        if raw_host is not None:
-            self._act_on(raw_host)
-            return
-        confirmed, claimed, unknown = self._diagnose()
-        waited = self.waited()
-        message = timeout_message(self.cfg, self.where, waited, confirmed, claimed, unknown)
-        encoded = encode_verdict(self.aborted("timeout", message))
-        try:
-            if self.hard_end - self.clock() <= 0:
-                raise StoreTimeoutError("no time was left to publish the verdict")
-            self.store.set_timeout(self.hard_end - self.clock())
-            raw = self.store.compare_set(self.keys.of(self.round, "done"), "", encoded)
-        except StoreError as exc:  # the others learn it at their own deadline
-            self.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
-            self.fail(RendezvousTimeoutError(message))
-        self._act_on(raw)
-
-    def _host_verdict(self) -> bytes | None:
-        """A member (not the hosting node) whose deadline passed first looks, for at most
-        ``_DEFER`` of the overshoot, for the verdict of the hosting node, whose deadline
-        passes at about the same time: when every node started together, a thousand nodes
-        asking the store which ranks are missing at the same instant leave it no time to
-        answer within the overshoot; the host's diagnosis, read by all, names them."""
-        if self.cfg.start_daemon:
-            return None
-        done, until, pause = self.keys.of(self.round, "done"), self.deadline + _DEFER, 0.01
-        answer_by = self.hard_end - _VERDICT_RESERVE  # a slow reply is waited for, not cut
-        for _ in range(_DEFER_LOOKS):
-            if until - self.clock() <= 0 or (left := answer_by - self.clock()) <= 0:
-                return None
-            try:
-                self.store.set_timeout(left)
-                if self.store.check([done]):
-                    self.store.set_timeout(max(self.hard_end - self.clock(), 0.001))
-                    raw: bytes = self.store.get(done)
-                    return raw
-            except StoreError:
-                return None
-            time.sleep(max(min(pause, until - self.clock()), 0.0))
-            pause *= 2
-        return None
-
-    def _diagnose(self) -> tuple[list[int] | None, list[int], str]:
-        """Which ranks joined, which only claimed, before ``hard_end`` minus the time kept
-        for the verdict; ``(None, [], why)`` when the store could not tell in time.
-
-        A few requests whatever the world size: the ``joined`` list in one GET, then the
-        claims of at most :data:`_CLAIMS_ASKED` missing ranks (at 4096 nodes, asking for
-        every rank's keys one by one took longer than the overshoot allows, and every node
-        whose deadline passed at once asked at the same time).
-        """
-        k, until = self.round, self.hard_end - _VERDICT_RESERVE
-        joined_key = self.keys.of(k, "joined")
-        claimed: list[int] = []
-
-        def ask(call: Callable[..., Any], *args: Any) -> Any:
-            if (left := until - self.clock()) <= 0:
-                raise _NoTimeLeft
-            self.store.set_timeout(left)
-            return call(*args)
-
-        try:
-            raw = ask(self.store.get, joined_key) if ask(self.store.check, [joined_key]) else b""
-            joined = _ranks_in(raw, self.me.world_size)
-            missing = [rank for rank in range(self.me.world_size) if rank not in joined]
-            for rank in missing[:_CLAIMS_ASKED]:
-                if ask(self.store.check, [self.keys.claim(k, rank)]):
-                    claimed.append(rank)
-        except _NoTimeLeft:
-            return None, [], "no time was left to ask the store"
-        except StoreTimeoutError:
-            return None, [], "the store did not answer in time"
-        except StoreError as exc:
-            return None, [], f"the store could not be asked: {exc}"
-        return sorted(joined), claimed, ""
+        """The deadline passed: act on the round's timeout verdict, named by one elected
+        member (invariant 11); a complete verdict that won the race still wins."""
+        self._act_on(timeout_verdict(self))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -15,6 +15,8 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
                            "this rank is counted"
     round/<k>/joined       "r," appended by rank r right after its confirmation: what a timeout
                            diagnosis reads (one GET) and reports as joined
+    round/<k>/diagnosing   add(1) by every member whose deadline passed; the one that got 1
+                           names the missing ranks (rdzv.rendezvous._join, invariant 11)
     round/<k>/done         the round's single verdict (compare_set: the first writer wins):
                            complete | aborted (reason, message) | closed
     round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node

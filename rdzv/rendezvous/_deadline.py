@@ -1,0 +1,178 @@
+"""What a member does once its join deadline passed: one member names the missing ranks.
+
+Invariant 11 of :mod:`rdzv.rendezvous._join`. When every node starts together with the same
+join timeout, the deadlines of nearly every member pass within a few milliseconds of each
+other (a thousand of them, at 1024 nodes). If each of them asked the store which ranks are
+missing, the store host and the machine's cores would be flooded in the one instant the
+overshoot allows, and some members would report the missing ranks as "not determined". So:
+
+* **One diagnoser per round, elected by the store.** A member whose deadline passed adds 1
+  to the round's ``diagnosing`` key; the one whose ``add`` returns 1 (the first deadline to
+  reach the store) reads the ``joined`` list, checks the claims of at most
+  :data:`CLAIMS_ASKED` missing ranks, and proposes the ``timeout`` verdict with
+  compare_set("", ...) on ``done`` (a ``complete`` verdict that won the race still wins:
+  invariant 3).
+* **The others block, they do not poll.** A member that lost the election waits for the
+  verdict in one request (the blocking GET of ``done``, which the store answers the moment
+  the verdict is written) until :data:`WAIT_FOR_DIAGNOSER` past its deadline. A blocked
+  process uses no CPU and sends nothing, so the diagnoser has the store and the cores.
+* **Fallback.** If nothing came by then (the diagnoser died, hung or is cut off), the member
+  diagnoses and proposes on its own, with what is left of the overshoot; the first verdict
+  written still decides.
+
+Past the deadline every store operation is bounded (invariant 9): the cancelled wait on
+``done`` by the store's answer to CANCEL_WAIT (the rdzv client closes the connection when
+that answer is :data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end``
+minus :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
+(:mod:`rdzv.rendezvous._round_io`) is sized so that even with the store answering both
+cancellations as late as the client allows, the join ends by ``hard_end``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from rdzv.errors import RendezvousTimeoutError, StoreError, StoreTimeoutError
+from rdzv.rendezvous._round_failures import timeout_message
+from rdzv.rendezvous._round_state import encode_verdict
+
+if TYPE_CHECKING:
+    from rdzv.rendezvous._round_io import RoundIO
+
+__all__ = [
+    "CANCEL_BOUND",
+    "CLAIMS_ASKED",
+    "VERDICT_RESERVE",
+    "WAIT_FOR_DIAGNOSER",
+    "timeout_verdict",
+]
+
+#: Seconds past a wait's deadline the rdzv client allows the store to answer CANCEL_WAIT
+#: (``rdzv.store._waits.GRACE``).
+CANCEL_BOUND: Final = 0.4
+#: Seconds of the overshoot kept for publishing the timeout verdict.
+VERDICT_RESERVE: Final = 0.2
+#: Seconds past its own deadline a member that lost the election waits for the diagnoser's
+#: verdict (then it diagnoses itself: the overshoot minus a cancellation and the reserve).
+WAIT_FOR_DIAGNOSER: Final = 0.4
+#: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
+#: for every rank's keys one by one took longer than the overshoot allows).
+CLAIMS_ASKED: Final = 64
+
+
+class _NoTimeLeft(Exception):
+    """The diagnosis ran out of its share of the overshoot."""
+
+
+def timeout_verdict(io: RoundIO) -> bytes:
+    """The round's verdict, once ``io``'s deadline passed: the elected diagnoser's, this
+    node's own (elected, or the diagnoser was silent), or one that won the race.
+
+    Returns:
+        The raw verdict stored in ``done`` (the caller acts on it).
+
+    Raises:
+        RendezvousTimeoutError: this node's timeout verdict could not be published in time
+            (its message still names what the diagnosis found).
+        RendezvousConnectionError: the connection ended past the deadline while this node
+            waited for the diagnoser (reported as a timeout by ``io.raise_store``).
+    """
+    done = io.keys.of(io.round, "done")
+    if not _elected(io):
+        raw = _await_diagnoser(io, done)
+        if raw is not None:
+            return raw
+        io.event("diagnoser_silent", logging.WARNING, waited_for=WAIT_FOR_DIAGNOSER)
+    return _diagnose_and_publish(io, done)
+
+
+def _elected(io: RoundIO) -> bool:
+    """Whether this node is the round's diagnoser: its ``add`` on ``diagnosing`` came first.
+
+    A store that cannot answer elects this node: its own diagnosis then says what failed."""
+    left = io.hard_end - VERDICT_RESERVE - io.clock()
+    if left <= 0:
+        return True
+    try:
+        io.store.set_timeout(left)
+        elected = io.store.add(io.keys.of(io.round, "diagnosing"), 1) == 1
+    except StoreError:
+        return True
+    if elected:
+        io.event("diagnosing", logging.DEBUG)
+    return elected
+
+
+def _await_diagnoser(io: RoundIO, done: str) -> bytes | None:
+    """Block in one request until the verdict exists, at most until ``WAIT_FOR_DIAGNOSER``
+    past the deadline; None if it did not come."""
+    left = io.deadline + WAIT_FOR_DIAGNOSER - io.clock()
+    if left <= 0:
+        return None
+    try:
+        io.store.set_timeout(left)
+        raw: bytes = io.store.get(done)
+    except StoreTimeoutError:
+        return None
+    except StoreError as exc:
+        io.raise_store(exc, "waiting for the diagnosis of the round")
+    return raw
+
+
+def _diagnose_and_publish(io: RoundIO, done: str) -> bytes:
+    confirmed, claimed, unknown = _diagnose(io)
+    message = timeout_message(io.cfg, io.where, io.waited(), confirmed, claimed, unknown)
+    encoded = encode_verdict(io.aborted("timeout", message))
+    try:
+        if (left := io.hard_end - io.clock()) <= 0:
+            raise StoreTimeoutError("no time was left to publish the verdict")
+        io.store.set_timeout(left)
+        raw: bytes = io.store.compare_set(done, "", encoded)
+    except StoreError as exc:  # the others learn it at their own deadline
+        io.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
+        io.fail(RendezvousTimeoutError(message))
+    return raw
+
+
+def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
+    """Which ranks joined, which only claimed, before ``hard_end`` minus the reserve;
+    ``(None, [], why)`` when the store could not tell in time.
+
+    A few requests whatever the world size: the ``joined`` list (CHECK, then one GET), then
+    the claims of at most :data:`CLAIMS_ASKED` missing ranks.
+    """
+    k, until, world_size = io.round, io.hard_end - VERDICT_RESERVE, io.me.world_size
+    joined_key = io.keys.of(k, "joined")
+    claimed: list[int] = []
+
+    def ask(call: Callable[..., Any], *args: Any) -> Any:
+        if (left := until - io.clock()) <= 0:
+            raise _NoTimeLeft
+        io.store.set_timeout(left)
+        return call(*args)
+
+    try:
+        raw = ask(io.store.get, joined_key) if ask(io.store.check, [joined_key]) else b""
+        joined = _ranks_in(raw, world_size)
+        missing = [rank for rank in range(world_size) if rank not in joined]
+        for rank in missing[:CLAIMS_ASKED]:
+            if ask(io.store.check, [io.keys.claim(k, rank)]):
+                claimed.append(rank)
+    except _NoTimeLeft:
+        return None, [], "no time was left to ask the store"
+    except StoreTimeoutError:
+        return None, [], "the store did not answer in time"
+    except StoreError as exc:
+        return None, [], f"the store could not be asked: {exc}"
+    return sorted(joined), claimed, ""
+
+
+def _ranks_in(raw: bytes, world_size: int) -> set[int]:
+    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
+    ranks = set()
+    for part in raw.split(b","):
+        if part.strip().isdigit() and int(part) < world_size:
+            ranks.add(int(part))
+    return ranks
