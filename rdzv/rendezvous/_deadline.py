@@ -101,7 +101,7 @@ def _elected(io: RoundIO) -> bool:
     except StoreError:
         return True
     if elected:
-        io.event("diagnosing", logging.DEBUG)
+        io.event("diagnosing")
     return elected
 
 
