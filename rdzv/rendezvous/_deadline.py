@@ -2,30 +2,36 @@
 
 Invariant 11 of :mod:`rdzv.rendezvous._join`. When every node starts together with the same
 join timeout, the deadlines of nearly every member pass within a few milliseconds of each
-other (a thousand of them, at 1024 nodes). If each of them asked the store which ranks are
-missing, the store host and the machine's cores would be flooded in the one instant the
+other (a thousand of them, at 1024 nodes). If each of them woke and asked the store which
+ranks are missing -- or only cancelled its wait and asked whether someone else was doing
+it -- the store host and the machine's cores would be flooded in the one instant the
 overshoot allows, and some members would report the missing ranks as "not determined". So:
 
-* **One diagnoser per round, elected by the store.** A member whose deadline passed adds 1
-  to the round's ``diagnosing`` key; the one whose ``add`` returns 1 (the first deadline to
-  reach the store) reads the ``joined`` list, checks the claims of at most
-  :data:`CLAIMS_ASKED` missing ranks, and proposes the ``timeout`` verdict with
-  compare_set("", ...) on ``done`` (a ``complete`` verdict that won the race still wins:
-  invariant 3).
-* **The others block, they do not poll.** A member that lost the election waits for the
-  verdict in one request (the blocking GET of ``done``, which the store answers the moment
-  the verdict is written) until :data:`WAIT_FOR_DIAGNOSER` past its deadline. A blocked
-  process uses no CPU and sends nothing, so the diagnoser has the store and the cores.
-* **Fallback.** If nothing came by then (the diagnoser died, hung or is cut off), the member
-  diagnoses and proposes on its own, with what is left of the overshoot; the first verdict
+* **Watchmen.** The first :data:`WATCHMEN` members to join (their ``add`` on ``count``
+  returned at most that) wake at their deadline. Joining first says nothing about when a
+  node started, but a thousand deadlines that pass in the same instant are within
+  :data:`WAIT_FOR_DIAGNOSER` of the watchmen's.
+* **One diagnoser, elected by the store.** A watchman whose deadline passed adds 1 to the
+  round's ``diagnosing`` key; the one whose ``add`` returns 1 reads the ``joined`` list,
+  checks the claims of at most :data:`CLAIMS_ASKED` missing ranks, and proposes the
+  ``timeout`` verdict with compare_set("", ...) on ``done`` (a ``complete`` verdict that
+  won the race still wins: invariant 3). The other watchmen wait for it.
+* **The others do not wake.** Every other member's wait on ``done`` (one blocking request,
+  which the store answers the moment the verdict is written) runs until
+  :data:`WAIT_FOR_DIAGNOSER` past its own deadline. A blocked process uses no CPU and sends
+  nothing, so the diagnoser has the store and the cores.
+* **Fallback.** A member with no verdict by :data:`WAIT_FOR_DIAGNOSER` past its deadline
+  (the watchmen died, hung, are cut off, or started much later than it) names the missing
+  ranks and proposes on its own, with what is left of the overshoot; the first verdict
   written still decides.
 
-Past the deadline every store operation is bounded (invariant 9): the cancelled wait on
+Past the deadline every store operation is bounded (invariant 9): a cancelled wait on
 ``done`` by the store's answer to CANCEL_WAIT (the rdzv client closes the connection when
 that answer is :data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end``
 minus :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
-(:mod:`rdzv.rendezvous._round_io`) is sized so that even with the store answering both
-cancellations as late as the client allows, the join ends by ``hard_end``.
+(:mod:`rdzv.rendezvous._round_io`) is sized so that even a watchman whose two cancelled
+waits are answered as late as the client allows ends by ``hard_end``:
+``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``.
 """
 
 from __future__ import annotations
@@ -46,7 +52,10 @@ __all__ = [
     "CLAIMS_ASKED",
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
+    "WATCHMEN",
     "timeout_verdict",
+    "verdict_grace",
+    "watches",
 ]
 
 #: Seconds past a wait's deadline the rdzv client allows the store to answer CANCEL_WAIT
@@ -54,9 +63,11 @@ __all__ = [
 CANCEL_BOUND: Final = 0.4
 #: Seconds of the overshoot kept for publishing the timeout verdict.
 VERDICT_RESERVE: Final = 0.2
-#: Seconds past its own deadline a member that lost the election waits for the diagnoser's
-#: verdict (then it diagnoses itself: the overshoot minus a cancellation and the reserve).
+#: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
+#: the missing ranks itself (the overshoot minus a cancellation and the reserve).
 WAIT_FOR_DIAGNOSER: Final = 0.4
+#: The first members to join watch the deadline (one of them is elected diagnoser).
+WATCHMEN: Final = 8
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64
@@ -66,21 +77,34 @@ class _NoTimeLeft(Exception):
     """The diagnosis ran out of its share of the overshoot."""
 
 
-def timeout_verdict(io: RoundIO) -> bytes:
-    """The round's verdict, once ``io``'s deadline passed: the elected diagnoser's, this
-    node's own (elected, or the diagnoser was silent), or one that won the race.
+def watches(joined: int) -> bool:
+    """Whether the member whose ``add`` on ``count`` returned ``joined`` is a watchman."""
+    return joined <= WATCHMEN
+
+
+def verdict_grace(watchman: bool) -> float:
+    """How far past its deadline a member's wait for the verdict runs before it wakes."""
+    return 0.0 if watchman else WAIT_FOR_DIAGNOSER
+
+
+def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
+    """The round's verdict once ``io``'s deadline passed: the elected diagnoser's, this
+    node's own (elected, or no verdict came in time), or one that won the race.
+
+    Args:
+        io: the round as this member sees it (its deadline passed).
+        watchman: whether this member watches the deadline (see :func:`watches`).
 
     Returns:
         The raw verdict stored in ``done`` (the caller acts on it).
 
     Raises:
         RendezvousTimeoutError: this node's timeout verdict could not be published in time
-            (its message still names what the diagnosis found).
-        RendezvousConnectionError: the connection ended past the deadline while this node
-            waited for the diagnoser (reported as a timeout by ``io.raise_store``).
+            (its message still names what the diagnosis found), or the connection ended
+            while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    if not _elected(io):
+    if not (watchman and _elected(io)):
         raw = _await_diagnoser(io, done)
         if raw is not None:
             return raw

@@ -61,14 +61,17 @@ Invariants:
    ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
    the round itself only when ``arbiter`` is absent once every rank confirmed (a store
    hosted outside the rendezvous); else it waits for the verdict like every member.
-11. Past its deadline a member does not ask the store on its own which ranks are missing:
-   the first member whose ``add`` on ``diagnosing`` returns 1 is the round's diagnoser (it
-   reads ``joined`` and the missing ranks' claims, and proposes the ``timeout`` verdict);
-   every other member blocks in one request on ``done`` for that verdict, and diagnoses
-   itself only if none came by ``WAIT_FOR_DIAGNOSER`` past its deadline (the diagnoser
-   died). So when a thousand deadlines pass in the same instant the store answers one
-   diagnosis, not a thousand (:mod:`rdzv.rendezvous._deadline`). Hosting node or not,
-   store hosted in-process or outside: every member takes part the same way.
+11. When deadlines pass, one member names the missing ranks, the others wait for its
+   verdict (:mod:`rdzv.rendezvous._deadline`). The first ``WATCHMEN`` members to join
+   (their ``add`` on ``count`` returned at most that) watch the deadline: past theirs, the
+   first whose ``add`` on ``diagnosing`` returns 1 is the round's diagnoser (it reads
+   ``joined`` and the missing ranks' claims and proposes the ``timeout`` verdict); the
+   other watchmen block in one request on ``done``. Every other member's wait on ``done``
+   simply runs ``WAIT_FOR_DIAGNOSER`` past its deadline, so at the instant a thousand
+   deadlines pass nothing wakes but the watchmen; a member (watchman or not) names the
+   missing ranks itself only if no verdict came by ``WAIT_FOR_DIAGNOSER`` past its own
+   deadline (the watchmen died, or started much later than it). Hosting node or not, store
+   hosted in-process or outside: every member takes part the same way.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.rendezvous import _exit
-from rdzv.rendezvous._deadline import timeout_verdict
+from rdzv.rendezvous._deadline import timeout_verdict, verdict_grace, watches
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
@@ -145,6 +148,7 @@ class RoundProtocol(RoundIO):
         self.alive = alive
         self.arbiter = arbiter
         self.took_over: Identity | None = None
+        self.watchman = True  # one of the first members to join (invariant 11)
         self.reason: str | None = None
 
     # -- the join -------------------------------------------------------------------------
@@ -190,6 +194,7 @@ class RoundProtocol(RoundIO):
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
+        self.watchman = watches(joined)  # invariant 11
         if self.arbiter is not None:
             self._decide(self.arbiter)
         elif joined >= me.world_size:
@@ -261,9 +266,10 @@ class RoundProtocol(RoundIO):
         self._on_deadline()
 
     def _await_verdict(self) -> None:
-        """Block (bounded by the deadline) until the round's verdict exists; act on it."""
+        """Block (bounded by the deadline; a member that does not watch it, invariant 11:
+        by ``WAIT_FOR_DIAGNOSER`` past it) until the round's verdict exists; act on it."""
         done = self.keys.of(self.round, "done")
-        remaining = self.deadline - self.clock()
+        remaining = self.deadline + verdict_grace(self.watchman) - self.clock()
         try:
             if remaining <= 0:
                 raise StoreTimeoutError(f"join deadline of {self.where} passed before waiting")
@@ -279,7 +285,7 @@ class RoundProtocol(RoundIO):
     def _on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
-        self._act_on(timeout_verdict(self))
+        self._act_on(timeout_verdict(self, self.watchman))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -106,12 +106,13 @@ def _names(events: EventCollector, name: str) -> list[dict[str, Any]]:
 def test_one_member_is_elected_to_name_the_missing_rank_and_every_member_reports_it(
     server_process: ServerProcess, events: EventCollector
 ) -> None:
-    members = [_member(server_process.port, rank, 9) for rank in range(8)]  # rank 8 absent
+    # 8 watchmen and 3 members that wait past their deadline; rank 11 absent
+    members = [_member(server_process.port, rank, 12) for rank in range(11)]
     try:
         errors = _join_all(members)
         for error in errors:
             assert isinstance(error, RendezvousTimeoutError)
-            assert "8 of 9 nodes joined; missing ranks: 8." in str(error)
+            assert "11 of 12 nodes joined; missing ranks: 11." in str(error)
         assert len(_names(events, "diagnosing")) == 1  # one diagnosis, whatever the timing
         verdict = json.loads(members[0].store.get(DONE))
         assert verdict["by"]["rank"] == _names(events, "diagnosing")[0]["rank"]

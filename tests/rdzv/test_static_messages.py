@@ -265,6 +265,37 @@ def test_a_member_names_the_missing_ranks_itself_when_the_diagnoser_stays_silent
     ]
 
 
+class _VerdictInTheWait(HashStore):
+    """Records the timeout of the wait on ``done``; the verdict arrives during that wait."""
+
+    def __init__(self, verdict: str, count: int) -> None:
+        super().__init__()
+        self.verdict = verdict
+        self.waited: list[float] = []
+        HashStore.add(self, KEYS.of(0, "count"), count)  # this many joined before this node
+
+    def get(self, key: str) -> bytes:
+        if key == DONE and not HashStore.check(self, [DONE]):
+            self.waited.append(self.timeout.total_seconds())
+            HashStore.set(self, DONE, self.verdict)
+        return super().get(key)
+
+
+@pytest.mark.parametrize(("before", "past_deadline"), [(0, 0.0), (7, 0.0), (8, WAIT_FOR_DIAGNOSER)])
+def test_only_the_first_members_to_join_wake_at_their_deadline_the_others_wait_on(
+    before: int, past_deadline: float
+) -> None:
+    clock = _Clock()  # 0.3 s: this node's deadline, at 3.0, is 2.7 s away
+    diagnosis = {"status": "aborted", "reason": "timeout", "message": "... missing ranks: 9."}
+    store = _VerdictInTheWait(
+        json.dumps({**diagnosis, "by": vars(_identity(5, 10)), "at": 1.0}), before
+    )
+    with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 9\. \[reported by rank 5"):
+        _protocol(store, clock, world_size=10).join()
+    assert store.waited == [pytest.approx(2.7 + past_deadline)]  # one wait, no CHECK, no ADD
+    assert not HashStore.check(store, [DIAGNOSING])
+
+
 class _SilentAfterTheDeadline(_DeadlineStore):
     def check(self, keys: Any) -> bool:
         raise StoreTimeoutError("no reply to CHECK within 300ms; the connection was closed")
