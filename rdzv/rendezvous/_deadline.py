@@ -7,30 +7,32 @@ ranks are missing -- or only cancelled its wait and asked whether someone else w
 it -- the store host and the machine's cores would be flooded in the one instant the
 overshoot allows, and some members would report the missing ranks as "not determined". So:
 
-* **Watchmen.** The first :data:`WATCHMEN` members to join (their ``add`` on ``count``
-  returned at most that) wake at their deadline. Joining first says nothing about when a
-  node started, but a thousand deadlines that pass in the same instant are within
-  :data:`WAIT_FOR_DIAGNOSER` of the watchmen's.
-* **One diagnoser, elected by the store.** A watchman whose deadline passed adds 1 to the
-  round's ``diagnosing`` key; the one whose ``add`` returns 1 reads the ``joined`` list,
-  checks the claims of at most :data:`CLAIMS_ASKED` missing ranks, and proposes the
-  ``timeout`` verdict with compare_set("", ...) on ``done`` (a ``complete`` verdict that
-  won the race still wins: invariant 3). The other watchmen wait for it.
-* **The others do not wake.** Every other member's wait on ``done`` (one blocking request,
-  which the store answers the moment the verdict is written) runs until
-  :data:`WAIT_FOR_DIAGNOSER` past its own deadline. A blocked process uses no CPU and sends
-  nothing, so the diagnoser has the store and the cores.
+* **One diagnoser, elected by the store.** A member whose deadline passed with no verdict
+  adds 1 to the round's ``diagnosing`` key; the one whose ``add`` returns 1 reads the
+  ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED` missing ranks, and
+  proposes the ``timeout`` verdict with compare_set("", ...) on ``done`` (a ``complete``
+  verdict that won the race still wins: invariant 3). Every other member blocks in one
+  request on ``done`` (which the store answers the moment the verdict is written) until
+  :data:`WAIT_FOR_DIAGNOSER` past its own deadline.
+* **Watchmen wake first, the others do not wake at all.** Only the first :data:`WATCHMEN`
+  members to join (their ``add`` on ``count`` returned at most that) end their wait on
+  ``done`` at their deadline; every other member's wait runs :data:`LATE_WAKE` past it. A
+  blocked process uses no CPU and sends nothing, so when a thousand deadlines pass in the
+  same instant, a few watchmen wake, one of them diagnoses with the store and the cores to
+  itself, and its verdict reaches the others before they wake. Joining first says nothing
+  about when a node started: members that started more than ``LATE_WAKE`` before every
+  watchman wake before them and hold the election among themselves -- they are the early
+  part of a spread, not a crowd.
 * **Fallback.** A member with no verdict by :data:`WAIT_FOR_DIAGNOSER` past its deadline
-  (the watchmen died, hung, are cut off, or started much later than it) names the missing
-  ranks and proposes on its own, with what is left of the overshoot; the first verdict
-  written still decides.
+  (the diagnoser died, hung or is cut off) names the missing ranks and proposes on its own,
+  with what is left of the overshoot; the first verdict written still decides.
 
 Past the deadline every store operation is bounded (invariant 9): a cancelled wait on
 ``done`` by the store's answer to CANCEL_WAIT (the rdzv client closes the connection when
 that answer is :data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end``
 minus :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
-(:mod:`rdzv.rendezvous._round_io`) is sized so that even a watchman whose two cancelled
-waits are answered as late as the client allows ends by ``hard_end``:
+(:mod:`rdzv.rendezvous._round_io`) is sized so that a member whose wait for the diagnoser is
+cancelled as late as the client allows still ends by ``hard_end``:
 ``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``.
 """
 
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCEL_BOUND",
     "CLAIMS_ASKED",
+    "LATE_WAKE",
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
     "WATCHMEN",
@@ -66,8 +69,10 @@ VERDICT_RESERVE: Final = 0.2
 #: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
 #: the missing ranks itself (the overshoot minus a cancellation and the reserve).
 WAIT_FOR_DIAGNOSER: Final = 0.4
-#: The first members to join watch the deadline (one of them is elected diagnoser).
+#: The first members to join wake at their deadline...
 WATCHMEN: Final = 8
+#: ...the others this many seconds past theirs (when no verdict came before).
+LATE_WAKE: Final = 0.2
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64
@@ -84,16 +89,15 @@ def watches(joined: int) -> bool:
 
 def verdict_grace(watchman: bool) -> float:
     """How far past its deadline a member's wait for the verdict runs before it wakes."""
-    return 0.0 if watchman else WAIT_FOR_DIAGNOSER
+    return 0.0 if watchman else LATE_WAKE
 
 
-def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
+def timeout_verdict(io: RoundIO) -> bytes:
     """The round's verdict once ``io``'s deadline passed: the elected diagnoser's, this
     node's own (elected, or no verdict came in time), or one that won the race.
 
     Args:
         io: the round as this member sees it (its deadline passed).
-        watchman: whether this member watches the deadline (see :func:`watches`).
 
     Returns:
         The raw verdict stored in ``done`` (the caller acts on it).
@@ -104,7 +108,7 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
             while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    if not (watchman and _elected(io)):
+    if not _elected(io):
         raw = _await_diagnoser(io, done)
         if raw is not None:
             return raw
@@ -164,8 +168,9 @@ def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
     """Which ranks joined, which only claimed, before ``hard_end`` minus the reserve;
     ``(None, [], why)`` when the store could not tell in time.
 
-    A few requests whatever the world size: the ``joined`` list (CHECK, then one GET), then
-    the claims of at most :data:`CLAIMS_ASKED` missing ranks.
+    A few requests whatever the world size: the ``joined`` list in one GET (this member
+    appended to it, over the same connection, before its deadline could pass), then the
+    claims of at most :data:`CLAIMS_ASKED` missing ranks.
     """
     k, until, world_size = io.round, io.hard_end - VERDICT_RESERVE, io.me.world_size
     joined_key = io.keys.of(k, "joined")
@@ -178,7 +183,7 @@ def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
         return call(*args)
 
     try:
-        raw = ask(io.store.get, joined_key) if ask(io.store.check, [joined_key]) else b""
+        raw = ask(io.store.get, joined_key)  # exists: this member appended to it
         joined = _ranks_in(raw, world_size)
         missing = [rank for rank in range(world_size) if rank not in joined]
         for rank in missing[:CLAIMS_ASKED]:

@@ -61,17 +61,17 @@ Invariants:
    ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
    the round itself only when ``arbiter`` is absent once every rank confirmed (a store
    hosted outside the rendezvous); else it waits for the verdict like every member.
-11. When deadlines pass, one member names the missing ranks, the others wait for its
-   verdict (:mod:`rdzv.rendezvous._deadline`). The first ``WATCHMEN`` members to join
-   (their ``add`` on ``count`` returned at most that) watch the deadline: past theirs, the
-   first whose ``add`` on ``diagnosing`` returns 1 is the round's diagnoser (it reads
-   ``joined`` and the missing ranks' claims and proposes the ``timeout`` verdict); the
-   other watchmen block in one request on ``done``. Every other member's wait on ``done``
-   simply runs ``WAIT_FOR_DIAGNOSER`` past its deadline, so at the instant a thousand
-   deadlines pass nothing wakes but the watchmen; a member (watchman or not) names the
-   missing ranks itself only if no verdict came by ``WAIT_FOR_DIAGNOSER`` past its own
-   deadline (the watchmen died, or started much later than it). Hosting node or not, store
-   hosted in-process or outside: every member takes part the same way.
+11. When deadlines pass, one member names the missing ranks and the others wait for its
+   verdict (:mod:`rdzv.rendezvous._deadline`): past its deadline with no verdict, a member
+   adds 1 to ``diagnosing``; the one that got 1 reads ``joined`` and the missing ranks'
+   claims and proposes the ``timeout`` verdict; the others block in one request on
+   ``done`` and name the missing ranks themselves only if nothing came by
+   ``WAIT_FOR_DIAGNOSER`` past their deadline (the diagnoser died). Only the first
+   ``WATCHMEN`` members to join (``add`` on ``count`` returned at most that) end their wait
+   on ``done`` at their deadline; the others' runs ``LATE_WAKE`` past it, so when a
+   thousand deadlines pass in the same instant a few watchmen wake, not a thousand members.
+   Hosting node or not, store hosted in-process or outside: every member takes part the
+   same way.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ class RoundProtocol(RoundIO):
     def _on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
-        self._act_on(timeout_verdict(self, self.watchman))
+        self._act_on(timeout_verdict(self))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -20,7 +20,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.events import EventCollector
-from rdzv.rendezvous._deadline import WAIT_FOR_DIAGNOSER
+from rdzv.rendezvous._deadline import LATE_WAKE, WAIT_FOR_DIAGNOSER
 from rdzv.rendezvous._exit import leave
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
@@ -281,7 +281,7 @@ class _VerdictInTheWait(HashStore):
         return super().get(key)
 
 
-@pytest.mark.parametrize(("before", "past_deadline"), [(0, 0.0), (7, 0.0), (8, WAIT_FOR_DIAGNOSER)])
+@pytest.mark.parametrize(("before", "past_deadline"), [(0, 0.0), (7, 0.0), (8, LATE_WAKE)])
 def test_only_the_first_members_to_join_wake_at_their_deadline_the_others_wait_on(
     before: int, past_deadline: float
 ) -> None:
