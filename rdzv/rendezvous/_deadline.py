@@ -72,7 +72,7 @@ WAIT_FOR_DIAGNOSER: Final = 0.4
 #: The first members to join wake at their deadline...
 WATCHMEN: Final = 8
 #: ...the others this many seconds past theirs (when no verdict came before).
-LATE_WAKE: Final = 0.2
+LATE_WAKE: Final = 0.3
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64

@@ -70,8 +70,12 @@ Invariants:
    ``WATCHMEN`` members to join (``add`` on ``count`` returned at most that) end their wait
    on ``done`` at their deadline; the others' runs ``LATE_WAKE`` past it, so when a
    thousand deadlines pass in the same instant a few watchmen wake, not a thousand members.
-   Hosting node or not, store hosted in-process or outside: every member takes part the
-   same way.
+   Before any of them, a hosting node that runs the store server in-process names the
+   missing ranks itself: every member writes, at the head of its ``confirmed`` value, the
+   seconds left to its deadline; the member watch turns that into the round's first member
+   deadline on the host's clock (never earlier than that member's own: the message took
+   time to arrive) and, when it passes with a rank missing, the host proposes the
+   ``timeout`` verdict from the claims and confirmations it saw, with no request to ask.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ from rdzv.rendezvous._round_failures import (
     duplicate_message,
     mismatch_message,
     stale_message,
+    timeout_message,
     verdict_error,
 )
 from rdzv.rendezvous._round_io import RoundIO
@@ -185,12 +190,13 @@ class RoundProtocol(RoundIO):
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
             self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
+        due = f"{self.deadline - self.clock():.3f} ".encode() + me.raw  # invariant 11
         add_then_set = getattr(self.store, "add_then_set", None)
         if callable(add_then_set):  # one write: every confirmation is in when count is full
-            joined = self.call(add_then_set, count, 1, confirmed, me.raw, name="add")
+            joined = self.call(add_then_set, count, 1, confirmed, due, name="add")
         else:
             joined = self.call(self.store.add, count, 1)
-            self.call(self.store.set, confirmed, me.raw)
+            self.call(self.store.set, confirmed, due)
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
@@ -210,6 +216,11 @@ class RoundProtocol(RoundIO):
             self._settle({"status": "complete", "by": asdict(self.me), "at": self.wall()})
         elif outcome == "verdict":
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
+        elif outcome == "member_deadline":  # invariant 11: named at once, from what it saw
+            confirmed, claimed = arbiter.members(self.round)
+            message = timeout_message(self.cfg, self.where, self.waited(), confirmed, claimed)
+            self.event("diagnosing", for_member=True)
+            self._settle(self.aborted("timeout", message))
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:

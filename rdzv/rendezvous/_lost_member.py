@@ -22,19 +22,25 @@ verdict.
 ``"complete"`` only once every rank confirmed and no claim is pending, and it takes that
 decision under the same lock that records a closed connection, so each close the server
 reported is either before the decision (the round waits) or after it (the round completed
-first: a member lost after that is the exit barrier's business). Rounds with a verdict, or
-that the hosting node settled (it read their verdict), are not checked. Events on
-``rdzv.rendezvous``: ``member_vanished`` (WARNING; ``lost_rank``, ``grace``: a claim's
-connection closed, the round waits), ``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``,
-``first``: whether this verdict won) and ``member_loss_not_reported`` (WARNING;
-``lost_rank``, ``error``).
+first: a member lost after that is the exit barrier's business). Each member writes, at
+the head of its confirmation, how long it has until its own join deadline; the watch turns
+that into the first member deadline of the round on this node's clock, and :meth:`decide`
+returns ``"member_deadline"`` when it passes with a rank missing, so the hosting node names
+the missing ranks at once from what it saw (:meth:`members`), with no request to ask
+(invariant 11). Rounds with a verdict, or that the hosting node settled (it read their
+verdict), are not checked. Events on ``rdzv.rendezvous``: ``member_vanished`` (WARNING;
+``lost_rank``, ``grace``: a claim's connection closed, the round waits), ``member_lost``
+(WARNING; ``lost_rank``, ``lost``, ``grace``, ``first``: whether this verdict won) and
+``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from functools import partial
@@ -102,6 +108,7 @@ class LostMemberWatch:
         me: Identity,
         wall: Callable[[], float],
         grace: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store: Store | None = store if isinstance(store, Store) else None
         self._open: Callable[[], Store] | None = None if isinstance(store, Store) else store
@@ -109,6 +116,7 @@ class LostMemberWatch:
         self._me = me
         self._wall = wall
         self._grace = MEMBER_GRACE if grace is None else grace
+        self._clock = clock
         self._keys = RoundKeys(cfg.run_id)
         # Keys reach the server with the TCPStore client's leading "/" (torch's too).
         self._head = f"/{self._keys.prefix}/round/".encode()
@@ -119,6 +127,8 @@ class LostMemberWatch:
         self._lock = threading.Lock()  # all of the round state below, _closed, _timers
         self._changed = threading.Condition(self._lock)
         self._confirmed: dict[int, set[int]] = {}  # round -> ranks with a confirmation
+        self._claimed: dict[int, set[int]] = {}  # round -> ranks with a claim
+        self._due: dict[int, float] = {}  # round -> first member deadline (``clock`` time)
         self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
         self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
@@ -128,7 +138,7 @@ class LostMemberWatch:
         """This node read the verdict of rounds up to ``round_index``: stop checking them."""
         with self._lock:
             self._settled = max(self._settled, round_index)
-            for state in (self._confirmed, self._pending):
+            for state in (self._confirmed, self._claimed, self._due, self._pending):
                 for k in [k for k in state if k <= self._settled]:
                     del state[k]
             self._ended = {k for k in self._ended if k > self._settled}
@@ -142,9 +152,11 @@ class LostMemberWatch:
             ``"complete"``: every rank confirmed and no claim is pending; from now on a
             member whose connection closes is not reported (the round completed). The
             caller writes the ``complete`` verdict. ``"verdict"``: the round has one; the
-            caller reads it. ``"deadline"``: the deadline passed first. ``"closed"``: the
-            watch was closed (the node is leaving); the caller waits for the verdict in the
-            store.
+            caller reads it. ``"deadline"``: the deadline passed first. ``"member_deadline"``:
+            the join deadline a member reported with its confirmation passed first, some
+            rank has not confirmed (the caller names the missing ranks, :meth:`members`).
+            ``"closed"``: the watch was closed (the node is leaving); the caller waits for
+            the verdict in the store.
         """
         with self._changed:
             while True:
@@ -158,7 +170,19 @@ class LostMemberWatch:
                     return "complete"
                 if (remaining := deadline - clock()) <= 0:
                     return "deadline"
+                due = self._due.get(round_index)
+                if due is not None and len(confirmed) < world_size:
+                    if (first := due - self._clock()) <= 0:
+                        return "member_deadline"
+                    remaining = min(remaining, first)
                 self._changed.wait(remaining)
+
+    def members(self, round_index: int) -> tuple[list[int], list[int]]:
+        """The ranks of round ``round_index`` that confirmed, and those that only claimed."""
+        with self._lock:
+            confirmed = self._confirmed.get(round_index, set())
+            claimed = self._claimed.get(round_index, set()) - confirmed
+            return sorted(confirmed), sorted(claimed)
 
     def close(self) -> None:
         """Stop watching, cancel pending checks, close the watch's connection (idempotent;
@@ -192,7 +216,12 @@ class LostMemberWatch:
                 self._ended.add(round_index)
             elif kind == b"confirmed":
                 self._confirmed.setdefault(round_index, set()).add(int(match[3]))
+                if (due := _due_in(value)) is not None:  # invariant 11 of _join
+                    due += self._clock()
+                    self._due[round_index] = min(self._due.get(round_index, due), due)
             else:  # a claim changed: a takeover ends its predecessor's pending loss
+                if value is not None:
+                    self._claimed.setdefault(round_index, set()).add(int(match[3]))
                 pending = self._pending.get(round_index, {})
                 if pending.get(int(match[3]), value) != value:
                     del pending[int(match[3])]
@@ -280,3 +309,15 @@ class LostMemberWatch:
             endpoint=cfg.endpoint,
             **fields,
         )
+
+
+def _due_in(value: bytes | None) -> float | None:
+    """The seconds to its join deadline a member wrote at the head of its confirmation
+    (``b"29.812 {identity}"``); None for anything else."""
+    if not value:
+        return None
+    try:
+        due = float(value.split(b" ", 1)[0])
+    except ValueError:
+        return None
+    return max(due, 0.0) if math.isfinite(due) else None
