@@ -69,10 +69,11 @@ VERDICT_RESERVE: Final = 0.2
 #: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
 #: the missing ranks itself (the overshoot minus a cancellation and the reserve).
 WAIT_FOR_DIAGNOSER: Final = 0.4
-#: The first members to join wake at their deadline...
+#: The first members to join wake at their deadline and hold the election...
 WATCHMEN: Final = 8
-#: ...the others this many seconds past theirs (when no verdict came before).
-LATE_WAKE: Final = 0.3
+#: ...the others wake this many seconds past theirs (if no verdict came), and then name the
+#: missing ranks themselves.
+LATE_WAKE: Final = WAIT_FOR_DIAGNOSER
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64
@@ -108,7 +109,9 @@ def timeout_verdict(io: RoundIO) -> bytes:
             while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    if not _elected(io):
+    if io.clock() - io.deadline >= WAIT_FOR_DIAGNOSER:  # waited for a diagnoser already
+        io.event("diagnoser_silent", logging.WARNING, waited_for=WAIT_FOR_DIAGNOSER)
+    elif not _elected(io):
         raw = _await_diagnoser(io, done)
         if raw is not None:
             return raw

@@ -217,9 +217,10 @@ class RoundProtocol(RoundIO):
         elif outcome == "verdict":
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
         elif outcome == "member_deadline":  # invariant 11: named at once, from what it saw
-            confirmed, claimed = arbiter.members(self.round)
-            message = timeout_message(self.cfg, self.where, self.waited(), confirmed, claimed)
-            self.event("diagnosing", for_member=True)
+            confirmed, claimed, rank = arbiter.members(self.round)
+            waited, where = self.waited(), self.where
+            message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
+            self.event("diagnosing", for_rank=rank)
             self._settle(self.aborted("timeout", message))
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()

@@ -128,7 +128,7 @@ class LostMemberWatch:
         self._changed = threading.Condition(self._lock)
         self._confirmed: dict[int, set[int]] = {}  # round -> ranks with a confirmation
         self._claimed: dict[int, set[int]] = {}  # round -> ranks with a claim
-        self._due: dict[int, float] = {}  # round -> first member deadline (``clock`` time)
+        self._due: dict[int, tuple[float, int]] = {}  # round -> first member deadline, rank
         self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
         self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
@@ -172,17 +172,19 @@ class LostMemberWatch:
                     return "deadline"
                 due = self._due.get(round_index)
                 if due is not None and len(confirmed) < world_size:
-                    if (first := due - self._clock()) <= 0:
+                    if (first := due[0] - self._clock()) <= 0:
                         return "member_deadline"
                     remaining = min(remaining, first)
                 self._changed.wait(remaining)
 
-    def members(self, round_index: int) -> tuple[list[int], list[int]]:
-        """The ranks of round ``round_index`` that confirmed, and those that only claimed."""
+    def members(self, round_index: int) -> tuple[list[int], list[int], int | None]:
+        """The ranks of round ``round_index`` that confirmed, those that only claimed, and
+        the rank whose join deadline passes first (None: no member said)."""
         with self._lock:
             confirmed = self._confirmed.get(round_index, set())
             claimed = self._claimed.get(round_index, set()) - confirmed
-            return sorted(confirmed), sorted(claimed)
+            due = self._due.get(round_index)
+            return sorted(confirmed), sorted(claimed), None if due is None else due[1]
 
     def close(self) -> None:
         """Stop watching, cancel pending checks, close the watch's connection (idempotent;
@@ -217,8 +219,8 @@ class LostMemberWatch:
             elif kind == b"confirmed":
                 self._confirmed.setdefault(round_index, set()).add(int(match[3]))
                 if (due := _due_in(value)) is not None:  # invariant 11 of _join
-                    due += self._clock()
-                    self._due[round_index] = min(self._due.get(round_index, due), due)
+                    first = (due + self._clock(), int(match[3]))
+                    self._due[round_index] = min(self._due.get(round_index, first), first)
             else:  # a claim changed: a takeover ends its predecessor's pending loss
                 if value is not None:
                     self._claimed.setdefault(round_index, set()).add(int(match[3]))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,13 +21,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from round_config import round_cfg
 
 from conftest import REPO_ROOT, ServerProcess
 from rdzv.errors import RendezvousTimeoutError
 from rdzv.events import EventCollector
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous.static import StaticTCPRendezvous
+from rdzv.store.base import HashStore
 from rdzv.store.client import TCPStore
 
 KEYS = RoundKeys("run")
@@ -40,7 +45,10 @@ import logging, os, signal, sys, time
 from round_config import round_cfg
 from rdzv.events import EVENT_ATTR
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity
+from rdzv.rendezvous.static import StaticTCPRendezvous
+from rdzv.store.base import HashStore
 from rdzv.store.client import TCPStore
 
 class Die(logging.Handler):
@@ -145,3 +153,113 @@ def test_the_others_name_the_missing_rank_when_the_elected_diagnoser_is_killed(
         assert [e["rank"] for e in _names(events, "diagnoser_silent")] == [0]
     finally:
         _close(members)
+
+
+# -- the hosting node names the missing ranks when the first member deadline passes ----------
+
+
+class _Server:
+    """Stands in for the StoreServer: keeps the watch's callbacks so a test can fire them."""
+
+    def __init__(self) -> None:
+        self.on_write: Any = None
+
+    def watch_writers(self, selects: Any, on_close: Any, on_write: Any) -> Any:
+        self.on_write = on_write
+        return lambda: None
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _host_watch(clock: _Clock) -> tuple[LostMemberWatch, Any]:
+    server = _Server()
+    host = Identity("h0", 100, 0, 4, "t0")
+    watch = LostMemberWatch(
+        server,  # type: ignore[arg-type]
+        HashStore(),
+        round_cfg(0, 4),
+        host,
+        lambda: 5.0,
+        clock=clock,
+    )
+    return watch, server.on_write
+
+
+def _wrote(on_write: Any, key: str, value: bytes) -> None:
+    on_write(f"/{key}".encode(), value)
+
+
+def test_the_host_learns_the_first_member_deadline_on_its_own_clock_from_the_confirmations() -> (
+    None
+):
+    clock = _Clock()
+    watch, on_write = _host_watch(clock)
+    try:
+        for rank, seconds_left, at in ((0, 9.0, 0.0), (1, 5.0, 0.0), (2, 3.0, 1.0)):
+            who = Identity(f"h{rank}", 100 + rank, rank, 4, f"t{rank}")
+            clock.now = at
+            _wrote(on_write, KEYS.claim(0, rank), who.raw)
+            _wrote(on_write, KEYS.confirmed(0, rank), f"{seconds_left:.3f} ".encode() + who.raw)
+        _wrote(on_write, KEYS.claim(0, 3), b"rank 3 claimed, never confirmed")
+        clock.now = 4.0  # rank 2's deadline: 3 s after its confirmation arrived at 1.0
+        assert watch.decide(0, 4, deadline=60.0, clock=clock) == "member_deadline"
+        assert watch.members(0) == ([0, 1, 2], [3], 2)
+    finally:
+        watch.close()
+
+
+def test_the_host_completes_a_round_whose_every_rank_confirmed_whatever_the_deadlines() -> None:
+    clock = _Clock()
+    watch, on_write = _host_watch(clock)
+    try:
+        for rank in range(4):
+            _wrote(on_write, KEYS.confirmed(0, rank), b"0.500 {}")
+        clock.now = 30.0
+        assert watch.decide(0, 4, deadline=60.0, clock=clock) == "complete"
+    finally:
+        watch.close()
+
+
+def test_a_confirmation_without_the_seconds_left_sets_no_member_deadline() -> None:
+    clock = _Clock()
+    watch, on_write = _host_watch(clock)
+    try:
+        _wrote(on_write, KEYS.confirmed(0, 1), Identity("h1", 101, 1, 4, "t1").raw)
+        clock.now = 1000.0
+        assert watch.decide(0, 4, deadline=1.0, clock=clock) == "deadline"  # its own
+    finally:
+        watch.close()
+
+
+def test_a_hosting_node_whose_own_deadline_is_far_fails_with_its_member_naming_the_rank() -> None:
+    sock = socket.create_server(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    host = StaticTCPRendezvous("127.0.0.1", port, 0, 3, "run", 60, listen_fd=sock.detach())
+    member = StaticTCPRendezvous("127.0.0.1", port, 1, 3, "run", TIMEOUT)  # rank 2 absent
+    outcome: list[BaseException] = []
+    hosting = threading.Thread(target=_catch, args=(host, outcome), daemon=True)
+    try:
+        hosting.start()
+        with pytest.raises(RendezvousTimeoutError, match=r"2 of 3 nodes joined; missing ranks: 2"):
+            member.next_rendezvous()
+        hosting.join(BOUND)  # far below the host's own 60 s timeout
+        assert not hosting.is_alive()
+        (error,) = outcome
+        assert isinstance(error, RendezvousTimeoutError)
+        assert "2 of 3 nodes joined; missing ranks: 2." in str(error)
+    finally:
+        member.shutdown()
+        host.shutdown()
+
+
+def _catch(handler: StaticTCPRendezvous, outcome: list[BaseException]) -> None:
+    try:
+        handler.next_rendezvous()
+    except BaseException as exc:
+        outcome.append(exc)

@@ -380,3 +380,12 @@ def test_a_node_arriving_after_node_0_exited_fails_at_its_deadline_naming_the_en
         r" timeout \(1 s\)",
     ):
         late.next_rendezvous()
+
+
+def test_a_host_naming_the_missing_ranks_for_a_member_says_whose_deadline_passed() -> None:
+    message = timeout_message(_cfg(0, 3, 60.0), "round 0", 1.23, [0, 1], [], for_rank=1)
+    assert message == (
+        "rendezvous round 0 timed out when the join deadline of rank 1 passed (after 1.2 s"
+        " here): 2 of 3 nodes joined; missing ranks: 2. Start the missing nodes, check their"
+        " logs, or raise the join timeout."
+    )
