@@ -1,36 +1,35 @@
-"""What a member does once its join deadline passed: one member names the missing ranks.
+"""What a member does once its join deadline passed: one node names the missing ranks.
 
 Invariant 11 of :mod:`rdzv.rendezvous._join`. When every node starts together with the same
 join timeout, the deadlines of nearly every member pass within a few milliseconds of each
 other (a thousand of them, at 1024 nodes). If each of them woke and asked the store which
 ranks are missing -- or only cancelled its wait and asked whether someone else was doing
 it -- the store host and the machine's cores would be flooded in the one instant the
-overshoot allows, and some members would report the missing ranks as "not determined". So:
+overshoot allows, and some members would report the missing ranks as "not determined". So
+one node names them and every other waits for its verdict, blocked in one request on
+``done`` (which the store answers the moment the verdict is written; a blocked process
+uses no CPU and sends nothing):
 
-* **One diagnoser, elected by the store.** A member whose deadline passed with no verdict
-  adds 1 to the round's ``diagnosing`` key; the one whose ``add`` returns 1 reads the
-  ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED` missing ranks, and
-  proposes the ``timeout`` verdict with compare_set("", ...) on ``done`` (a ``complete``
-  verdict that won the race still wins: invariant 3). Every other member blocks in one
-  request on ``done`` (which the store answers the moment the verdict is written) until
-  :data:`WAIT_FOR_DIAGNOSER` past its own deadline.
-* **Watchmen wake first, the others do not wake at all.** Only the first :data:`WATCHMEN`
-  members to join (their ``add`` on ``count`` returned at most that) end their wait on
-  ``done`` at their deadline; every other member's wait runs :data:`LATE_WAKE` past it. A
-  blocked process uses no CPU and sends nothing, so when a thousand deadlines pass in the
-  same instant, a few watchmen wake, one of them diagnoses with the store and the cores to
-  itself, and its verdict reaches the others before they wake. Joining first says nothing
-  about when a node started: members that started more than ``LATE_WAKE`` before every
-  watchman wake before them and hold the election among themselves -- they are the early
-  part of a spread, not a crowd.
-* **Fallback.** A member with no verdict by :data:`WAIT_FOR_DIAGNOSER` past its deadline
-  (the diagnoser died, hung or is cut off) names the missing ranks and proposes on its own,
-  with what is left of the overshoot; the first verdict written still decides.
+1. **The hosting node, when it runs the store in-process** (not here: in
+   :meth:`rdzv.rendezvous._lost_member.LostMemberWatch.decide`). Every member writes the
+   seconds left to its deadline at the head of its confirmation; the host keeps the
+   earliest, on its own clock, and when it passes with a rank missing proposes the timeout
+   verdict from the claims and confirmations it saw: no request to ask, no member woken.
+2. **Watchmen** (a store hosted outside, or a host too slow to answer). Only the first
+   :data:`WATCHMEN` members to join (their ``add`` on ``count`` returned at most that) end
+   their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
+   returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
+   missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
+3. **Everyone else** waits :data:`LATE_WAKE` past its deadline, and a member with no verdict
+   by :data:`WAIT_FOR_DIAGNOSER` past its deadline (the host and the watchmen died, hung,
+   are cut off, or started much later than it) names the missing ranks on its own.
 
-Past the deadline every store operation is bounded (invariant 9): a cancelled wait on
-``done`` by the store's answer to CANCEL_WAIT (the rdzv client closes the connection when
-that answer is :data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end``
-minus :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
+Every proposal is compare_set("", ...) on ``done``: the first verdict written decides, and
+a ``complete`` verdict that won the race still wins (invariant 3). Past the deadline every
+store operation is bounded (invariant 9): a cancelled wait on ``done`` by the store's answer
+to CANCEL_WAIT (the rdzv client closes the connection when that answer is
+:data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end`` minus
+:data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
 (:mod:`rdzv.rendezvous._round_io`) is sized so that a member whose wait for the diagnoser is
 cancelled as late as the client allows still ends by ``hard_end``:
 ``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``.

@@ -61,21 +61,19 @@ Invariants:
    ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
    the round itself only when ``arbiter`` is absent once every rank confirmed (a store
    hosted outside the rendezvous); else it waits for the verdict like every member.
-11. When deadlines pass, one member names the missing ranks and the others wait for its
-   verdict (:mod:`rdzv.rendezvous._deadline`): past its deadline with no verdict, a member
-   adds 1 to ``diagnosing``; the one that got 1 reads ``joined`` and the missing ranks'
-   claims and proposes the ``timeout`` verdict; the others block in one request on
-   ``done`` and name the missing ranks themselves only if nothing came by
-   ``WAIT_FOR_DIAGNOSER`` past their deadline (the diagnoser died). Only the first
-   ``WATCHMEN`` members to join (``add`` on ``count`` returned at most that) end their wait
-   on ``done`` at their deadline; the others' runs ``LATE_WAKE`` past it, so when a
-   thousand deadlines pass in the same instant a few watchmen wake, not a thousand members.
-   Before any of them, a hosting node that runs the store server in-process names the
-   missing ranks itself: every member writes, at the head of its ``confirmed`` value, the
-   seconds left to its deadline; the member watch turns that into the round's first member
-   deadline on the host's clock (never earlier than that member's own: the message took
-   time to arrive) and, when it passes with a rank missing, the host proposes the
-   ``timeout`` verdict from the claims and confirmations it saw, with no request to ask.
+11. When deadlines pass, one node names the missing ranks and the others wait for its
+   verdict in their one blocking request on ``done`` (:mod:`rdzv.rendezvous._deadline`).
+   A hosting node that runs the store server in-process does it first: every member writes
+   the seconds left to its deadline at the head of its ``confirmed`` value, the member
+   watch turns the earliest into a deadline on the host's clock (never before that
+   member's own: the message took time to arrive), and when it passes with a rank missing
+   the host proposes the ``timeout`` verdict from the claims and confirmations it saw, with
+   no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
+   ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
+   ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
+   the verdict. Every other member wakes ``WAIT_FOR_DIAGNOSER`` past its deadline, and
+   only then names the missing ranks itself. So when a thousand deadlines pass in the same
+   instant, no more than a few members wake.
 """
 
 from __future__ import annotations
