@@ -20,9 +20,15 @@ uses no CPU and sends nothing):
    their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
    returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
    missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
-3. **Everyone else** waits :data:`LATE_WAKE` past its deadline, and a member with no verdict
-   by :data:`WAIT_FOR_DIAGNOSER` past its deadline (the host and the watchmen died, hung,
-   are cut off, or started much later than it) names the missing ranks on its own.
+3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict. Then it
+   holds the same election: elected (no watchman ever got that far: they died, hung, are
+   cut off, or started much later than it), it names the missing ranks; else it waits for
+   the elected one's verdict until :data:`CANCEL_BOUND` before ``hard_end`` -- no more
+   requests: when the store is that slow, a thousand diagnoses would only slow it more --
+   and without one says the missing ranks could not be determined.
+
+A watchman that lost the election and got no verdict by :data:`WAIT_FOR_DIAGNOSER` past its
+deadline (the elected one died) names the missing ranks itself.
 
 Every proposal is compare_set("", ...) on ``done``: the first verdict written decides, and
 a ``complete`` verdict that won the race still wins (invariant 3). Past the deadline every
@@ -92,12 +98,13 @@ def verdict_grace(watchman: bool) -> float:
     return 0.0 if watchman else LATE_WAKE
 
 
-def timeout_verdict(io: RoundIO) -> bytes:
+def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
     """The round's verdict once ``io``'s deadline passed: the elected diagnoser's, this
     node's own (elected, or no verdict came in time), or one that won the race.
 
     Args:
         io: the round as this member sees it (its deadline passed).
+        watchman: whether this member is a watchman (see :func:`watches`).
 
     Returns:
         The raw verdict stored in ``done`` (the caller acts on it).
@@ -108,13 +115,19 @@ def timeout_verdict(io: RoundIO) -> bytes:
             while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    if io.clock() - io.deadline >= WAIT_FOR_DIAGNOSER:  # waited for a diagnoser already
-        io.event("diagnoser_silent", logging.WARNING, waited_for=WAIT_FOR_DIAGNOSER)
-    elif not _elected(io):
-        raw = _await_diagnoser(io, done)
-        if raw is not None:
-            return raw
-        io.event("diagnoser_silent", logging.WARNING, waited_for=WAIT_FOR_DIAGNOSER)
+    late = not watchman  # woke LATE_WAKE past its deadline
+    if _elected(io):
+        return _diagnose_and_publish(io, done)
+    # Another member is naming them: wait for its verdict, then (a watchman, early enough to
+    # have the time) name them itself; a late member only waits, to the last moment.
+    raw = _await_diagnoser(io, done, io.hard_end - CANCEL_BOUND if late else None)
+    if raw is not None:
+        return raw
+    io.event("diagnoser_silent", logging.WARNING, waited_for=io.clock() - io.deadline)
+    if late:
+        unknown = "the member elected to name them published nothing in time"
+        message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
+        io.fail(RendezvousTimeoutError(message))
     return _diagnose_and_publish(io, done)
 
 
@@ -135,10 +148,10 @@ def _elected(io: RoundIO) -> bool:
     return elected
 
 
-def _await_diagnoser(io: RoundIO, done: str) -> bytes | None:
-    """Block in one request until the verdict exists, at most until ``WAIT_FOR_DIAGNOSER``
-    past the deadline; None if it did not come."""
-    left = io.deadline + WAIT_FOR_DIAGNOSER - io.clock()
+def _await_diagnoser(io: RoundIO, done: str, until: float | None) -> bytes | None:
+    """Block in one request until the verdict exists, at most until ``until`` (default:
+    ``WAIT_FOR_DIAGNOSER`` past the deadline); None if it did not come."""
+    left = (io.deadline + WAIT_FOR_DIAGNOSER if until is None else until) - io.clock()
     if left <= 0:
         return None
     try:

@@ -71,9 +71,10 @@ Invariants:
    no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
    ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
-   the verdict. Every other member wakes ``WAIT_FOR_DIAGNOSER`` past its deadline, and
-   only then names the missing ranks itself. So when a thousand deadlines pass in the same
-   instant, no more than a few members wake.
+   the verdict. Every other member wakes ``WAIT_FOR_DIAGNOSER`` past its deadline and holds
+   the same election: elected, it names the missing ranks; else it waits for the verdict
+   to the last moment. So when a thousand deadlines pass in the same instant, no more than
+   a few members wake.
 """
 
 from __future__ import annotations
@@ -295,7 +296,7 @@ class RoundProtocol(RoundIO):
     def _on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
-        self._act_on(timeout_verdict(self))
+        self._act_on(timeout_verdict(self, self.watchman))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -20,7 +20,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.events import EventCollector
-from rdzv.rendezvous._deadline import LATE_WAKE, WAIT_FOR_DIAGNOSER
+from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_WAKE, WAIT_FOR_DIAGNOSER
 from rdzv.rendezvous._exit import leave
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
@@ -389,3 +389,47 @@ def test_a_host_naming_the_missing_ranks_for_a_member_says_whose_deadline_passed
         " here): 2 of 3 nodes joined; missing ranks: 2. Start the missing nodes, check their"
         " logs, or raise the join timeout."
     )
+
+
+class _LateAndLost(_DeadlineStore):
+    """A member that joined after the watchmen: its wait ends ``LATE_WAKE`` past its deadline
+    with no verdict; ``elected`` members before it already added to ``diagnosing``; no
+    verdict ever comes (the elected one died). Records every wait's timeout."""
+
+    def __init__(self, clock: _Clock, elected: int) -> None:
+        super().__init__(clock, at=3.0 + LATE_WAKE)
+        self.waits: list[float] = []
+        HashStore.add(self, KEYS.of(0, "count"), 8)  # the watchmen joined first
+        if elected:
+            HashStore.add(self, DIAGNOSING, elected)
+
+    def get(self, key: str) -> bytes:
+        if key == DONE and not HashStore.check(self, [DONE]):
+            self.waits.append(self.clock.now + self.timeout.total_seconds())
+        return super().get(key)
+
+
+def test_a_late_member_that_lost_the_election_only_waits_and_says_not_determined() -> None:
+    clock = _Clock()
+    store = _LateAndLost(clock, elected=1)
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"could not be determined \(the member elected to name them published nothing",
+    ):
+        _protocol(store, clock, world_size=10).join()
+    # its own wait to LATE_WAKE past the deadline, then one to the last cancellable moment
+    assert store.waits == [
+        pytest.approx(3.0 + LATE_WAKE),
+        pytest.approx(3.0 + OVERSHOOT - CANCEL_BOUND),
+    ]
+    assert not HashStore.check(store, [DONE])  # it asked nothing, published nothing
+
+
+def test_a_late_member_elected_because_no_watchman_got_there_names_the_missing_ranks() -> None:
+    clock = _Clock()
+    store = _LateAndLost(clock, elected=0)
+    with pytest.raises(
+        RendezvousTimeoutError, match=r"1 of 10 nodes joined; missing ranks: 0, 2-9"
+    ):
+        _protocol(store, clock, world_size=10).join()
+    assert json.loads(HashStore.get(store, DONE))["by"]["rank"] == 1
