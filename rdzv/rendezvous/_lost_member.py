@@ -129,6 +129,7 @@ class LostMemberWatch:
         self._confirmed: dict[int, set[int]] = {}  # round -> ranks with a confirmation
         self._claimed: dict[int, set[int]] = {}  # round -> ranks with a claim
         self._due: dict[int, tuple[float, int]] = {}  # round -> first member deadline, rank
+        self._dues: dict[int, dict[int, float]] = {}  # round -> rank -> its deadline
         self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
         self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
@@ -138,7 +139,8 @@ class LostMemberWatch:
         """This node read the verdict of rounds up to ``round_index``: stop checking them."""
         with self._lock:
             self._settled = max(self._settled, round_index)
-            for state in (self._confirmed, self._claimed, self._due, self._pending):
+            states = (self._confirmed, self._claimed, self._due, self._dues, self._pending)
+            for state in states:
                 for k in [k for k in state if k <= self._settled]:
                     del state[k]
             self._ended = {k for k in self._ended if k > self._settled}
@@ -219,8 +221,7 @@ class LostMemberWatch:
             elif kind == b"confirmed":
                 self._confirmed.setdefault(round_index, set()).add(int(match[3]))
                 if (due := _due_in(value)) is not None:  # invariant 11 of _join
-                    first = (due + self._clock(), int(match[3]))
-                    self._due[round_index] = min(self._due.get(round_index, first), first)
+                    self._member_due(round_index, int(match[3]), due + self._clock())
             else:  # a claim changed: a takeover ends its predecessor's pending loss
                 if value is not None:
                     self._claimed.setdefault(round_index, set()).add(int(match[3]))
@@ -228,6 +229,16 @@ class LostMemberWatch:
                 if pending.get(int(match[3]), value) != value:
                     del pending[int(match[3])]
             self._changed.notify_all()
+
+    def _member_due(self, round_index: int, rank: int, due: float) -> None:
+        """Rank ``rank``'s deadline is ``due``: a restarted rank replaces its predecessor's
+        (with ``_lock`` held)."""
+        dues = self._dues.setdefault(round_index, {})
+        dues[rank] = due
+        first = self._due.get(round_index)
+        if first is not None and first[1] == rank:  # the first one moved: look again
+            first = min((at, r) for r, at in dues.items())
+        self._due[round_index] = min(first or (due, rank), (due, rank))
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
         match = self._key.fullmatch(key)

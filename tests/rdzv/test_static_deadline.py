@@ -263,3 +263,18 @@ def _catch(handler: StaticTCPRendezvous, outcome: list[BaseException]) -> None:
         handler.next_rendezvous()
     except BaseException as exc:
         outcome.append(exc)
+
+
+def test_a_restarted_member_replaces_its_predecessors_deadline_on_the_host() -> None:
+    clock = _Clock()
+    watch, on_write = _host_watch(clock)
+    try:
+        _wrote(on_write, KEYS.confirmed(0, 1), b"2.000 predecessor")
+        _wrote(on_write, KEYS.confirmed(0, 2), b"8.000 rank 2")
+        clock.now = 1.0
+        _wrote(on_write, KEYS.confirmed(0, 1), b"9.000 restarted")  # the claim taken over
+        assert watch.members(0)[2] == 2  # rank 2's deadline, at 8.0, comes first now
+        clock.now = 8.0
+        assert watch.decide(0, 4, deadline=60.0, clock=clock) == "member_deadline"
+    finally:
+        watch.close()
