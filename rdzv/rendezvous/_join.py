@@ -189,7 +189,9 @@ class RoundProtocol(RoundIO):
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
             self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
-        due = f"{self.deadline - self.clock():.3f} ".encode() + me.raw  # invariant 11
+        # invariant 11: the seconds left, and the deadline itself on the machine's clock
+        at = f" {self.deadline:.6f}" if self.clock is time.monotonic else ""
+        due = f"{self.deadline - self.clock():.3f}{at} ".encode() + me.raw
         add_then_set = getattr(self.store, "add_then_set", None)
         if callable(add_then_set):  # one write: every confirmation is in when count is full
             joined = self.call(add_then_set, count, 1, confirmed, due, name="add")

@@ -220,8 +220,8 @@ class LostMemberWatch:
                 self._ended.add(round_index)
             elif kind == b"confirmed":
                 self._confirmed.setdefault(round_index, set()).add(int(match[3]))
-                if (due := _due_in(value)) is not None:  # invariant 11 of _join
-                    self._member_due(round_index, int(match[3]), due + self._clock())
+                if (due := self._due_in(value)) is not None:  # invariant 11 of _join
+                    self._member_due(round_index, int(match[3]), due)
             else:  # a claim changed: a takeover ends its predecessor's pending loss
                 if value is not None:
                     self._claimed.setdefault(round_index, set()).add(int(match[3]))
@@ -229,6 +229,34 @@ class LostMemberWatch:
                 if pending.get(int(match[3]), value) != value:
                     del pending[int(match[3])]
             self._changed.notify_all()
+
+    def _due_in(self, value: bytes | None) -> float | None:
+        """The join deadline, on ``clock``, of the member whose confirmation is ``value``
+        (``b"29.812 81234.567890 {identity}"``: the seconds it had left when it sent it, its
+        deadline on its machine's monotonic clock -- the same clock as this one when its
+        identity says it runs on this machine, kernel and pid namespace, and this watch's
+        clock is ``time.monotonic`` -- and its identity); None for anything else.
+
+        From another machine the deadline is the seconds left counted from now: never
+        earlier than the member's own, later by the time the confirmation took to arrive.
+        """
+        parts = (value or b"").split(b" ", 2)
+        try:
+            left = float(parts[0])
+        except ValueError:
+            return None
+        if not math.isfinite(left):
+            return None
+        due = self._clock() + max(left, 0.0)
+        if len(parts) == 3 and self._clock is time.monotonic and self._me.machine:
+            try:
+                at = float(parts[1])
+                same = Identity.decode(parts[2], "confirmed").same_machine(self._me)
+            except (ValueError, RendezvousStateError):
+                return due
+            if same and math.isfinite(at):
+                return min(due, at)
+        return due
 
     def _member_due(self, round_index: int, rank: int, due: float) -> None:
         """Rank ``rank``'s deadline is ``due``: a restarted rank replaces its predecessor's
@@ -322,15 +350,3 @@ class LostMemberWatch:
             endpoint=cfg.endpoint,
             **fields,
         )
-
-
-def _due_in(value: bytes | None) -> float | None:
-    """The seconds to its join deadline a member wrote at the head of its confirmation
-    (``b"29.812 {identity}"``); None for anything else."""
-    if not value:
-        return None
-    try:
-        due = float(value.split(b" ", 1)[0])
-    except ValueError:
-        return None
-    return max(due, 0.0) if math.isfinite(due) else None

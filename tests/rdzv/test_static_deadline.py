@@ -5,7 +5,8 @@ if it dies they name the missing ranks themselves.
 Real store servers (a subprocess each, the store hosted outside the rendezvous) and real
 client connections; members are threads, or a process of their own where one must die.
 Nothing here asserts how long anything took: the tests wait on processes, threads and
-store state.
+store state, and a member's clock runs ten times slower past its deadline, so that a busy
+machine does not eat the overshoot its diagnosis is given.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from conftest import REPO_ROOT, ServerProcess
 from rdzv.errors import RendezvousTimeoutError
 from rdzv.events import EventCollector
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._liveness import local_machine
 from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous.static import StaticTCPRendezvous
@@ -37,6 +39,7 @@ from rdzv.store.client import TCPStore
 KEYS = RoundKeys("run")
 DONE, DIAGNOSING = KEYS.of(0, "done"), KEYS.of(0, "diagnosing")
 TIMEOUT = 1.0  # every member's join timeout (one rank never comes)
+SLOWER = 10.0  # past its deadline, a member's clock runs this many times slower
 BOUND = 60.0  # how long the test waits for a thread or a process, at most
 
 # A member (rank 1 of 3) that SIGKILLs its own process the moment it is elected diagnoser.
@@ -45,6 +48,7 @@ import logging, os, signal, sys, time
 from round_config import round_cfg
 from rdzv.events import EVENT_ATTR
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._liveness import local_machine
 from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity
 from rdzv.rendezvous.static import StaticTCPRendezvous
@@ -69,16 +73,30 @@ RoundProtocol(
 """
 
 
+class _SlowPastTheDeadline:
+    """``time.monotonic`` until ``deadline``, then ``SLOWER`` times slower: what a member does
+    past its deadline is judged, not how fast a busy machine lets it do that."""
+
+    def __init__(self) -> None:
+        self.deadline = float("inf")
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        return now if now <= self.deadline else self.deadline + (now - self.deadline) / SLOWER
+
+
 def _member(port: int, rank: int, world_size: int) -> RoundProtocol:
     store = TCPStore("127.0.0.1", port, timeout=30)
-    start = time.monotonic()
+    clock = _SlowPastTheDeadline()
+    start = clock()
+    clock.deadline = start + TIMEOUT
     return RoundProtocol(
         store,
         round_cfg(rank, world_size, TIMEOUT),
         Identity("host", 1000 + rank, rank, world_size, f"token{rank}"),
         0,
         start + TIMEOUT,
-        time.monotonic,
+        clock,
         time.time,
         started=start,
     )
@@ -241,7 +259,7 @@ def test_a_hosting_node_whose_own_deadline_is_far_fails_with_its_member_naming_t
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     host = StaticTCPRendezvous("127.0.0.1", port, 0, 3, "run", 60, listen_fd=sock.detach())
-    member = StaticTCPRendezvous("127.0.0.1", port, 1, 3, "run", TIMEOUT)  # rank 2 absent
+    member = StaticTCPRendezvous("127.0.0.1", port, 1, 3, "run", 5.0)  # rank 2 absent
     outcome: list[BaseException] = []
     hosting = threading.Thread(target=_catch, args=(host, outcome), daemon=True)
     try:
@@ -276,5 +294,24 @@ def test_a_restarted_member_replaces_its_predecessors_deadline_on_the_host() -> 
         assert watch.members(0)[2] == 2  # rank 2's deadline, at 8.0, comes first now
         clock.now = 8.0
         assert watch.decide(0, 4, deadline=60.0, clock=clock) == "member_deadline"
+    finally:
+        watch.close()
+
+
+def test_the_host_takes_the_exact_deadline_of_a_member_on_its_own_machine() -> None:
+    server = _Server()
+    machine = local_machine()
+    if not machine:
+        pytest.skip("no machine tag here (/proc unavailable)")
+    host = Identity(socket.gethostname(), 100, 0, 4, "t0", machine)
+    watch = LostMemberWatch(server, HashStore(), round_cfg(0, 4), host, lambda: 5.0)  # type: ignore[arg-type]
+    try:
+        member = Identity(socket.gethostname(), 101, 1, 4, "t1", machine)
+        at = time.monotonic() + 0.05  # its deadline; it claims a minute is left
+        _wrote(server.on_write, KEYS.confirmed(0, 1), f"60.000 {at:.6f} ".encode() + member.raw)
+        assert watch.decide(0, 4, deadline=time.monotonic() + BOUND, clock=time.monotonic) == (
+            "member_deadline"
+        )
+        assert time.monotonic() >= at  # never before the member's own deadline
     finally:
         watch.close()
