@@ -46,13 +46,12 @@ __all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]
 
 _log: Final = logging.getLogger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
-#: How long a join may outlive its deadline (invariant 9). Past its deadline a member
-#: cancels its wait for the verdict (the rdzv client allows the store 0.4 s to answer the
-#: cancel), then, if another member was elected to name the missing ranks, waits for that
-#: verdict until 0.4 s past its deadline, cancels that wait (0.4 s at worst again) and
-#: diagnoses itself with what is left, keeping 0.2 s for its verdict
-#: (:mod:`rdzv.rendezvous._deadline`). 0.5 s fit only one cancellation: it left a member no
-#: time to wait for the diagnoser without breaking this bound when the store answers late.
+#: How long a join may outlive its deadline (invariant 9). Past its deadline a member waits
+#: up to 0.4 s for the node that names the missing ranks (rdzv.rendezvous._deadline), then
+#: cancels that wait -- the rdzv client allows the store 0.4 s to answer a cancel -- and
+#: keeps 0.2 s for its own verdict. 0.5 s fit only the cancel: a member could not wait for
+#: another's diagnosis at all, so a thousand members whose deadlines passed together each
+#: asked the store on their own (and a few could not be answered in time).
 OVERSHOOT: Final = 1.0
 #: Bound of the fresh connection that reports a lost one (invariant 7).
 PUBLISH_SECONDS: Final = 1.0
