@@ -76,8 +76,7 @@ VERDICT_RESERVE: Final = 0.2
 WAIT_FOR_DIAGNOSER: Final = 0.4
 #: The first members to join wake at their deadline and hold the election...
 WATCHMEN: Final = 8
-#: ...the others wake this many seconds past theirs (if no verdict came), and then name the
-#: missing ranks themselves.
+#: ...the others this many seconds past theirs (if no verdict came), then hold it too.
 LATE_WAKE: Final = WAIT_FOR_DIAGNOSER
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
