@@ -20,12 +20,13 @@ uses no CPU and sends nothing):
    their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
    returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
    missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
-3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict. Then it
-   holds the same election: elected (no watchman ever got that far: they died, hung, are
-   cut off, or started much later than it), it names the missing ranks; else it waits for
-   the elected one's verdict until :data:`CANCEL_BOUND` before ``hard_end`` -- no more
-   requests: when the store is that slow, a thousand diagnoses would only slow it more --
-   and without one says the missing ranks could not be determined.
+3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict: as long as
+   a cancelled wait still ends by ``hard_end`` (when a busy host's verdict is late, the more
+   slack the better, and a member that does not wake sends nothing). Then it holds the same
+   election: elected (no watchman ever got that far: they died, hung, are cut off, or
+   started much later than it), it names the missing ranks with what is left; else it
+   says the missing ranks could not be determined -- no more requests: when the store is
+   that slow, a thousand diagnoses would only slow it more.
 
 A watchman that lost the election and got no verdict by :data:`WAIT_FOR_DIAGNOSER` past its
 deadline (the elected one died) names the missing ranks itself.
@@ -76,8 +77,9 @@ VERDICT_RESERVE: Final = 0.2
 WAIT_FOR_DIAGNOSER: Final = 0.4
 #: The first members to join wake at their deadline and hold the election...
 WATCHMEN: Final = 8
-#: ...the others this many seconds past theirs (if no verdict came), then hold it too.
-LATE_WAKE: Final = WAIT_FOR_DIAGNOSER
+#: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
+#: late as a cancelled wait still ends by ``hard_end``.
+LATE_WAKE: Final = 0.6
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64

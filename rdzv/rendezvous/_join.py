@@ -71,10 +71,10 @@ Invariants:
    no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
    ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
-   the verdict. Every other member wakes ``WAIT_FOR_DIAGNOSER`` past its deadline and holds
-   the same election: elected, it names the missing ranks; else it waits for the verdict
-   to the last moment. So when a thousand deadlines pass in the same instant, no more than
-   a few members wake.
+   the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
+   cancelled wait still ends within the overshoot) and holds the same election: elected,
+   it names the missing ranks with what is left; else they are "not determined". So
+   when a thousand deadlines pass in the same instant, no more than a few members wake.
 """
 
 from __future__ import annotations
