@@ -12,6 +12,7 @@ handler imports when it is built (a node that does not host never imports asynci
 * ``_connection``     a node's connections to the store: dial, a fresh one, close
 * ``_round_io``       one round's store calls: bounded by the deadline, failures raised
 * ``_exit``           the exit barriers (after a round, at shutdown)
+* ``_deadline``       past a member's deadline: one elected diagnoser names the missing ranks
 * ``_join``           the join protocol of one round
 * ``_lost_member``    the hosting node's watch for members that vanish mid-round
 * ``_node``           one handler's node across rounds: connection, watch, rounds

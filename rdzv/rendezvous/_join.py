@@ -6,10 +6,10 @@ add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-
 messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
 ``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
 the node that completes the round spends one more (a CHECK of every rank's confirmation).
-Failure paths may spend more (a timed-out node checks every claim to name the missing
-ranks). How each store operation is bounded and how its failures are raised
-is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers that follow a
-join are :mod:`rdzv.rendezvous._exit`'s.
+Failure paths may spend more (past its deadline, a member joins the election of the
+round's diagnoser, invariant 11). How each store operation is bounded and how its failures
+are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers
+that follow a join are :mod:`rdzv.rendezvous._exit`'s.
 
 Invariants:
 
@@ -61,6 +61,20 @@ Invariants:
    ``member_lost`` verdict of invariant 8). A node whose ``add`` filled ``count`` completes
    the round itself only when ``arbiter`` is absent once every rank confirmed (a store
    hosted outside the rendezvous); else it waits for the verdict like every member.
+11. When deadlines pass, one node names the missing ranks and the others wait for its
+   verdict in their one blocking request on ``done`` (:mod:`rdzv.rendezvous._deadline`).
+   A hosting node that runs the store server in-process does it first: every member writes
+   the seconds left to its deadline at the head of its ``confirmed`` value, the member
+   watch turns the earliest into a deadline on the host's clock (never before that
+   member's own: the message took time to arrive), and when it passes with a rank missing
+   the host proposes the ``timeout`` verdict from the claims and confirmations it saw, with
+   no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
+   ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
+   ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
+   the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
+   cancelled wait still ends within the overshoot) and holds the same election: elected,
+   it names the missing ranks with what is left; else they are "not determined". So
+   when a thousand deadlines pass in the same instant, no more than a few members wake.
 """
 
 from __future__ import annotations
@@ -73,12 +87,12 @@ from rdzv.errors import (
     RendezvousClosedError,
     RendezvousError,
     RendezvousStateError,
-    RendezvousTimeoutError,
     StoreError,
     StoreTimeoutError,
 )
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
+from rdzv.rendezvous._deadline import timeout_verdict, verdict_grace, watches
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
@@ -101,26 +115,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RoundProtocol"]
 
-_VERDICT_RESERVE: Final = 0.2  # of the overshoot, kept for publishing the timeout verdict
-_DEFER: Final = 0.15  # of the overshoot, a member looks for the host's verdict first...
-_DEFER_LOOKS: Final = 5  # ...this many times at most (10, 20, 40, 80 ms apart)
 _FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
 _CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
 _MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
-_CLAIMS_ASKED: Final = 64  # a timeout diagnosis asks for at most this many claims
-
-
-class _NoTimeLeft(Exception):
-    """The diagnosis ran out of its share of the overshoot."""
-
-
-def _ranks_in(raw: bytes, world_size: int) -> set[int]:
-    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
-    ranks = set()
-    for part in raw.split(b","):
-        if part.strip().isdigit() and int(part) < world_size:
-            ranks.add(int(part))
-    return ranks
 
 
 class RoundProtocol(RoundIO):
@@ -156,6 +153,7 @@ class RoundProtocol(RoundIO):
         self.alive = alive
         self.arbiter = arbiter
         self.took_over: Identity | None = None
+        self.watchman = True  # one of the first members to join (invariant 11)
         self.reason: str | None = None
 
     # -- the join -------------------------------------------------------------------------
@@ -192,15 +190,19 @@ class RoundProtocol(RoundIO):
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
             self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
+        # invariant 11: the seconds left, and the deadline itself on the machine's clock
+        at = f" {self.deadline:.6f}" if self.clock is time.monotonic else ""
+        due = f"{self.deadline - self.clock():.3f}{at} ".encode() + me.raw
         add_then_set = getattr(self.store, "add_then_set", None)
         if callable(add_then_set):  # one write: every confirmation is in when count is full
-            joined = self.call(add_then_set, count, 1, confirmed, me.raw, name="add")
+            joined = self.call(add_then_set, count, 1, confirmed, due, name="add")
         else:
             joined = self.call(self.store.add, count, 1)
-            self.call(self.store.set, confirmed, me.raw)
+            self.call(self.store.set, confirmed, due)
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
+        self.watchman = watches(joined)  # invariant 11
         if self.arbiter is not None:
             self._decide(self.arbiter)
         elif joined >= me.world_size:
@@ -216,6 +218,12 @@ class RoundProtocol(RoundIO):
             self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
         elif outcome == "verdict":
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
+        elif outcome == "member_deadline":  # invariant 11: named at once, from what it saw
+            confirmed, claimed, rank = arbiter.members(self.round)
+            waited, where = self.waited(), self.where
+            message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
+            self.event("diagnosing", for_rank=rank)
+            self._settle(self.aborted("timeout", message))
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:
@@ -272,9 +280,10 @@ class RoundProtocol(RoundIO):
         self._on_deadline()
 
     def _await_verdict(self) -> None:
-        """Block (bounded by the deadline) until the round's verdict exists; act on it."""
+        """Block (bounded by the deadline; a member that does not watch it, invariant 11:
+        by ``WAIT_FOR_DIAGNOSER`` past it) until the round's verdict exists; act on it."""
         done = self.keys.of(self.round, "done")
-        remaining = self.deadline - self.clock()
+        remaining = self.deadline + verdict_grace(self.watchman) - self.clock()
         try:
             if remaining <= 0:
                 raise StoreTimeoutError(f"join deadline of {self.where} passed before waiting")
@@ -288,84 +297,9 @@ class RoundProtocol(RoundIO):
         self._act_on(raw)
 
     def _on_deadline(self) -> None:
-        """The deadline passed: name the missing ranks and publish that, within what is left
-        of the overshoot (invariant 9); a complete verdict that won the race still wins."""
-        raw_host = self._host_verdict()
-        if raw_host is not None:
-            self._act_on(raw_host)
-            return
-        confirmed, claimed, unknown = self._diagnose()
-        waited = self.waited()
-        message = timeout_message(self.cfg, self.where, waited, confirmed, claimed, unknown)
-        encoded = encode_verdict(self.aborted("timeout", message))
-        try:
-            if self.hard_end - self.clock() <= 0:
-                raise StoreTimeoutError("no time was left to publish the verdict")
-            self.store.set_timeout(self.hard_end - self.clock())
-            raw = self.store.compare_set(self.keys.of(self.round, "done"), "", encoded)
-        except StoreError as exc:  # the others learn it at their own deadline
-            self.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
-            self.fail(RendezvousTimeoutError(message))
-        self._act_on(raw)
-
-    def _host_verdict(self) -> bytes | None:
-        """A member (not the hosting node) whose deadline passed first looks, for at most
-        ``_DEFER`` of the overshoot, for the verdict of the hosting node, whose deadline
-        passes at about the same time: when every node started together, a thousand nodes
-        asking the store which ranks are missing at the same instant leave it no time to
-        answer within the overshoot; the host's diagnosis, read by all, names them."""
-        if self.cfg.start_daemon:
-            return None
-        done, until, pause = self.keys.of(self.round, "done"), self.deadline + _DEFER, 0.01
-        answer_by = self.hard_end - _VERDICT_RESERVE  # a slow reply is waited for, not cut
-        for _ in range(_DEFER_LOOKS):
-            if until - self.clock() <= 0 or (left := answer_by - self.clock()) <= 0:
-                return None
-            try:
-                self.store.set_timeout(left)
-                if self.store.check([done]):
-                    self.store.set_timeout(max(self.hard_end - self.clock(), 0.001))
-                    raw: bytes = self.store.get(done)
-                    return raw
-            except StoreError:
-                return None
-            time.sleep(max(min(pause, until - self.clock()), 0.0))
-            pause *= 2
-        return None
-
-    def _diagnose(self) -> tuple[list[int] | None, list[int], str]:
-        """Which ranks joined, which only claimed, before ``hard_end`` minus the time kept
-        for the verdict; ``(None, [], why)`` when the store could not tell in time.
-
-        A few requests whatever the world size: the ``joined`` list in one GET, then the
-        claims of at most :data:`_CLAIMS_ASKED` missing ranks (at 4096 nodes, asking for
-        every rank's keys one by one took longer than the overshoot allows, and every node
-        whose deadline passed at once asked at the same time).
-        """
-        k, until = self.round, self.hard_end - _VERDICT_RESERVE
-        joined_key = self.keys.of(k, "joined")
-        claimed: list[int] = []
-
-        def ask(call: Callable[..., Any], *args: Any) -> Any:
-            if (left := until - self.clock()) <= 0:
-                raise _NoTimeLeft
-            self.store.set_timeout(left)
-            return call(*args)
-
-        try:
-            raw = ask(self.store.get, joined_key) if ask(self.store.check, [joined_key]) else b""
-            joined = _ranks_in(raw, self.me.world_size)
-            missing = [rank for rank in range(self.me.world_size) if rank not in joined]
-            for rank in missing[:_CLAIMS_ASKED]:
-                if ask(self.store.check, [self.keys.claim(k, rank)]):
-                    claimed.append(rank)
-        except _NoTimeLeft:
-            return None, [], "no time was left to ask the store"
-        except StoreTimeoutError:
-            return None, [], "the store did not answer in time"
-        except StoreError as exc:
-            return None, [], f"the store could not be asked: {exc}"
-        return sorted(joined), claimed, ""
+        """The deadline passed: act on the round's timeout verdict, named by one elected
+        member (invariant 11); a complete verdict that won the race still wins."""
+        self._act_on(timeout_verdict(self, self.watchman))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""

@@ -22,18 +22,24 @@ verdict.
 ``"complete"`` only once every rank confirmed and no claim is pending, and it takes that
 decision under the same lock that records a closed connection, so each close the server
 reported is either before the decision (the round waits) or after it (the round completed
-first: a member lost after that is the exit barrier's business). Rounds with a verdict, or
-that the hosting node settled (it read their verdict), are not checked. Events on
-``rdzv.rendezvous``: ``member_vanished`` (WARNING; ``lost_rank``, ``grace``: a claim's
-connection closed, the round waits), ``member_lost`` (WARNING; ``lost_rank``, ``lost``, ``grace``,
-``first``: whether this verdict won) and ``member_loss_not_reported`` (WARNING;
-``lost_rank``, ``error``).
+first: a member lost after that is the exit barrier's business). Each member writes, at
+the head of its confirmation, how long it has until its own join deadline; the watch turns
+that into the first member deadline of the round on this node's clock, and :meth:`decide`
+returns ``"member_deadline"`` when it passes with a rank missing, so the hosting node names
+the missing ranks at once from what it saw (:meth:`members`), with no request to ask
+(invariant 11). Rounds with a verdict, or that the hosting node settled (it read their
+verdict), are not checked. Events on ``rdzv.rendezvous``: ``member_vanished`` (WARNING;
+``lost_rank``, ``grace``: a claim's connection closed, the round waits), ``member_lost``
+(WARNING; ``lost_rank``, ``lost``, ``grace``, ``first``: whether this verdict won) and
+``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -102,6 +108,7 @@ class LostMemberWatch:
         me: Identity,
         wall: Callable[[], float],
         grace: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store: Store | None = store if isinstance(store, Store) else None
         self._open: Callable[[], Store] | None = None if isinstance(store, Store) else store
@@ -109,6 +116,7 @@ class LostMemberWatch:
         self._me = me
         self._wall = wall
         self._grace = MEMBER_GRACE if grace is None else grace
+        self._clock = clock
         self._keys = RoundKeys(cfg.run_id)
         # Keys reach the server with the TCPStore client's leading "/" (torch's too).
         self._head = f"/{self._keys.prefix}/round/".encode()
@@ -119,6 +127,9 @@ class LostMemberWatch:
         self._lock = threading.Lock()  # all of the round state below, _closed, _timers
         self._changed = threading.Condition(self._lock)
         self._confirmed: dict[int, set[int]] = {}  # round -> ranks with a confirmation
+        self._claimed: dict[int, set[int]] = {}  # round -> ranks with a claim
+        self._due: dict[int, tuple[float, int]] = {}  # round -> first member deadline, rank
+        self._dues: dict[int, dict[int, float]] = {}  # round -> rank -> its deadline
         self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
         self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
@@ -128,7 +139,8 @@ class LostMemberWatch:
         """This node read the verdict of rounds up to ``round_index``: stop checking them."""
         with self._lock:
             self._settled = max(self._settled, round_index)
-            for state in (self._confirmed, self._pending):
+            states = (self._confirmed, self._claimed, self._due, self._dues, self._pending)
+            for state in states:
                 for k in [k for k in state if k <= self._settled]:
                     del state[k]
             self._ended = {k for k in self._ended if k > self._settled}
@@ -142,9 +154,11 @@ class LostMemberWatch:
             ``"complete"``: every rank confirmed and no claim is pending; from now on a
             member whose connection closes is not reported (the round completed). The
             caller writes the ``complete`` verdict. ``"verdict"``: the round has one; the
-            caller reads it. ``"deadline"``: the deadline passed first. ``"closed"``: the
-            watch was closed (the node is leaving); the caller waits for the verdict in the
-            store.
+            caller reads it. ``"deadline"``: the deadline passed first. ``"member_deadline"``:
+            the join deadline a member reported with its confirmation passed first, some
+            rank has not confirmed (the caller names the missing ranks, :meth:`members`).
+            ``"closed"``: the watch was closed (the node is leaving); the caller waits for
+            the verdict in the store.
         """
         with self._changed:
             while True:
@@ -158,7 +172,21 @@ class LostMemberWatch:
                     return "complete"
                 if (remaining := deadline - clock()) <= 0:
                     return "deadline"
+                due = self._due.get(round_index)
+                if due is not None and len(confirmed) < world_size:
+                    if (first := due[0] - self._clock()) <= 0:
+                        return "member_deadline"
+                    remaining = min(remaining, first)
                 self._changed.wait(remaining)
+
+    def members(self, round_index: int) -> tuple[list[int], list[int], int | None]:
+        """The ranks of round ``round_index`` that confirmed, those that only claimed, and
+        the rank whose join deadline passes first (None: no member said)."""
+        with self._lock:
+            confirmed = self._confirmed.get(round_index, set())
+            claimed = self._claimed.get(round_index, set()) - confirmed
+            due = self._due.get(round_index)
+            return sorted(confirmed), sorted(claimed), None if due is None else due[1]
 
     def close(self) -> None:
         """Stop watching, cancel pending checks, close the watch's connection (idempotent;
@@ -192,11 +220,53 @@ class LostMemberWatch:
                 self._ended.add(round_index)
             elif kind == b"confirmed":
                 self._confirmed.setdefault(round_index, set()).add(int(match[3]))
+                if (due := self._due_in(value)) is not None:  # invariant 11 of _join
+                    self._member_due(round_index, int(match[3]), due)
             else:  # a claim changed: a takeover ends its predecessor's pending loss
+                if value is not None:
+                    self._claimed.setdefault(round_index, set()).add(int(match[3]))
                 pending = self._pending.get(round_index, {})
                 if pending.get(int(match[3]), value) != value:
                     del pending[int(match[3])]
             self._changed.notify_all()
+
+    def _due_in(self, value: bytes | None) -> float | None:
+        """The join deadline, on ``clock``, of the member whose confirmation is ``value``
+        (``b"29.812 81234.567890 {identity}"``: the seconds it had left when it sent it, its
+        deadline on its machine's monotonic clock -- the same clock as this one when its
+        identity says it runs on this machine, kernel and pid namespace, and this watch's
+        clock is ``time.monotonic`` -- and its identity); None for anything else.
+
+        From another machine the deadline is the seconds left counted from now: never
+        earlier than the member's own, later by the time the confirmation took to arrive.
+        """
+        parts = (value or b"").split(b" ", 2)
+        try:
+            left = float(parts[0])
+        except ValueError:
+            return None
+        if not math.isfinite(left):
+            return None
+        due = self._clock() + max(left, 0.0)
+        if len(parts) == 3 and self._clock is time.monotonic and self._me.machine:
+            try:
+                at = float(parts[1])
+                same = Identity.decode(parts[2], "confirmed").same_machine(self._me)
+            except (ValueError, RendezvousStateError):
+                return due
+            if same and math.isfinite(at):
+                return min(due, at)
+        return due
+
+    def _member_due(self, round_index: int, rank: int, due: float) -> None:
+        """Rank ``rank``'s deadline is ``due``: a restarted rank replaces its predecessor's
+        (with ``_lock`` held)."""
+        dues = self._dues.setdefault(round_index, {})
+        dues[rank] = due
+        first = self._due.get(round_index)
+        if first is not None and first[1] == rank:  # the first one moved: look again
+            first = min((at, r) for r, at in dues.items())
+        self._due[round_index] = min(first or (due, rank), (due, rank))
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
         match = self._key.fullmatch(key)

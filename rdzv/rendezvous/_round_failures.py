@@ -85,6 +85,7 @@ def timeout_message(
     confirmed: list[int] | None,
     claimed: list[int],
     unknown: str = "",
+    for_rank: int | None = None,
 ) -> str:
     """The diagnosis of a round whose deadline passed.
 
@@ -96,9 +97,18 @@ def timeout_message(
             that could not be found out in time (``unknown`` says why).
         claimed: ranks that claimed their place but never confirmed (never counted).
         unknown: why the missing ranks could not be determined (with ``confirmed=None``).
+        for_rank: the member whose join deadline passed, when it is not the reporting node's
+            (the hosting node names the missing ranks for it; ``waited`` is then the
+            reporting node's own wait, shown as it is, and its timeout is not named).
     """
     timeout = _seconds(cfg)
-    parts = [f"rendezvous {where} timed out after {format_waited(waited, timeout)} s:"]
+    if for_rank is None:
+        parts = [f"rendezvous {where} timed out after {format_waited(waited, timeout)} s:"]
+    else:
+        parts = [
+            f"rendezvous {where} timed out when the join deadline of rank {for_rank} passed",
+            f"(after {format_waited(waited)} s here):",
+        ]
     if confirmed is None:
         parts.append(f"which ranks are missing could not be determined ({unknown}).")
     else:
@@ -115,10 +125,8 @@ def timeout_message(
             f"({'it' if one else 'they'} may have lost {'its' if one else 'their'} store",
             "connection or died while joining).",
         ]
-    parts += [
-        "Start the missing nodes, check their logs, or raise the join timeout",
-        f"({timeout:g} s).",
-    ]
+    raise_it = "Start the missing nodes, check their logs, or raise the join timeout"
+    parts += [raise_it + "." if for_rank is not None else f"{raise_it} ({timeout:g} s)."]
     return _msg(*parts)
 
 

@@ -11,10 +11,13 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
     round/<k>/count        add(1) by every claimant (a takeover adds again, so it may exceed
                            N); a node that sees it reach N completes the round once every
                            rank has confirmed, unless the hosting node arbitrates
-    round/<k>/confirmed/<r>  identity of rank r's claimant, set right after its add(count):
-                           "this rank is counted"
+    round/<k>/confirmed/<r>  "<seconds to its deadline> <identity>" of rank r's claimant, set
+                           right after its add(count): "this rank is counted" (the seconds:
+                           rdzv.rendezvous._join, invariant 11)
     round/<k>/joined       "r," appended by rank r right after its confirmation: what a timeout
                            diagnosis reads (one GET) and reports as joined
+    round/<k>/diagnosing   add(1) by every member whose deadline passed; the one that got 1
+                           names the missing ranks (rdzv.rendezvous._join, invariant 11)
     round/<k>/done         the round's single verdict (compare_set: the first writer wins):
                            complete | aborted (reason, message) | closed
     round/<k>/ack/<r>      set by rank r once it read a complete verdict; the hosting node

@@ -19,9 +19,12 @@ from rdzv.errors import (
     StoreClosedError,
     StoreTimeoutError,
 )
+from rdzv.events import EventCollector
+from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_WAKE, WAIT_FOR_DIAGNOSER
 from rdzv.rendezvous._exit import leave
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
+from rdzv.rendezvous._round_io import OVERSHOOT
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.rendezvous.static import StaticTCPRendezvous
@@ -29,6 +32,7 @@ from rdzv.store.base import HashStore, Store
 
 KEYS = RoundKeys("run")
 DONE = KEYS.of(0, "done")
+DIAGNOSING = KEYS.of(0, "diagnosing")
 
 
 def _cfg(rank: int, world_size: int, timeout: float = 3.0, read: float = 3.0) -> StaticConfig:
@@ -158,15 +162,15 @@ def test_a_connection_reset_after_the_deadline_says_reset_and_nothing_more() -> 
 
 def test_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
     clock = _Clock()
-    store = _DeadlineStore(clock, at=3.0, check_cost=0.1)  # a busy store: 0.1 s per CHECK
+    store = _DeadlineStore(clock, at=3.0, check_cost=0.2)  # a busy store: 0.2 s per CHECK
 
     with pytest.raises(
         RendezvousTimeoutError,
-        match=r"timed out after 3\.3 s: which ranks are missing could not be determined \(no"
+        match=r"timed out after 3\.8 s: which ranks are missing could not be determined \(no"
         r" time was left to ask the store\)\. Start the missing nodes",
     ):
         _protocol(store, clock, world_size=8).join()
-    assert clock.now <= 3.0 + 0.5  # the join outlived its deadline by the overshoot at most
+    assert clock.now <= 3.0 + OVERSHOOT  # the join outlived its deadline by the overshoot at most
     verdict = json.loads(store.get(DONE))
     assert verdict["reason"] == "timeout"  # still published, within the overshoot
 
@@ -210,31 +214,86 @@ def test_naming_the_missing_ranks_of_4096_takes_a_few_requests_not_one_per_rank(
     assert store.after <= 10
 
 
-class _HostVerdictLate(_CountingDeadlineStore):
-    """The host publishes its timeout verdict just after this member's deadline passed."""
+class _ElectionLost(_CountingDeadlineStore):
+    """Another member won the election of the round's diagnoser before this node's deadline
+    passed; while this node waits for it, its verdict (``verdict``) arrives, or, with None,
+    nothing does until ``WAIT_FOR_DIAGNOSER`` past the deadline (the diagnoser died)."""
 
-    def __init__(self, clock: _Clock, at: float, verdict: str) -> None:
+    def __init__(self, clock: _Clock, at: float, verdict: str | None) -> None:
         super().__init__(clock, at)
         self.verdict = verdict
+        self.waits = 0
+        HashStore.add(self, DIAGNOSING, 1)
 
-    def check(self, keys: Any) -> bool:
-        if list(keys) == [DONE] and self.clock.now >= self.at and not super().check([DONE]):
-            HashStore.set(self, DONE, self.verdict)  # appears after this first look
-            return False
-        return super().check(keys)
+    def get(self, key: str) -> bytes:
+        if key == DONE and not HashStore.check(self, [DONE]):
+            self.waits += 1
+            if self.waits == 2:  # the wait for the diagnoser, after the join's own wait
+                if self.verdict is None:
+                    self.clock.now = self.at + WAIT_FOR_DIAGNOSER
+                    raise StoreTimeoutError(f"wait timeout, keys: /{key}")
+                HashStore.set(self, DONE, self.verdict)
+        return super().get(key)
 
 
-def test_a_member_reports_the_hosts_verdict_instead_of_asking_the_store_itself() -> None:
+def test_a_member_that_lost_the_election_reports_the_diagnosers_verdict_in_one_wait() -> None:
     clock = _Clock()
-    host = {"status": "aborted", "reason": "timeout", "message": "rendezvous ... missing ranks: 7."}
-    store = _HostVerdictLate(
-        clock, 3.0, json.dumps({**host, "by": _identity(0, 4096).as_dict(), "at": 1.0})
-    )
-    with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 7\. \[reported by rank 0"):
+    diagnosis = {"status": "aborted", "reason": "timeout", "message": "... missing ranks: 7."}
+    verdict = json.dumps({**diagnosis, "by": _identity(5, 4096).as_dict(), "at": 1.0})
+    store = _ElectionLost(clock, 3.0, verdict)
+    with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 7\. \[reported by rank 5"):
         _protocol(store, clock, world_size=4096).join()
-    # two looks at the verdict (this double counts them) and its GET; asking which ranks
-    # are missing itself would add the joined list, 4093 claims... (see the test above)
-    assert store.after <= 5
+    # the election's ADD is not counted here; the one wait for the diagnoser's verdict is:
+    # no CHECK of the joined list or of any claim
+    assert store.after == 1
+    assert int(HashStore.get(store, DIAGNOSING)) == 2
+
+
+def test_a_member_names_the_missing_ranks_itself_when_the_diagnoser_stays_silent(
+    events: EventCollector,
+) -> None:
+    clock = _Clock()
+    store = _ElectionLost(clock, 3.0, None)
+    with pytest.raises(
+        RendezvousTimeoutError, match=r"1 of 2 nodes joined; missing ranks: 0\. Start the"
+    ):
+        _protocol(store, clock).join()
+    assert json.loads(HashStore.get(store, DONE))["by"]["rank"] == 1  # its own verdict
+    assert clock.now <= 3.0 + OVERSHOOT
+    assert [e["event"] for e in events.events if e["event"] == "diagnoser_silent"] == [
+        "diagnoser_silent"
+    ]
+
+
+class _VerdictInTheWait(HashStore):
+    """Records the timeout of the wait on ``done``; the verdict arrives during that wait."""
+
+    def __init__(self, verdict: str, count: int) -> None:
+        super().__init__()
+        self.verdict = verdict
+        self.waited: list[float] = []
+        HashStore.add(self, KEYS.of(0, "count"), count)  # this many joined before this node
+
+    def get(self, key: str) -> bytes:
+        if key == DONE and not HashStore.check(self, [DONE]):
+            self.waited.append(self.timeout.total_seconds())
+            HashStore.set(self, DONE, self.verdict)
+        return super().get(key)
+
+
+@pytest.mark.parametrize(("before", "past_deadline"), [(0, 0.0), (7, 0.0), (8, LATE_WAKE)])
+def test_only_the_first_members_to_join_wake_at_their_deadline_the_others_wait_on(
+    before: int, past_deadline: float
+) -> None:
+    clock = _Clock()  # 0.3 s: this node's deadline, at 3.0, is 2.7 s away
+    diagnosis = {"status": "aborted", "reason": "timeout", "message": "... missing ranks: 9."}
+    store = _VerdictInTheWait(
+        json.dumps({**diagnosis, "by": vars(_identity(5, 10)), "at": 1.0}), before
+    )
+    with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 9\. \[reported by rank 5"):
+        _protocol(store, clock, world_size=10).join()
+    assert store.waited == [pytest.approx(2.7 + past_deadline)]  # one wait, no CHECK, no ADD
+    assert not HashStore.check(store, [DIAGNOSING])
 
 
 class _SilentAfterTheDeadline(_DeadlineStore):
@@ -321,3 +380,54 @@ def test_a_node_arriving_after_node_0_exited_fails_at_its_deadline_naming_the_en
         r" timeout \(1 s\)",
     ):
         late.next_rendezvous()
+
+
+def test_a_host_naming_the_missing_ranks_for_a_member_says_whose_deadline_passed() -> None:
+    message = timeout_message(_cfg(0, 3, 60.0), "round 0", 1.23, [0, 1], [], for_rank=1)
+    assert message == (
+        "rendezvous round 0 timed out when the join deadline of rank 1 passed (after 1.2 s"
+        " here): 2 of 3 nodes joined; missing ranks: 2. Start the missing nodes, check their"
+        " logs, or raise the join timeout."
+    )
+
+
+class _LateAndLost(_DeadlineStore):
+    """A member that joined after the watchmen: its wait ends ``LATE_WAKE`` past its deadline
+    with no verdict; ``elected`` members before it already added to ``diagnosing``; no
+    verdict ever comes (the elected one died). Records every wait's timeout."""
+
+    def __init__(self, clock: _Clock, elected: int) -> None:
+        super().__init__(clock, at=3.0 + LATE_WAKE)
+        self.waits: list[float] = []
+        HashStore.add(self, KEYS.of(0, "count"), 8)  # the watchmen joined first
+        if elected:
+            HashStore.add(self, DIAGNOSING, elected)
+
+    def get(self, key: str) -> bytes:
+        if key == DONE and not HashStore.check(self, [DONE]):
+            self.waits.append(self.clock.now + self.timeout.total_seconds())
+        return super().get(key)
+
+
+def test_a_late_member_that_lost_the_election_asks_nothing_more_and_says_not_determined() -> None:
+    clock = _Clock()
+    store = _LateAndLost(clock, elected=1)
+    with pytest.raises(
+        RendezvousTimeoutError,
+        match=r"could not be determined \(the member elected to name them published nothing",
+    ):
+        _protocol(store, clock, world_size=10).join()
+    # one wait, LATE_WAKE past the deadline: as late as a cancelled wait ends in time
+    assert store.waits == [pytest.approx(3.0 + LATE_WAKE)]
+    assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + OVERSHOOT
+    assert not HashStore.check(store, [DONE])  # it asked nothing, published nothing
+
+
+def test_a_late_member_elected_because_no_watchman_got_there_names_the_missing_ranks() -> None:
+    clock = _Clock()
+    store = _LateAndLost(clock, elected=0)
+    with pytest.raises(
+        RendezvousTimeoutError, match=r"1 of 10 nodes joined; missing ranks: 0, 2-9"
+    ):
+        _protocol(store, clock, world_size=10).join()
+    assert json.loads(HashStore.get(store, DONE))["by"]["rank"] == 1

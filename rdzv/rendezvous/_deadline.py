@@ -1,0 +1,225 @@
+"""What a member does once its join deadline passed: one node names the missing ranks.
+
+Invariant 11 of :mod:`rdzv.rendezvous._join`. When every node starts together with the same
+join timeout, the deadlines of nearly every member pass within a few milliseconds of each
+other (a thousand of them, at 1024 nodes). If each of them woke and asked the store which
+ranks are missing -- or only cancelled its wait and asked whether someone else was doing
+it -- the store host and the machine's cores would be flooded in the one instant the
+overshoot allows, and some members would report the missing ranks as "not determined". So
+one node names them and every other waits for its verdict, blocked in one request on
+``done`` (which the store answers the moment the verdict is written; a blocked process
+uses no CPU and sends nothing):
+
+1. **The hosting node, when it runs the store in-process** (not here: in
+   :meth:`rdzv.rendezvous._lost_member.LostMemberWatch.decide`). Every member writes the
+   seconds left to its deadline at the head of its confirmation; the host keeps the
+   earliest, on its own clock, and when it passes with a rank missing proposes the timeout
+   verdict from the claims and confirmations it saw: no request to ask, no member woken.
+2. **Watchmen** (a store hosted outside, or a host too slow to answer). Only the first
+   :data:`WATCHMEN` members to join (their ``add`` on ``count`` returned at most that) end
+   their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
+   returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
+   missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
+3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict: as long as
+   a cancelled wait still ends by ``hard_end`` (when a busy host's verdict is late, the more
+   slack the better, and a member that does not wake sends nothing). Then it holds the same
+   election: elected (no watchman ever got that far: they died, hung, are cut off, or
+   started much later than it), it names the missing ranks with what is left; else it
+   says the missing ranks could not be determined -- no more requests: when the store is
+   that slow, a thousand diagnoses would only slow it more.
+
+A watchman that lost the election and got no verdict by :data:`WAIT_FOR_DIAGNOSER` past its
+deadline (the elected one died) names the missing ranks itself.
+
+Every proposal is compare_set("", ...) on ``done``: the first verdict written decides, and
+a ``complete`` verdict that won the race still wins (invariant 3). Past the deadline every
+store operation is bounded (invariant 9): a cancelled wait on ``done`` by the store's answer
+to CANCEL_WAIT (the rdzv client closes the connection when that answer is
+:data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end`` minus
+:data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
+(:mod:`rdzv.rendezvous._round_io`) is sized so that a member whose wait for the diagnoser is
+cancelled as late as the client allows still ends by ``hard_end``:
+``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rdzv.errors import RendezvousTimeoutError, StoreError, StoreTimeoutError
+from rdzv.events import WARNING
+from rdzv.rendezvous._round_failures import timeout_message
+from rdzv.rendezvous._round_state import encode_verdict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from rdzv.rendezvous._round_io import RoundIO
+
+__all__ = [
+    "CANCEL_BOUND",
+    "CLAIMS_ASKED",
+    "LATE_WAKE",
+    "VERDICT_RESERVE",
+    "WAIT_FOR_DIAGNOSER",
+    "WATCHMEN",
+    "timeout_verdict",
+    "verdict_grace",
+    "watches",
+]
+
+#: Seconds past a wait's deadline the rdzv client allows the store to answer CANCEL_WAIT
+#: (``rdzv.store._waits.GRACE``).
+CANCEL_BOUND: Final = 0.4
+#: Seconds of the overshoot kept for publishing the timeout verdict.
+VERDICT_RESERVE: Final = 0.2
+#: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
+#: the missing ranks itself (the overshoot minus a cancellation and the reserve).
+WAIT_FOR_DIAGNOSER: Final = 0.4
+#: The first members to join wake at their deadline and hold the election...
+WATCHMEN: Final = 8
+#: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
+#: late as a cancelled wait still ends by ``hard_end``.
+LATE_WAKE: Final = 0.6
+#: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
+#: for every rank's keys one by one took longer than the overshoot allows).
+CLAIMS_ASKED: Final = 64
+
+
+class _NoTimeLeft(Exception):
+    """The diagnosis ran out of its share of the overshoot."""
+
+
+def watches(joined: int) -> bool:
+    """Whether the member whose ``add`` on ``count`` returned ``joined`` is a watchman."""
+    return joined <= WATCHMEN
+
+
+def verdict_grace(watchman: bool) -> float:
+    """How far past its deadline a member's wait for the verdict runs before it wakes."""
+    return 0.0 if watchman else LATE_WAKE
+
+
+def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
+    """The round's verdict once ``io``'s deadline passed: the elected diagnoser's, this
+    node's own (elected, or no verdict came in time), or one that won the race.
+
+    Args:
+        io: the round as this member sees it (its deadline passed).
+        watchman: whether this member is a watchman (see :func:`watches`).
+
+    Returns:
+        The raw verdict stored in ``done`` (the caller acts on it).
+
+    Raises:
+        RendezvousTimeoutError: this node's timeout verdict could not be published in time
+            (its message still names what the diagnosis found), or the connection ended
+            while it waited for the diagnoser's (see ``RoundIO.raise_store``).
+    """
+    done = io.keys.of(io.round, "done")
+    late = not watchman  # woke LATE_WAKE past its deadline
+    if _elected(io):
+        return _diagnose_and_publish(io, done)
+    # Another member is naming them: wait for its verdict, then (a watchman, early enough to
+    # have the time) name them itself; a late member only waits, to the last moment.
+    raw = _await_diagnoser(io, done, io.hard_end - CANCEL_BOUND if late else None)
+    if raw is not None:
+        return raw
+    io.event("diagnoser_silent", WARNING, waited_for=io.clock() - io.deadline)
+    if late:
+        unknown = "the member elected to name them published nothing in time"
+        message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
+        io.fail(RendezvousTimeoutError(message))
+    return _diagnose_and_publish(io, done)
+
+
+def _elected(io: RoundIO) -> bool:
+    """Whether this node is the round's diagnoser: its ``add`` on ``diagnosing`` came first.
+
+    A store that cannot answer elects this node: its own diagnosis then says what failed."""
+    left = io.hard_end - VERDICT_RESERVE - io.clock()
+    if left <= 0:
+        return True
+    try:
+        io.store.set_timeout(left)
+        elected = io.store.add(io.keys.of(io.round, "diagnosing"), 1) == 1
+    except StoreError:
+        return True
+    if elected:
+        io.event("diagnosing")
+    return elected
+
+
+def _await_diagnoser(io: RoundIO, done: str, until: float | None) -> bytes | None:
+    """Block in one request until the verdict exists, at most until ``until`` (default:
+    ``WAIT_FOR_DIAGNOSER`` past the deadline); None if it did not come."""
+    left = (io.deadline + WAIT_FOR_DIAGNOSER if until is None else until) - io.clock()
+    if left <= 0:
+        return None
+    try:
+        io.store.set_timeout(left)
+        raw: bytes = io.store.get(done)
+    except StoreTimeoutError:
+        return None
+    except StoreError as exc:
+        io.raise_store(exc, "waiting for the diagnosis of the round")
+    return raw
+
+
+def _diagnose_and_publish(io: RoundIO, done: str) -> bytes:
+    confirmed, claimed, unknown = _diagnose(io)
+    message = timeout_message(io.cfg, io.where, io.waited(), confirmed, claimed, unknown)
+    encoded = encode_verdict(io.aborted("timeout", message))
+    try:
+        if (left := io.hard_end - io.clock()) <= 0:
+            raise StoreTimeoutError("no time was left to publish the verdict")
+        io.store.set_timeout(left)
+        raw: bytes = io.store.compare_set(done, "", encoded)
+    except StoreError as exc:  # the others learn it at their own deadline
+        io.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
+        io.fail(RendezvousTimeoutError(message))
+    return raw
+
+
+def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
+    """Which ranks joined, which only claimed, before ``hard_end`` minus the reserve;
+    ``(None, [], why)`` when the store could not tell in time.
+
+    A few requests whatever the world size: the ``joined`` list in one GET (this member
+    appended to it, over the same connection, before its deadline could pass), then the
+    claims of at most :data:`CLAIMS_ASKED` missing ranks.
+    """
+    k, until, world_size = io.round, io.hard_end - VERDICT_RESERVE, io.me.world_size
+    joined_key = io.keys.of(k, "joined")
+    claimed: list[int] = []
+
+    def ask(call: Callable[..., Any], *args: Any) -> Any:
+        if (left := until - io.clock()) <= 0:
+            raise _NoTimeLeft
+        io.store.set_timeout(left)
+        return call(*args)
+
+    try:
+        raw = ask(io.store.get, joined_key)  # exists: this member appended to it
+        joined = _ranks_in(raw, world_size)
+        missing = [rank for rank in range(world_size) if rank not in joined]
+        for rank in missing[:CLAIMS_ASKED]:
+            if ask(io.store.check, [io.keys.claim(k, rank)]):
+                claimed.append(rank)
+    except _NoTimeLeft:
+        return None, [], "no time was left to ask the store"
+    except StoreTimeoutError:
+        return None, [], "the store did not answer in time"
+    except StoreError as exc:
+        return None, [], f"the store could not be asked: {exc}"
+    return sorted(joined), claimed, ""
+
+
+def _ranks_in(raw: bytes, world_size: int) -> set[int]:
+    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
+    ranks = set()
+    for part in raw.split(b","):
+        if part.strip().isdigit() and int(part) < world_size:
+            ranks.add(int(part))
+    return ranks
