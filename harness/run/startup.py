@@ -95,19 +95,19 @@ def asleep(pid: int, tid: int) -> bool:
 
 
 def await_asleep(
-    threads: Iterable[tuple[int, int]], stop: threading.Event
+    threads: Iterable[tuple[int, int]], stop: threading.Event, limit: float = ASLEEP_LIMIT
 ) -> list[tuple[int, int]]:
     """Wait until every ``(pid, tid)`` of ``threads`` is :func:`asleep`, ``stop`` is set, or
-    :data:`ASLEEP_LIMIT` passed.
+    ``limit`` seconds passed.
 
     Returns:
         The threads still not asleep (empty when all are).
     """
     pending = list(threads)
-    limit = time.monotonic() + ASLEEP_LIMIT
+    end = time.monotonic() + limit
     while True:
         pending = [thread for thread in pending if not asleep(*thread)]
-        if not pending or time.monotonic() >= limit or stop.wait(_NAP):
+        if not pending or time.monotonic() >= end or stop.wait(_NAP):
             return pending
 
 
