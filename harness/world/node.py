@@ -32,11 +32,13 @@ import re
 import resource
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from types import FunctionType
+from typing import Any, Final, Protocol
 
 from harness.world.backends import create_handler
 from harness.world.base import Launch, Message
@@ -152,15 +154,9 @@ def wait_gate(gate: Any) -> float:
 
 
 def process_gate(gate: Any) -> float:
-    """The start gate of a node that is its own process: :func:`wait_gate`, and the node
-    goes straight on into its rendezvous.
-
-    It used to give way once (``sched_yield``) after noting the release, so that the other
-    woken nodes would note it too before this one went on. On Linux's scheduler that made
-    the noted times close and the work late: at 1024 nodes the ``started`` times spread
-    over about 25 ms while the first rendezvous events (``join_start``) spread over 2.6 s.
-    Without it, the time a node notes is the time its rendezvous begins.
-    """
+    """The start gate of a node that is its own process: :func:`wait_gate`, then straight
+    on into its rendezvous (giving way there, with ``sched_yield``, made the noted times
+    close and the rendezvous starts late: docs/reports.md, "Start-up and release skew")."""
     return wait_gate(gate)
 
 
@@ -196,12 +192,9 @@ PROCESS = Hosting()
 class PipeReporter:
     """A node's side of its channel: ``put`` sends one message, whole, from any thread.
 
-    A message is pickled with the standard library's pickle (about 1 µs) and sent as bytes,
-    when the channel takes bytes (a ``multiprocess`` connection, whose ``recv`` reads any
-    pickle); ``multiprocess``'s own ``send`` pickles with dill (about 45 µs, far more in a
-    freshly forked process), and every node sends its ``started`` message in the crowd of
-    a thousand nodes just released. What the standard pickle cannot take goes through
-    ``send``.
+    Pickled with the standard pickle (about 1 µs) and sent as bytes when the channel takes
+    bytes (a ``multiprocess`` connection reads any pickle); its own ``send`` uses dill
+    (about 45 µs). What the standard pickle cannot take goes through ``send``.
     """
 
     def __init__(self, connection: Any) -> None:
@@ -367,17 +360,35 @@ def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]
     return handler, None
 
 
-def _warm_up(node: int) -> None:
-    """Log one record the way rdzv logs its events, before the start gate.
+#: The modules whose functions a node runs between the release and its first blocking call
+#: (rdzv's join and store client, and what they use to dial), by name prefix.
+_FIRST_STEP_MODULES: Final = ("rdzv.", "socket", "selectors", "random")
 
-    The first rdzv event of a join (``join_start``) is also the first log record of the
-    node: in a process forked from the forkserver, that first pass through ``logging``
-    copies some fifty pages on write (code objects are written to as they run, objects'
-    reference counts as they are used), a few hundred microseconds of CPU after the
-    release. This record (no event payload: the forwarders drop it) takes those faults
-    before the gate instead.
+
+def _warm_up(node: int) -> None:
+    """Take, before the start gate, the page faults the node's first step would take after
+    the release.
+
+    A node process is forked from the forkserver: the pages it shares with it are copied on
+    its first write to them, and running Python code writes to the objects it uses (their
+    reference counts; a code object's bytecode as it is specialised). The first steps of a
+    join (its first log record, dialling the store) took some 150 such faults, half of the
+    node's CPU between the release and its first blocking call. Here the node logs one
+    record the way rdzv logs its events (no event payload: the forwarders drop it), and
+    takes a reference to every function, code object and class attribute of the modules of
+    :data:`_FIRST_STEP_MODULES`, which copies the pages that hold them.
     """
     logging.getLogger("rdzv.rendezvous").debug("node %d is at the start gate", node)
+    held: list[object] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(_FIRST_STEP_MODULES):
+            continue
+        for value in list(vars(module).values()):
+            held.append(value)
+            members = list(vars(value).values()) if isinstance(value, type) else [value]
+            held.extend(member.__code__ for member in members if isinstance(member, FunctionType))
+            held.extend(members)
+    del held
 
 
 def _rank_and_size(info: Any) -> tuple[int, int]:
