@@ -8,10 +8,9 @@ then releases them with one :meth:`~harness.world.base.World.release`. Each node
 those times.
 
 Why asleep, and not only ready: a node says ``ready`` a moment before it blocks at the gate.
-A node that is still runnable at the release, or that fell asleep a moment before it, has
-just used the CPU, and Linux's scheduler (EEVDF) holds that against it when it wakes: with a
-thousand woken nodes queued on two cores, such a node was seen to get its first turn 1-2 s
-after the others (docs/harness.md, "Release skew").
+A node still runnable at the release (ready, not yet blocked) was seen to get its first turn
+1.2 s after it, queued behind a thousand woken nodes on two cores (docs/reports.md,
+"Start-up and release skew").
 """
 
 from __future__ import annotations
