@@ -32,17 +32,16 @@ import re
 import resource
 import select
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FunctionType
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from harness.world.backends import create_handler
 from harness.world.base import Launch, Message
 from harness.world.dns import DnsShim, install_dns_shim
+from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
 __all__ = [
@@ -298,7 +297,7 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     if spec.dns is not None:
         hosting.dns(spec.dns)
     handler, failure = _build(spec, hosting)
-    _warm_up(spec.node)
+    warm_up(spec.node)
     at_gate = {"pid": os.getpid(), "tid": threading.get_native_id()}
     queue.put(("event", spec.node, time.monotonic(), "ready", at_gate))
     start = hosting.gate()
@@ -358,52 +357,6 @@ def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]
         return None, exc
     hosting.adopt(handler)
     return handler, None
-
-
-#: The modules whose functions a node runs between the release and its first blocking call:
-#: rdzv's join and store client, and the dialling.
-_FIRST_STEP_MODULES: Final = frozenset(
-    {
-        "rdzv.events",
-        "rdzv.rendezvous._connection",
-        "rdzv.rendezvous._node",
-        "rdzv.rendezvous.static",
-        "rdzv.store._connect",
-        "rdzv.store._messages",
-        "rdzv.store._transport",
-        "rdzv.store._wire",
-        "rdzv.store.client",
-        "socket",
-    }
-)
-
-
-def _warm_up(node: int) -> None:
-    """Take, before the start gate, page faults the node's first step would take after the
-    release.
-
-    A node process is forked from the forkserver: the pages it shares with it are copied on
-    its first write to them, and running Python code writes to the objects it uses (their
-    reference counts; a code object's bytecode as it is specialised). The first steps of a
-    join (its first log record, dialling the store) took some 150 such faults. Here the node
-    logs one record the way rdzv logs its events (no event payload: the forwarders drop
-    it), and takes a reference to the functions and code objects (module level and methods)
-    of :data:`_FIRST_STEP_MODULES`, which copies the pages that hold them: at most 213 pages
-    (0.8 MiB) per node, most of which its first step would copy anyway. (All of rdzv's
-    objects cost 2.5 MiB more per node for the same gain.)
-    """
-    logging.getLogger("rdzv.rendezvous").debug("node %d is at the start gate", node)
-    held: list[object] = []
-    for name in _FIRST_STEP_MODULES:
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        for value in list(vars(module).values()):
-            members = list(vars(value).values()) if isinstance(value, type) else [value]
-            functions = [member for member in members if isinstance(member, FunctionType)]
-            held.extend(functions)
-            held.extend(function.__code__ for function in functions)
-    del held
 
 
 def _rank_and_size(info: Any) -> tuple[int, int]:
