@@ -12,7 +12,11 @@
   --pack 512``), when the scenario format has ``pack``. Goal: 4096 nodes in < 60 s, < 8 GiB.
 * every ``nodes`` and ``packed`` row also gives the start-up (every node started and ready
   at the start gate) and the release skew: first to last node to see the release, as the
-  nodes observed it. Goals: skew <= 0.5 s at 1024 processes, <= 1 s at 4096 packed.
+  nodes observed it. Goals: skew <= 0.5 s at 1024 processes, <= 1 s at 4096 packed. Each
+  run also prints how the nodes saw the release (:func:`release_profile`): quantiles of
+  the times from the release, the same for each node's first rendezvous event (its
+  ``join_start``: when its rendezvous began), by eighths of the node ids (the order they
+  were started in), and the latest nodes.
 * ``netns``: the start-up cost per node of the netns world against the local world: the
   same fault-free scenario (``--netns 256 1024``) in both, start -> reported, divided by
   N; and the netns network alone (namespaces, veths, bridge, addresses) built and removed.
@@ -34,6 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.report.html import write_html
 from harness.report.junit import write_junit
@@ -117,6 +122,47 @@ def fault_free(n: int, pack: int | None = None) -> Scenario:
     return parse(data, "<bench>")
 
 
+def _quantiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    if not ordered:
+        return "none"
+    at = [0.0, 0.5, 0.9, 0.99]
+    shown = [
+        f"p{int(q * 100)} {ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.3f}" for q in at
+    ]
+    return f"min {ordered[0]:.3f} " + " ".join(shown[1:]) + f" max {ordered[-1]:.3f}"
+
+
+def release_profile(report: Any) -> list[str]:
+    """How the nodes released together saw the release, from their events (seconds from
+    the release): the distribution, its shape over the start order, and the latest nodes."""
+    seen: dict[int, float] = {}
+    began: dict[int, float] = {}
+    for outcome in report.outcomes:
+        for event in outcome.events:
+            if event.event == "started" and outcome.node not in seen:
+                seen[outcome.node] = event.t
+            elif event.event == "join_start" and outcome.node not in began:
+                began[outcome.node] = event.t
+    if not seen:
+        return []
+    nodes = sorted(seen)
+    eighth = max(1, len(nodes) // 8)
+    parts = [nodes[i : i + eighth] for i in range(0, len(nodes), eighth)]
+    shape = ", ".join(
+        f"{part[0]}-{part[-1]}: {statistics.median(seen[n] for n in part):.3f}"
+        f"/{max(seen[n] for n in part):.3f}"
+        for part in parts
+    )
+    latest = sorted(seen, key=seen.__getitem__)[-6:]
+    return [
+        f"    saw the release (s after it): {_quantiles(list(seen.values()))}",
+        f"    began the rendezvous (join_start): {_quantiles(list(began.values()))}",
+        f"    by node ids (median/max): {shape}",
+        "    latest: " + ", ".join(f"node {n} {seen[n]:.3f}" for n in latest),
+    ]
+
+
 def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> None:
     try:
         scenario = fault_free(n, pack)
@@ -146,9 +192,12 @@ def bench_nodes(n: int, repeat: int, sample: float, pack: int | None = None) -> 
             f" {report.startup or 0:.2f} s, release skew {skew:.3f} s, run from the release"
             f" {report.duration:.2f} s, HTML {html_kib:.0f} KiB);"
             f" peak PSS {memory.peak_pss / MIB:.0f} MiB, USS"
-            f" {memory.peak_uss / MIB:.0f} MiB over {memory.peak_processes} processes",
+            f" {memory.peak_uss / MIB:.0f} MiB over {memory.peak_processes} processes;"
+            f" load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
             flush=True,
         )
+        for line in release_profile(report):
+            print(line, flush=True)
     per_node = statistics.median(pss) / n / MIB
     print(
         f"{label}: median start -> reported {statistics.median(walls):.2f} s over {repeat} runs;"

@@ -1,22 +1,37 @@
 """The start of a run: wait until the nodes are ready at the start gate; how together they
 saw the release.
 
-The runner starts every node of the first batch (each says ``ready`` once it is up and waits
-at the world's start gate), waits here until all are ready, then releases them with one
-:meth:`~harness.world.base.World.release`. Each node's ``started`` event carries the time it
-saw the release; :func:`release_skew` is the spread of those times.
+The runner starts every node of the first batch (each says ``ready`` once it is up, then
+waits at the world's start gate), waits here until all are ready and asleep at the gate,
+then releases them with one :meth:`~harness.world.base.World.release`. Each node's
+``started`` event carries the time it saw the release; :func:`release_skew` is the spread of
+those times.
+
+Why asleep, and not only ready: a node says ``ready`` a moment before it blocks at the gate.
+A node still runnable at the release (ready, not yet blocked) was seen to get its first turn
+1.2 s after it, queued behind a thousand woken nodes on two cores (docs/reports.md,
+"Start-up and release skew").
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
 
 from harness.run.model import NodeEvent
 from harness.world.base import Message
 
-__all__ = ["await_ready", "ready_limit", "release_skew"]
+__all__ = ["asleep", "await_asleep", "await_ready", "ready_limit", "release_skew"]
+
+#: How long to wait before looking again at the nodes not yet asleep (they need the CPU to
+#: get there: the runner's thread gives it up meanwhile).
+_NAP: Final = 0.002
+#: The longest wait for every ready node to be asleep at the gate (a liveness bound only: a
+#: node takes microseconds from ``ready`` to the gate once it has the CPU).
+ASLEEP_LIMIT: Final = 5.0
 
 
 def ready_limit(nodes: int) -> float:
@@ -34,11 +49,15 @@ def await_ready(
     """Wait until every node of ``nodes`` said ``ready`` (or ended, or ``stop`` is set, or
     :func:`ready_limit` passed), taking the messages from ``inbox`` (guarded by ``cond``).
 
+    Then waits until the thread of every ready node is asleep (:func:`await_asleep`), as its
+    ``ready`` message names it (fields ``pid`` and ``tid``).
+
     Returns:
         The other messages taken, in order, for the runner to handle after the release.
     """
     waiting = set(nodes)
     held: list[Message] = []
+    at_gate: list[tuple[int, int]] = []
     limit = time.monotonic() + ready_limit(len(waiting))
     while waiting and time.monotonic() < limit and not stop.is_set():
         with cond:
@@ -49,11 +68,46 @@ def await_ready(
         for message in messages:
             if message[0] == "event" and message[3] == "ready":
                 waiting.discard(message[1])
+                fields = message[4]
+                if "pid" in fields:
+                    at_gate.append((int(fields["pid"]), int(fields.get("tid", fields["pid"]))))
                 continue
             held.append(message)
             if message[0] != "event":  # it ended before it was ready
                 waiting.discard(message[1])
+    if not stop.is_set():
+        await_asleep(at_gate, stop)
     return held
+
+
+def asleep(pid: int, tid: int) -> bool:
+    """Whether thread ``tid`` of process ``pid`` is off the CPU's run queue (the kernel's
+    state is not ``R``); True for a thread that is gone, or where ``/proc`` cannot say
+    (another machine, another OS)."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
+    except OSError:
+        return True
+    # "pid (comm) S ...": the command may hold spaces and parentheses; the state follows
+    # the last ")".
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"R"
+
+
+def await_asleep(
+    threads: Iterable[tuple[int, int]], stop: threading.Event, limit: float = ASLEEP_LIMIT
+) -> list[tuple[int, int]]:
+    """Wait until every ``(pid, tid)`` of ``threads`` is :func:`asleep`, ``stop`` is set, or
+    ``limit`` seconds passed.
+
+    Returns:
+        The threads still not asleep (empty when all are).
+    """
+    pending = list(threads)
+    end = time.monotonic() + limit
+    while True:
+        pending = [thread for thread in pending if not asleep(*thread)]
+        if not pending or time.monotonic() >= end or stop.wait(_NAP):
+            return pending
 
 
 def release_skew(events: Mapping[int, Sequence[NodeEvent]]) -> float | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import resource
 import select
@@ -40,6 +41,7 @@ from typing import Any, Protocol
 from harness.world.backends import create_handler
 from harness.world.base import Launch, Message
 from harness.world.dns import DnsShim, install_dns_shim
+from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
 __all__ = [
@@ -151,13 +153,10 @@ def wait_gate(gate: Any) -> float:
 
 
 def process_gate(gate: Any) -> float:
-    """:func:`wait_gate` for a node that is its own process, which then gives way once: the
-    other nodes woken by the same release see it before this one goes on (with a thousand
-    node processes on two cores, each would otherwise run a time slice of its own work
-    before the next even saw the release)."""
-    seen = wait_gate(gate)
-    os.sched_yield()
-    return seen
+    """The start gate of a node that is its own process: :func:`wait_gate`, then straight
+    on into its rendezvous (giving way there, with ``sched_yield``, made the noted times
+    close and the rendezvous starts late: docs/reports.md, "Start-up and release skew")."""
+    return wait_gate(gate)
 
 
 @dataclass(frozen=True)
@@ -190,15 +189,30 @@ PROCESS = Hosting()
 
 
 class PipeReporter:
-    """A node's side of its channel: ``put`` sends one message, whole, from any thread."""
+    """A node's side of its channel: ``put`` sends one message, whole, from any thread.
+
+    Pickled with the standard pickle (about 1 µs) and sent as bytes when the channel takes
+    bytes (a ``multiprocess`` connection reads any pickle); its own ``send`` uses dill
+    (about 45 µs). What the standard pickle cannot take goes through ``send``.
+    """
 
     def __init__(self, connection: Any) -> None:
         self._connection = connection
+        self._send_bytes: Callable[[bytes], None] | None = getattr(connection, "send_bytes", None)
         self._lock = threading.Lock()
 
     def put(self, item: Message) -> None:
+        data = None
+        if self._send_bytes is not None:
+            try:
+                data = pickle.dumps(item, pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                data = None  # not plain data: dill, below
         with self._lock:
-            self._connection.send(item)
+            if data is not None and self._send_bytes is not None:
+                self._send_bytes(data)
+            else:
+                self._connection.send(item)
 
 
 def redirect_output(output_path: str) -> None:
@@ -268,34 +282,32 @@ def _present(store: Any, keys: list[str]) -> list[int]:
 def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     """Entry point of a node: never raises; always reports one outcome.
 
-    It says ``ready`` first (the process is up, its imports done, its channel to the
-    harness open), waits at the world's start gate (``hosting.gate``), and at the release
-    says ``started``: the time in that event is when this node saw the release.
+    Everything a node does before the first step of its rendezvous happens before it says
+    ``ready``: its log forwarding and DNS shim are installed and its handler is built
+    (:func:`_build`). It then waits at the world's start gate (``hosting.gate``) and, at
+    the release, says ``started`` (the time in that event is when this node saw the
+    release) and calls ``next_rendezvous()``. After the release, a node's first burst of
+    CPU is therefore only the start of its rendezvous: with a thousand node processes on
+    two cores, each of them runs before the last one sees the release (docs/reports.md,
+    "Start-up and release skew").
     """
     placement = hosting.placement
-    queue.put(("event", spec.node, time.monotonic(), "ready", {"pid": os.getpid()}))
-    start = hosting.gate()
-    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
     launch = spec.launch
-    if launch.start_paused:  # frozen before it does anything, until the harness resumes it
-        hosting.freeze()
     hosting.forward(spec.node, queue)
     if spec.dns is not None:
         hosting.dns(spec.dns)
+    handler, failure = _build(spec, hosting)
+    warm_up(spec.node)
+    at_gate = {"pid": os.getpid(), "tid": threading.get_native_id()}
+    queue.put(("event", spec.node, time.monotonic(), "ready", at_gate))
+    start = hosting.gate()
+    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
+    if launch.start_paused:  # frozen before its rendezvous begins, until the harness resumes it
+        hosting.freeze()
     result: dict[str, Any] = {"pid": os.getpid(), "started": start, "placement": placement}
-    handler = None
     try:
-        handler = create_handler(
-            launch.backend,
-            endpoint=spec.endpoint,
-            run_id=launch.run_id,
-            rank=launch.rank,
-            world_size=launch.world_size,
-            timeout=launch.join_timeout,
-            config=dict(launch.config),
-            listen_fd=spec.listen_fd,
-        )
-        hosting.adopt(handler)
+        if failure is not None:
+            raise failure
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
         result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
@@ -317,6 +329,34 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
                 result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
     result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     queue.put(("outcome", spec.node, time.monotonic(), result))
+
+
+def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]:
+    """The node's rendezvous handler, built before the start gate (and adopted), or why it
+    could not be built: the failure is reported as the node's outcome after the release,
+    as if the node had built its handler then.
+
+    Building a handler does no I/O (rdzv's and torch's static handlers connect, listen and
+    start their clocks in ``next_rendezvous()``), but in a process forked from the
+    forkserver it is the first touch of the rendezvous code: hundreds of copy-on-write page
+    faults, a few milliseconds of CPU that would otherwise be spent after the release.
+    """
+    launch = spec.launch
+    try:
+        handler = create_handler(
+            launch.backend,
+            endpoint=spec.endpoint,
+            run_id=launch.run_id,
+            rank=launch.rank,
+            world_size=launch.world_size,
+            timeout=launch.join_timeout,
+            config=dict(launch.config),
+            listen_fd=spec.listen_fd,
+        )
+    except BaseException as exc:  # reported after the release, as the node's outcome
+        return None, exc
+    hosting.adopt(handler)
+    return handler, None
 
 
 def _rank_and_size(info: Any) -> tuple[int, int]:

@@ -62,3 +62,8 @@ def offline(params: Any) -> _OfflineHandler:
     """A handler that fails at once without touching the network (so it reports no
     connection attempts)."""
     return _OfflineHandler(params)
+
+
+def broken(params: Any) -> _OfflineHandler:
+    """A factory that raises: the handler cannot even be built."""
+    raise ValueError(f"broken factory: rank {params.config['rank']} gets no handler")

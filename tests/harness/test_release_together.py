@@ -5,20 +5,23 @@ harness.run.startup): the scenario's clock starts at the release, start-up is re
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 from pathlib import Path
 
+import multiprocess
 import pytest
 
 from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.text import result_line
 from harness.run.model import NodeEvent
-from harness.run.startup import release_skew
+from harness.run.startup import asleep, await_asleep, release_skew
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
-from harness.world.node import wait_gate
+from harness.world.base import Launch, Message
+from harness.world.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
 from harness.world.packed.node import _Gate
 
 
@@ -124,3 +127,97 @@ def test_a_run_releases_its_nodes_together_and_counts_its_time_from_the_release(
     write_html([report], tmp_path / "report.html")
     assert "release skew" in (tmp_path / "junit.xml").read_text()
     assert "release skew" in (tmp_path / "report.html").read_text()
+
+
+def _node_calls(backend: str) -> tuple[list[str], list[Message]]:
+    """Run one node in this thread with a hosting that records what the node does, in
+    order (``forward``, ``adopt``, ``gate``, and each message it puts by name)."""
+    calls: list[str] = []
+    messages: list[Message] = []
+
+    class Queue:
+        def put(self, item: Message) -> None:
+            calls.append(item[3] if item[0] == "event" else item[0])
+            messages.append(item)
+
+    def gate() -> float:
+        calls.append("gate")
+        return time.monotonic()
+
+    hosting = Hosting(
+        forward=lambda node, queue: calls.append("forward"),
+        adopt=lambda handler: calls.append("adopt"),
+        placement="in the test",
+        gate=gate,
+    )
+    launch = Launch(0, backend, "run", rank=0, world_size=1, join_timeout=5.0)
+    run_node(NodeSpec(launch, "127.0.0.1:1"), Queue(), hosting)
+    return calls, messages
+
+
+def test_a_node_builds_its_handler_before_it_says_ready_and_begins_its_rendezvous_at_once() -> None:
+    calls, messages = _node_calls("fake_backends:offline")
+
+    assert calls == ["forward", "adopt", "ready", "gate", "started", "outcome"]
+    ready = messages[0][4]
+    assert ready["pid"] == os.getpid() and ready["tid"] == threading.get_native_id()
+    outcome = messages[-1][3]
+    assert outcome["status"] == "error" and "never touches the network" in outcome["message"]
+
+
+def test_a_factory_that_raises_is_the_nodes_outcome_after_the_release() -> None:
+    calls, messages = _node_calls("fake_backends:broken")
+
+    assert calls == ["forward", "ready", "gate", "started", "outcome"]
+    outcome = messages[-1][3]
+    assert outcome["status"] == "error"
+    assert outcome["error_class"] == "builtins.ValueError"
+    assert "broken factory" in outcome["message"]
+
+
+def test_a_node_message_is_a_plain_pickle_and_one_pickle_cannot_take_goes_through_dill() -> None:
+    reader, writer = multiprocess.Pipe(duplex=False)
+    try:
+        reporter = PipeReporter(writer)
+        plain: Message = ("event", 3, 1.5, "started", {"pid": 7, "placement": "process"})
+        reporter.put(plain)
+        raw = reader.recv_bytes()
+        assert pickle.loads(raw) == plain  # the standard library's pickle reads it
+
+        def square(x: int) -> int:
+            return x * x
+
+        reporter.put(("event", 3, 2.0, "odd", {"f": square}))
+        odd = reader.recv()
+        assert odd[4]["f"](4) == 16
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_thread_blocked_at_a_gate_is_asleep_and_a_running_one_is_not() -> None:
+    read, write = os.pipe()
+    tid: list[int] = []
+    known = threading.Event()
+
+    def waiter() -> None:
+        tid.append(threading.get_native_id())
+        known.set()
+        wait_gate(read)
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    try:
+        assert known.wait(30)
+        me = (os.getpid(), threading.get_native_id())
+        assert not asleep(*me)  # reading its own state, this thread is running
+        assert await_asleep([(os.getpid(), tid[0])], threading.Event(), limit=30) == []
+        assert await_asleep([me], threading.Event(), limit=0.01) == [me]
+        stopped = threading.Event()
+        stopped.set()
+        assert await_asleep([me], stopped) == [me]  # stop: at once
+        assert asleep(2**22 + 1, 2**22 + 1)  # no such process: nothing to wait for
+    finally:
+        os.close(write)
+        thread.join(timeout=30)
+        os.close(read)
