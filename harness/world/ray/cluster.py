@@ -28,6 +28,7 @@ from harness.proxy.client import ToxiproxyClient
 from harness.world.ray.actors import NodeGroup, ProxyAgent
 from harness.world.ray.groups import Group, placement
 from harness.world.ray.network import Agent
+from harness.world.ray.waits import Waits
 
 __all__ = ["Placement"]
 
@@ -43,10 +44,12 @@ _REMOTE: dict[type, Any] = {}
 
 
 class Placement:
-    """The placement group and actors of one run (``tag``)."""
+    """The placement group and actors of one run (``tag``); its waits on Ray are ``waits``
+    (they give up when the run is stopped)."""
 
-    def __init__(self, tag: str) -> None:
+    def __init__(self, tag: str, waits: Waits) -> None:
         self.tag = tag
+        self.waits = waits
         self.pg: Any = None
         self.hosts: dict[int, str] = {}  # bundle (group index) -> Ray node id
         self.addresses: dict[str, str] = {}  # Ray node id -> its address
@@ -62,7 +65,7 @@ class Placement:
         # given back.
         bundles = [{"CPU": 2 * _CPU} for _ in groups]
         self.pg = placement_group(bundles, strategy="SPREAD", name=f"{self.tag}-pg")
-        ray.get(self.pg.ready(), timeout=_WAIT)
+        self.waits.get(self.pg.ready(), _WAIT, f"the placement group {self.tag}-pg")
         table = placement_group_table(self.pg)["bundles_to_node_id"]
         self.hosts = {int(b): str(node_id) for b, node_id in table.items()}
         for group in groups:
@@ -79,7 +82,7 @@ class Placement:
             ).remote(self.addresses[host_id], seed)
             for host_id in sorted(set(self.hosts.values()))
         }
-        apis = ray.get([a.api.remote() for a in actors.values()], timeout=_WAIT)
+        apis = self.waits.get([a.api.remote() for a in actors.values()], _WAIT, "the proxy agents")
         return {
             h: Agent(h, a, ToxiproxyClient(*api))
             for (h, a), api in zip(actors.items(), apis, strict=True)
@@ -113,12 +116,13 @@ class Placement:
     def sync(self, group: Group) -> None:
         """Wait for ``group``'s actor; learn its PID and its host clock's offset from ours
         (from the quickest of three round trips)."""
-        where = ray.get(group.actor.where.remote(), timeout=_WAIT)  # up, and warm
+        what = f"the actor of node group {group.index}"
+        where = self.waits.get(group.actor.where.remote(), _WAIT, what)  # up, and warm
         group.pid = int(where["pid"])
         best = math.inf
         for _ in range(3):
             before = time.monotonic()
-            where = ray.get(group.actor.where.remote(), timeout=_WAIT)
+            where = ray.get(group.actor.where.remote(), timeout=_WAIT)  # up: quick
             after = time.monotonic()
             if after - before < best:
                 best = after - before
