@@ -9,6 +9,7 @@ the placement group; an actor the driver made dies with the driver too (Ctrl-C, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Final
@@ -54,6 +55,7 @@ class Placement:
         self.hosts: dict[int, str] = {}  # bundle (group index) -> Ray node id
         self.addresses: dict[str, str] = {}  # Ray node id -> its address
         self._names: list[str] = []  # every actor made
+        self._handles: list[Any] = []  # ... and its handle
         self._spares = 0
 
     def reserve(self, groups: list[Group]) -> None:
@@ -74,12 +76,14 @@ class Placement:
     def agents(self, seed: int) -> dict[str, Agent]:
         """A proxy agent on every host with a bundle, up and answering."""
         actors = {
-            host_id: self._actor(
+            host_id: self._start(
                 ProxyAgent,
                 f"{self.tag}-agent-{host_id[:12]}",
                 NodeAffinitySchedulingStrategy(host_id, soft=False),
-                num_cpus=0,
-            ).remote(self.addresses[host_id], seed)
+                0,
+                self.addresses[host_id],
+                seed,
+            )
             for host_id in sorted(set(self.hosts.values()))
         }
         apis = self.waits.get([a.api.remote() for a in actors.values()], _WAIT, "the proxy agents")
@@ -111,7 +115,7 @@ class Placement:
         host = self.hosts[bundle]
         address = self.addresses[host]
         text = placement(size, address, host)
-        return self._actor(NodeGroup, name, strategy, _CPU).remote(text, address if store else None)
+        return self._start(NodeGroup, name, strategy, _CPU, text, address if store else None)
 
     def sync(self, group: Group) -> None:
         """Wait for ``group``'s actor; learn its PID and its host clock's offset from ours
@@ -135,7 +139,12 @@ class Placement:
             ray.kill(group.actor, no_restart=True)
 
     def release(self) -> list[str]:
-        """Remove the placement group; what is still there afterwards, one line each."""
+        """End every actor made here that still runs (the world ended those it used; a
+        start-up cut short by Ctrl-C leaves some it never knew of) and remove the placement
+        group; what is still there afterwards, one line each."""
+        for handle in self._handles:
+            with contextlib.suppress(Exception):  # gone already
+                ray.kill(handle, no_restart=True)
         if self.pg is not None:
             remove_placement_group(self.pg)
         deadline = time.monotonic() + _GONE_WAIT
@@ -153,18 +162,21 @@ class Placement:
                 time.sleep(0.1)
         return found
 
-    def _actor(self, cls: type, name: str, strategy: Any, num_cpus: float) -> Any:
+    def _start(self, cls: type, name: str, strategy: Any, num_cpus: float, *args: Any) -> Any:
+        """Create an actor of ``cls`` named ``name`` (it comes up on its own); its handle."""
         remote = _REMOTE.get(cls)
         if remote is None:
             remote = _REMOTE[cls] = ray.remote(cls)
         self._names.append(name)
-        return remote.options(
+        handle = remote.options(
             name=name,
             num_cpus=num_cpus,
             max_concurrency=_CONCURRENCY,
             scheduling_strategy=strategy,
             max_restarts=0,
-        )
+        ).remote(*args)
+        self._handles.append(handle)
+        return handle
 
 
 def _alive(name: str) -> bool:
