@@ -19,6 +19,7 @@ threads run). So while they run, a SIGINT is only noted (:func:`_sigint_noted`);
 noted during ``ray.init`` stops the Ray just started and is then raised as the
 ``KeyboardInterrupt`` it was, within a moment of ``ray.init`` returning; one noted during
 ``ray.shutdown`` is dropped (the harness is ending: the Ray it started still goes away).
+A local Ray's processes that outlive ``ray.shutdown`` for seconds are killed by PID.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+import psutil
+
 from harness.errors import HarnessError
 from harness.world.ray.steps import announce
 
@@ -45,6 +48,10 @@ LOCAL_ADDRESS: Final = "127.0.0.1"
 _CLUSTERS_ENV: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: The namespace of the harness's actors in a Ray it starts.
 NAMESPACE: Final = "harness"
+#: Seconds for a local Ray's processes to end after ``ray.shutdown`` (then: killed).
+_GONE_WAIT: Final = 10.0
+#: In the command line of every process of a local Ray but its workers (``ray::...``).
+_RAY_PATH: Final = f"{os.sep}ray{os.sep}"
 
 
 def unavailable() -> str | None:
@@ -74,7 +81,10 @@ class RaySession:
 
             self.owned = False
             with _sigint_noted():  # a Ctrl-C now must not leave Ray half stopped
-                ray.shutdown()
+                if self.address is None:
+                    _stop_local()
+                else:
+                    ray.shutdown()  # leave the cluster; it goes on running
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> RaySession:
@@ -108,7 +118,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> RaySessi
             _init(address, num_cpus)
         except Exception as exc:
             with contextlib.suppress(Exception):
-                ray.shutdown()
+                _stop_local() if address is None else ray.shutdown()
             ctrl_c.deliver()  # a Ctrl-C first: the user asked to stop
             where = f"join the Ray cluster at {address!r}" if address else "start a local Ray"
             hint = (
@@ -118,7 +128,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> RaySessi
             )
             raise HarnessError(f"the harness could not {where}: {exc}{hint}") from exc
         if ctrl_c:
-            ray.shutdown()
+            _stop_local() if address is None else ray.shutdown()
         ctrl_c.deliver()  # the Ctrl-C, now that nothing of Ray is left half made
     announce("ray-up")
     return RaySession(address, owned=True)
@@ -142,6 +152,37 @@ def _init(address: str | None, num_cpus: int | None) -> None:
             _node_ip_address=LOCAL_ADDRESS,
             **quiet,
         )
+
+
+def _stop_local() -> None:
+    """``ray.shutdown`` of the local Ray this process started, then its processes are gone.
+
+    ``ray.shutdown`` ends the raylet and the GCS, but the agents the raylet started
+    (``ray::RuntimeEnvAgent``, ``ray::DashboardAgent``) end on their own once they notice,
+    which on a loaded machine took over a minute: those still there after
+    :data:`_GONE_WAIT` seconds are killed, by PID (this process's descendants that are
+    Ray's, found before the shutdown).
+    """
+    import ray
+
+    started = _ray_descendants()
+    ray.shutdown()
+    _, alive = psutil.wait_procs(started, timeout=_GONE_WAIT)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=_GONE_WAIT)
+
+
+def _ray_descendants() -> list[psutil.Process]:
+    """This process's descendants that are Ray's (its binaries, scripts and workers)."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            command = proc.cmdline()
+            if proc.name().startswith("ray::") or any(_RAY_PATH in part for part in command):
+                found.append(proc)
+    return found
 
 
 class _Noted:
