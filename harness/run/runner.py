@@ -42,15 +42,7 @@ from harness.run.startup import await_ready, release_skew
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
-from harness.world.base import (
-    Interruptible,
-    Launch,
-    Layout,
-    Message,
-    WorldFactory,
-    cannot,
-    missing,
-)
+from harness.world.base import Interruptible, Launch, Layout, Message, WorldFactory, cannot, missing
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorlds
 from harness.world.netns.world import NETNS_CAPABILITIES, NetnsWorlds
 from harness.world.packed import PackedWorlds
