@@ -42,7 +42,7 @@ from harness.run.startup import await_ready, release_skew
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
-from harness.world.base import Launch, Layout, Message, WorldFactory, cannot, missing
+from harness.world.base import Interruptible, Launch, Layout, Message, WorldFactory, cannot, missing
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorlds
 from harness.world.netns.world import NETNS_CAPABILITIES, NetnsWorlds
 from harness.world.packed import PackedWorlds
@@ -72,6 +72,8 @@ class _Run:
         self.cond = threading.Condition()
         self.inbox: list[Message] = []
         self.world = worlds(_layout(scenario, tag, self.faults), self._deliver)
+        if isinstance(self.world, Interruptible):  # its start-up gives up on Ctrl-C
+            self.world.interrupt_on(self.stop)
         self.nodes = {i: NodeState() for i in range(scenario.nodes)}
         self.schedule = Schedule()
         self.records: list[FaultRecord] = []
@@ -242,6 +244,18 @@ class _Run:
     # --- the run ---------------------------------------------------------------------
 
     def execute(self) -> Report:
+        try:
+            self._start_up()
+        except Exception:
+            if not self.stop.is_set():
+                raise
+            # Ctrl-C while the world started: it gave up waiting (and tore down)
+        else:
+            self._loop()
+        return self._finish_run()
+
+    def _start_up(self) -> None:
+        """Build the world, start the first nodes and release them together."""
         self.world.build(self.rng.getrandbits(31))
         self.t0 = time.monotonic()
         for index, fault in self.faults:
@@ -268,8 +282,6 @@ class _Run:
         self.released = True
         self.world.release()
         self.startup = self.t0 - began
-        self._loop()
-        return self._finish_run()
 
     def _done(self) -> bool:
         return all(s.status is not None and not s.pending_start for s in self.nodes.values())

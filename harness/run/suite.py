@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import signal
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
+from types import FrameType
 from typing import Literal
 
 from harness.errors import HarnessError, UnsupportedError
@@ -214,9 +216,11 @@ def run_suite(
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="harness-scenario")
     futures: list[Future[Report | None]] = []
+    ctrl_c = threading.Event()
     try:
-        futures = [pool.submit(work, i) for i in range(len(scenarios))]
-        _await(futures)
+        with _ctrl_c_noted(ctrl_c):
+            futures = [pool.submit(work, i) for i in range(len(scenarios))]
+            _await(futures, ctrl_c)
         reports = [f.result() for f in futures]
     except KeyboardInterrupt:
         stop.set()
@@ -238,11 +242,42 @@ def run_suite(
 _WAKE_SECONDS = 0.2
 
 
-def _await(futures: list[Future[Report | None]]) -> None:
+@contextlib.contextmanager
+def _ctrl_c_noted(seen: threading.Event) -> Iterator[None]:
+    """In the main thread, while the suite runs: a SIGINT also sets ``seen`` before its
+    handler raises ``KeyboardInterrupt`` as before.
+
+    Python raises that exception in whatever the main thread runs next -- which may be a
+    finalizer (a ``__del__``, a generator closed by the garbage collector: Ray's actor
+    handles have one), where it is printed as "Exception ignored in ..." and lost; the
+    Ctrl-C would then go unheeded. :func:`_await` looks at ``seen`` too. Nothing changes in
+    another thread, or when SIGINT is not handled by a Python function (ignored).
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not callable(previous):
+        yield
+        return
+    handler = previous
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        seen.set()
+        handler(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _await(futures: list[Future[Report | None]], ctrl_c: threading.Event) -> None:
     """Wait until every future is done (or one failed), waking every ``_WAKE_SECONDS`` so
-    that Ctrl-C is acted on promptly whichever thread the signal reached."""
+    that Ctrl-C is acted on promptly whichever thread the signal reached -- also when its
+    ``KeyboardInterrupt`` was lost in a finalizer (``ctrl_c`` set: raised here again)."""
     pending = set(futures)
     while pending:
+        if ctrl_c.is_set():
+            raise KeyboardInterrupt
         done, pending = wait(pending, timeout=_WAKE_SECONDS, return_when=FIRST_EXCEPTION)
         if any(f.exception() is not None for f in done if not f.cancelled()):
             return

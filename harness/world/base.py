@@ -37,9 +37,10 @@ nothing of scenario files, fault kinds or reports.
 from __future__ import annotations
 
 import ipaddress
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
@@ -59,6 +60,7 @@ __all__ = [
     "STORE_PORT",
     "STORE_RULES",
     "TOXICS",
+    "Interruptible",
     "Launch",
     "Layout",
     "Link",
@@ -350,6 +352,20 @@ class World(Protocol):
 
     def link_log(self) -> list[dict[str, Any]] | None:
         """The event log of every link a toxic or link_down acted on (None: none kept)."""
+
+
+@runtime_checkable
+class Interruptible(Protocol):
+    """A world whose start-up waits long (on a cluster: tens of seconds) and can give up.
+
+    The runner hands such a world the run's stop event (set on Ctrl-C) before
+    :meth:`World.build`; from then on, a wait of :meth:`World.build`, :meth:`World.start`
+    or :meth:`World.release` gives up soon after the event is set, raising an
+    :class:`~harness.errors.HarnessError` (the run then ends as interrupted).
+    """
+
+    def interrupt_on(self, stop: threading.Event) -> None:
+        """Give up waiting once ``stop`` is set."""
 
 
 class WorldFactory(Protocol):

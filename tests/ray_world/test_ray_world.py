@@ -8,7 +8,6 @@ and the placement group of the run are gone (a leak is a violation).
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from ray_helpers import built, problems, run, scenario_file
@@ -81,37 +80,36 @@ def test_a_scenario_needing_names_is_reported_unsupported_in_the_ray_world(
     assert "the ray world cannot" in report.skipped
 
 
-def test_a_stopped_run_leaves_no_actor_and_no_placement_group(ray_local: RaySession) -> None:
-    from harness.world.ray.world import RayWorlds
+@pytest.mark.parametrize(
+    "step", ["placement-group", "actors", "sync", "start", "release", "running"]
+)
+def test_a_run_stopped_at_any_start_up_step_ends_interrupted_with_no_actor_or_placement_group(
+    ray_local: RaySession, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    from harness.world.ray import world
 
     scenario = built(
         {
             "name": "ray-stopped",
             "nodes": 4,
-            "timeouts": {"join": 60},
+            "timeouts": {"join": 600},
             "fault": [{"kind": "absent", "nodes": [3]}],
         }
     ).in_world("ray")
     stop = threading.Event()
     seen: list[str] = []
 
-    def watch() -> None:  # stop once the run's actors exist (its nodes are waiting)
-        while not stop.is_set():
-            seen[:] = _named_actors()
-            if len(seen) >= 4:
-                stop.set()
-            time.sleep(0.2)
+    def at_step(name: str) -> None:  # what a Ctrl-C does: the suite sets the run's stop
+        seen.append(name)
+        if name == step:
+            stop.set()
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        report = run_scenario(scenario, RayWorlds(), seed=1, stop=stop)
-    finally:
-        stop.set()
-        watcher.join(timeout=30)
+    monkeypatch.setattr(world, "announce", at_step)
+    report = run_scenario(scenario, world.RayWorlds(), seed=1, stop=stop)
 
-    assert report.interrupted
-    assert seen, "the run's actors were never seen"
+    assert step in seen
+    assert report.interrupted, problems(report)
+    assert report.error is None
     assert _named_actors() == []
     from ray.util.placement_group import placement_group_table
 

@@ -8,6 +8,8 @@
 * ``pump``     the thread that brings the nodes' messages home (a long poll per actor)
 * ``network``  a proxy agent per host, each node's link on it (toxics, link down)
 * ``actors``   what runs inside Ray: a node group (packed nodes) and a host's proxy agent
+* ``waits``    the world's waits on Ray, cut short when the run is stopped (Ctrl-C)
+* ``steps``    the start-up steps, announced on stderr with ``HARNESS_RAY_STEPS=1``
 
 Importing this package imports nothing of Ray; :mod:`~harness.world.ray.world` does.
 """

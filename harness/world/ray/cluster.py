@@ -9,6 +9,7 @@ the placement group; an actor the driver made dies with the driver too (Ctrl-C, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from typing import Any, Final
@@ -28,6 +29,7 @@ from harness.proxy.client import ToxiproxyClient
 from harness.world.ray.actors import NodeGroup, ProxyAgent
 from harness.world.ray.groups import Group, placement
 from harness.world.ray.network import Agent
+from harness.world.ray.waits import Waits
 
 __all__ = ["Placement"]
 
@@ -43,14 +45,17 @@ _REMOTE: dict[type, Any] = {}
 
 
 class Placement:
-    """The placement group and actors of one run (``tag``)."""
+    """The placement group and actors of one run (``tag``); its waits on Ray are ``waits``
+    (they give up when the run is stopped)."""
 
-    def __init__(self, tag: str) -> None:
+    def __init__(self, tag: str, waits: Waits) -> None:
         self.tag = tag
+        self.waits = waits
         self.pg: Any = None
         self.hosts: dict[int, str] = {}  # bundle (group index) -> Ray node id
         self.addresses: dict[str, str] = {}  # Ray node id -> its address
         self._names: list[str] = []  # every actor made
+        self._handles: list[Any] = []  # ... and its handle
         self._spares = 0
 
     def reserve(self, groups: list[Group]) -> None:
@@ -62,7 +67,7 @@ class Placement:
         # given back.
         bundles = [{"CPU": 2 * _CPU} for _ in groups]
         self.pg = placement_group(bundles, strategy="SPREAD", name=f"{self.tag}-pg")
-        ray.get(self.pg.ready(), timeout=_WAIT)
+        self.waits.get(self.pg.ready(), _WAIT, f"the placement group {self.tag}-pg")
         table = placement_group_table(self.pg)["bundles_to_node_id"]
         self.hosts = {int(b): str(node_id) for b, node_id in table.items()}
         for group in groups:
@@ -71,15 +76,17 @@ class Placement:
     def agents(self, seed: int) -> dict[str, Agent]:
         """A proxy agent on every host with a bundle, up and answering."""
         actors = {
-            host_id: self._actor(
+            host_id: self._start(
                 ProxyAgent,
                 f"{self.tag}-agent-{host_id[:12]}",
                 NodeAffinitySchedulingStrategy(host_id, soft=False),
-                num_cpus=0,
-            ).remote(self.addresses[host_id], seed)
+                0,
+                self.addresses[host_id],
+                seed,
+            )
             for host_id in sorted(set(self.hosts.values()))
         }
-        apis = ray.get([a.api.remote() for a in actors.values()], timeout=_WAIT)
+        apis = self.waits.get([a.api.remote() for a in actors.values()], _WAIT, "the proxy agents")
         return {
             h: Agent(h, a, ToxiproxyClient(*api))
             for (h, a), api in zip(actors.items(), apis, strict=True)
@@ -108,17 +115,18 @@ class Placement:
         host = self.hosts[bundle]
         address = self.addresses[host]
         text = placement(size, address, host)
-        return self._actor(NodeGroup, name, strategy, _CPU).remote(text, address if store else None)
+        return self._start(NodeGroup, name, strategy, _CPU, text, address if store else None)
 
     def sync(self, group: Group) -> None:
         """Wait for ``group``'s actor; learn its PID and its host clock's offset from ours
         (from the quickest of three round trips)."""
-        where = ray.get(group.actor.where.remote(), timeout=_WAIT)  # up, and warm
+        what = f"the actor of node group {group.index}"
+        where = self.waits.get(group.actor.where.remote(), _WAIT, what)  # up, and warm
         group.pid = int(where["pid"])
         best = math.inf
         for _ in range(3):
             before = time.monotonic()
-            where = ray.get(group.actor.where.remote(), timeout=_WAIT)
+            where = ray.get(group.actor.where.remote(), timeout=_WAIT)  # up: quick
             after = time.monotonic()
             if after - before < best:
                 best = after - before
@@ -131,7 +139,12 @@ class Placement:
             ray.kill(group.actor, no_restart=True)
 
     def release(self) -> list[str]:
-        """Remove the placement group; what is still there afterwards, one line each."""
+        """End every actor made here that still runs (the world ended those it used; a
+        start-up cut short by Ctrl-C leaves some it never knew of) and remove the placement
+        group; what is still there afterwards, one line each."""
+        for handle in self._handles:
+            with contextlib.suppress(Exception):  # gone already
+                ray.kill(handle, no_restart=True)
         if self.pg is not None:
             remove_placement_group(self.pg)
         deadline = time.monotonic() + _GONE_WAIT
@@ -149,18 +162,21 @@ class Placement:
                 time.sleep(0.1)
         return found
 
-    def _actor(self, cls: type, name: str, strategy: Any, num_cpus: float) -> Any:
+    def _start(self, cls: type, name: str, strategy: Any, num_cpus: float, *args: Any) -> Any:
+        """Create an actor of ``cls`` named ``name`` (it comes up on its own); its handle."""
         remote = _REMOTE.get(cls)
         if remote is None:
             remote = _REMOTE[cls] = ray.remote(cls)
         self._names.append(name)
-        return remote.options(
+        handle = remote.options(
             name=name,
             num_cpus=num_cpus,
             max_concurrency=_CONCURRENCY,
             scheduling_strategy=strategy,
             max_restarts=0,
-        )
+        ).remote(*args)
+        self._handles.append(handle)
+        return handle
 
 
 def _alive(name: str) -> bool:

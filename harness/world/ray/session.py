@@ -11,6 +11,15 @@ wrap a whole suite in, so Ray starts once, not per scenario:
   dead cluster's leftover address file), and shuts it down at the end, also on Ctrl-C;
 * when Ray is already initialised in this process (a test session's fixture), it uses
   that and leaves it alone.
+
+Ctrl-C while Ray starts or stops: ``ray.init`` and ``ray.shutdown`` run in the main thread
+for seconds, and a ``KeyboardInterrupt`` raised somewhere inside them leaves Ray half made
+(a local Ray's agents outlive the harness; the interpreter may crash at exit while Ray's
+threads run). So while they run, a SIGINT is only noted (:func:`_sigint_noted`); a Ctrl-C
+noted during ``ray.init`` stops the Ray just started and is then raised as the
+``KeyboardInterrupt`` it was, within a moment of ``ray.init`` returning; one noted during
+``ray.shutdown`` is dropped (the harness is ending: the Ray it started still goes away).
+A local Ray's processes that outlive ``ray.shutdown`` for seconds are killed by PID.
 """
 
 from __future__ import annotations
@@ -19,11 +28,16 @@ import contextlib
 import importlib.util
 import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+import psutil
+
 from harness.errors import HarnessError
+from harness.world.ray.steps import announce
 
 __all__ = ["INSTALL", "LOCAL_ADDRESS", "RaySession", "connect", "ray_session", "unavailable"]
 
@@ -34,6 +48,10 @@ LOCAL_ADDRESS: Final = "127.0.0.1"
 _CLUSTERS_ENV: Final = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 #: The namespace of the harness's actors in a Ray it starts.
 NAMESPACE: Final = "harness"
+#: Seconds for a local Ray's processes to end after ``ray.shutdown`` (then: killed).
+_GONE_WAIT: Final = 10.0
+#: In the command line of every process of a local Ray but its workers (``ray::...``).
+_RAY_PATH: Final = f"{os.sep}ray{os.sep}"
 
 
 def unavailable() -> str | None:
@@ -62,7 +80,11 @@ class RaySession:
             import ray
 
             self.owned = False
-            ray.shutdown()
+            with _sigint_noted():  # a Ctrl-C now must not leave Ray half stopped
+                if self.address is None:
+                    _stop_local()
+                else:
+                    ray.shutdown()  # leave the cluster; it goes on running
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> RaySession:
@@ -78,6 +100,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> RaySessi
     Raises:
         UnsupportedError: Ray is not installed.
         HarnessError: Ray could not be started, or the cluster could not be joined.
+        KeyboardInterrupt: Ctrl-C while Ray started (in the main thread): raised once
+            ``ray.init`` returned and the Ray it started (if any) was stopped.
     """
     why = unavailable()
     if why is not None:
@@ -86,34 +110,120 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> RaySessi
         raise UnsupportedError(why, world="ray", capability="ray")
     import ray
 
-    init: Any = ray.init  # typed or not, depending on the Ray installed
     if ray.is_initialized():
         return RaySession(address, owned=False)
-    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
-    try:
-        if address is not None:
-            init(address=address, namespace=NAMESPACE, **quiet)
-        else:
-            with _on_loopback():
-                init(
-                    address="local",
-                    num_cpus=num_cpus or os.cpu_count() or 2,
-                    include_dashboard=False,
-                    namespace=NAMESPACE,
-                    _node_ip_address=LOCAL_ADDRESS,
-                    **quiet,
-                )
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            ray.shutdown()
-        where = f"join the Ray cluster at {address!r}" if address else "start a local Ray"
-        hint = (
-            " (is `ray start --head` running there, and the same Ray version installed here?)"
-            if address
-            else ""
-        )
-        raise HarnessError(f"the harness could not {where}: {exc}{hint}") from exc
+    with _sigint_noted() as ctrl_c:
+        announce("ray-init")
+        try:
+            _init(address, num_cpus)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                _stop_local() if address is None else ray.shutdown()
+            ctrl_c.deliver()  # a Ctrl-C first: the user asked to stop
+            where = f"join the Ray cluster at {address!r}" if address else "start a local Ray"
+            hint = (
+                " (is `ray start --head` running there, and the same Ray version installed here?)"
+                if address
+                else ""
+            )
+            raise HarnessError(f"the harness could not {where}: {exc}{hint}") from exc
+        if ctrl_c:
+            _stop_local() if address is None else ray.shutdown()
+        ctrl_c.deliver()  # the Ctrl-C, now that nothing of Ray is left half made
+    announce("ray-up")
     return RaySession(address, owned=True)
+
+
+def _init(address: str | None, num_cpus: int | None) -> None:
+    """``ray.init``: join ``address``, or start a local Ray bound to 127.0.0.1."""
+    import ray
+
+    init: Any = ray.init  # typed or not, depending on the Ray installed
+    quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
+    if address is not None:
+        init(address=address, namespace=NAMESPACE, **quiet)
+        return
+    with _on_loopback():
+        init(
+            address="local",
+            num_cpus=num_cpus or os.cpu_count() or 2,
+            include_dashboard=False,
+            namespace=NAMESPACE,
+            _node_ip_address=LOCAL_ADDRESS,
+            **quiet,
+        )
+
+
+def _stop_local() -> None:
+    """``ray.shutdown`` of the local Ray this process started, then its processes are gone.
+
+    ``ray.shutdown`` ends the raylet and the GCS, but the agents the raylet started
+    (``ray::RuntimeEnvAgent``, ``ray::DashboardAgent``) end on their own once they notice,
+    which on a loaded machine took over a minute: those still there after
+    :data:`_GONE_WAIT` seconds are killed, by PID (this process's descendants that are
+    Ray's, found before the shutdown).
+    """
+    import ray
+
+    started = _ray_descendants()
+    ray.shutdown()
+    _, alive = psutil.wait_procs(started, timeout=_GONE_WAIT)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=_GONE_WAIT)
+
+
+def _ray_descendants() -> list[psutil.Process]:
+    """This process's descendants that are Ray's (its binaries, scripts and workers)."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            command = proc.cmdline()
+            if proc.name().startswith("ray::") or any(_RAY_PATH in part for part in command):
+                found.append(proc)
+    return found
+
+
+class _Noted:
+    """The SIGINTs noted while Ray started or stopped, and the handler they were meant for."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.count = 0
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def note(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def deliver(self) -> None:
+        """Hand a noted SIGINT to its handler, once (the default one raises
+        KeyboardInterrupt); nothing if none was noted."""
+        if not self.count:
+            return
+        self.count = 0
+        if callable(self.handler):
+            self.handler(signal.SIGINT, None)
+        elif self.handler != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _sigint_noted() -> Iterator[_Noted]:
+    """While Ray starts or stops (in the main thread): a SIGINT is only noted, never raised
+    inside Ray's code; the caller delivers it (:meth:`_Noted.deliver`) when Ray is in a state
+    it can be left in. In another thread nothing changes: a SIGINT is the main thread's."""
+    if threading.current_thread() is not threading.main_thread():
+        yield _Noted(None)
+        return
+    noted = _Noted(signal.getsignal(signal.SIGINT))
+    signal.signal(signal.SIGINT, noted.note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, noted.handler if noted.handler is not None else signal.SIG_DFL)
 
 
 @contextlib.contextmanager

@@ -65,12 +65,15 @@ from harness.world.ray.groups import Group, Incarnation, default_pack, plan
 from harness.world.ray.network import RayNetwork
 from harness.world.ray.pump import Pump
 from harness.world.ray.session import RaySession, connect
+from harness.world.ray.steps import announce
+from harness.world.ray.waits import Waits
 
 __all__ = ["RayWorld", "RayWorlds"]
 
 NAME: Final = "ray"
 CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
 _RELEASE_WAIT: Final = 60.0  # seconds for the actors to open their start gates
+_START_WAIT: Final = 120.0  # seconds for an actor to start a node (it may be coming up)
 _KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
 
 
@@ -101,7 +104,8 @@ class RayWorld:
         self.pack = default_pack(layout.nodes, pack)
         self._on_message = on_message
         self._session: RaySession | None = None
-        self._place = Placement(layout.tag)
+        self._waits = Waits()
+        self._place = Placement(layout.tag, self._waits)
         self.groups: list[Group] = plan(layout.nodes, self.pack)
         self.network: RayNetwork | None = None
         self._store: tuple[str, int] = ("", 0)
@@ -118,9 +122,15 @@ class RayWorld:
 
     # --- lifecycle --------------------------------------------------------------------
 
+    def interrupt_on(self, stop: threading.Event) -> None:
+        """Give up any wait on Ray (building, starting, releasing) once ``stop`` is set,
+        within a fraction of a second, raising RunInterrupted; teardown cleans up."""
+        self._waits.stop = stop
+
     def build(self, seed: int) -> None:
         self._session = connect()
         try:
+            self._waits.check("the ray world was built")
             self._build(seed)
         except BaseException:
             self.teardown()
@@ -129,21 +139,25 @@ class RayWorld:
     def _build(self, seed: int) -> None:
         if not is_ip(self.layout.host):
             raise cannot(self.name, NAMES, f"the endpoint host {self.layout.host!r} is a name")
+        announce("placement-group")
         self._place.reserve(self.groups)
         for group in self.groups:
             self._place.spawn(group, store=group.index == 0)
+        announce("actors")
         self.network = RayNetwork(self.layout.tag, self._place.agents(seed))
         for group in self.groups:  # a spare per host for whole-process restarts
             if group.whole and group.host not in self._spares:
                 self._spares[group.host] = self._place.spare(group.index)
+        announce("sync")
         for group in self.groups:
             self._ready(group)
         node0 = self.groups[0]
-        port = ray.get(node0.actor.store_port.remote())
+        port = self._waits.get(node0.actor.store_port.remote(), _RELEASE_WAIT, "the store's port")
         self._store = (self._place.addresses[node0.host], port)
         if self.layout.via_links:
             hosts = {n: self._group_of(n).host for n in range(1, self.layout.nodes)}
             self.network.connect(hosts, self._store)
+        announce("start")
 
     def _replace(self, group: Group) -> None:
         """Kill ``group``'s actor; its host's spare takes its place (warm, for a restart),
@@ -156,7 +170,7 @@ class RayWorld:
             else:
                 self._place.adopt(group, spare)
             if self._released:  # its nodes must not wait at a gate that opened before
-                ray.get(group.actor.release.remote(), timeout=_RELEASE_WAIT)
+                self._waits.get(group.actor.release.remote(), _RELEASE_WAIT, "a start gate")
             if not self._stopping:
                 self._spares[group.host] = self._place.spare(group.index)
 
@@ -236,7 +250,8 @@ class RayWorld:
             self._incarnations[inc.number] = inc
             self._current[node] = inc
         spec = NodeSpec(launch, self._endpoint(node))
-        if not ray.get(group.actor.command.remote(("start", inc.number, spec))):
+        started = group.actor.command.remote(("start", inc.number, spec))
+        if not self._waits.get(started, _START_WAIT, f"node {node} to start"):
             inc.ended = True
             self._on_message(_exit(node, "its Ray actor was already closed"))
 
@@ -244,7 +259,10 @@ class RayWorld:
         """Open every group's start gate (one call per actor, all at once); a group made
         later (a restart) is released when it takes its place."""
         self._released = True
-        ray.get([group.actor.release.remote() for group in self.groups], timeout=_RELEASE_WAIT)
+        announce("release")
+        gates = [group.actor.release.remote() for group in self.groups]
+        self._waits.get(gates, _RELEASE_WAIT, "the start gates to open")
+        announce("running")
 
     def kill(self, node: int) -> bool:
         inc = self._running(node)
