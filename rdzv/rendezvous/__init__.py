@@ -3,7 +3,7 @@
 Modules, lowest first; each imports only modules listed before it, except one lazy
 import: ``api`` reaches ``registry`` (as torch's API module does). Importing ``static`` (or
 ``registry``) imports everything a join needs but the store server, which a hosting
-handler imports when it is built (a node that does not host never imports asyncio):
+handler imports when it is built (no process imports asyncio: the server runs its own epoll loop):
 
 * ``api``             torch's ``RendezvousHandler`` ABC, parameters and results
 * ``_static_config``  the ``static`` backend's options, validated once (pure)

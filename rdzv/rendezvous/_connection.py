@@ -31,9 +31,9 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
     hosting node (``cfg.start_daemon``) first starts the server (shared with the other
     handlers of this process that host the same port).
 
-    The hosting node listens before it imports the server (and asyncio with it, tens of
-    milliseconds of CPU: the one import a process's first round makes, and only on the
-    hosting node): the others' connections wait in the listen backlog meanwhile, instead
+    The hosting node listens before it imports the server (its own epoll loop, no
+    asyncio: the one import a process's first round makes, and only on the hosting
+    node): the others' connections wait in the listen backlog meanwhile, instead
     of being refused and retried, which would take the CPU the import needs.
 
     Raises:

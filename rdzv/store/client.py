@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     _T = TypeVar("_T")
 
-if TYPE_CHECKING:  # imported by a master only: a client that does not host needs no asyncio
+if TYPE_CHECKING:  # imported by a master only: a client that does not host never imports the server
     from rdzv.store.server import StoreServer
 
 __all__ = ["TCPStore"]
