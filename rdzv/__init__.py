@@ -21,8 +21,8 @@ Module map (lower layers never import higher ones):
 
 Each subpackage's ``__init__`` lists its modules and what they may import.
 
-Names are imported lazily, so ``import rdzv`` stays cheap (the store and the server are imported only when
-used). The import line a node runs (``from rdzv import StaticTCPRendezvous``)
+Names are imported lazily, so ``import rdzv`` stays cheap (the store and the server are
+imported only when used). The import line a node runs (``from rdzv import StaticTCPRendezvous``)
 imports what a join needs and little else (``bench/bench_import.py``;
 ``tests/rdzv/test_first_join_imports.py``): no ``logging`` (see :mod:`rdzv.events`), no
 ``dataclasses`` (plain slotted classes), and no ``typing``: a module that needs typing's
