@@ -34,6 +34,8 @@ def test_a_ctrl_c_lost_in_a_finalizer_still_ends_the_wait_on_the_scenarios(
 ) -> None:
     lost: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", lost.append)
+    # Python's own SIGINT handler, as in an interactive run (a pytest-xdist worker ignores SIGINT)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     before = signal.getsignal(signal.SIGINT)
     seen = threading.Event()
     running: Future[Report | None] = Future()  # a scenario that never ends
@@ -44,7 +46,10 @@ def test_a_ctrl_c_lost_in_a_finalizer_still_ends_the_wait_on_the_scenarios(
         with pytest.raises(KeyboardInterrupt):
             _await([running], seen)
 
-    assert signal.getsignal(signal.SIGINT) is before
+    try:
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_outside_the_main_thread_the_sigint_handler_is_left_alone() -> None:

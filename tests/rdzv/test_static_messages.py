@@ -288,7 +288,7 @@ def test_only_the_first_members_to_join_wake_at_their_deadline_the_others_wait_o
     clock = _Clock()  # 0.3 s: this node's deadline, at 3.0, is 2.7 s away
     diagnosis = {"status": "aborted", "reason": "timeout", "message": "... missing ranks: 9."}
     store = _VerdictInTheWait(
-        json.dumps({**diagnosis, "by": vars(_identity(5, 10)), "at": 1.0}), before
+        json.dumps({**diagnosis, "by": _identity(5, 10).as_dict(), "at": 1.0}), before
     )
     with pytest.raises(RendezvousTimeoutError, match=r"missing ranks: 9\. \[reported by rank 5"):
         _protocol(store, clock, world_size=10).join()
