@@ -161,7 +161,8 @@ class Launch:
     world_size: int
     join_timeout: float
     config: Mapping[str, Any] = field(default_factory=dict)
-    #: The node freezes itself before it does anything (resumed by :meth:`World.resume`).
+    #: The node freezes itself once its handler is built, before the release (resumed by
+    #: :meth:`World.resume`).
     start_paused: bool = False
 
 

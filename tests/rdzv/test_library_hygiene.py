@@ -118,10 +118,10 @@ _LINES = [
 ]
 
 
-def _run_logs(mode: str) -> tuple[list[str], list[str]]:
-    """stdout and stderr lines of :data:`_LOGS` run in a fresh interpreter in ``mode``."""
+def _python(code: str, *args: str) -> tuple[list[str], list[str]]:
+    """stdout and stderr lines of ``code`` run in a fresh interpreter with ``args``."""
     done = subprocess.run(
-        [sys.executable, "-c", _LOGS, mode],
+        [sys.executable, "-c", code, *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -130,6 +130,11 @@ def _run_logs(mode: str) -> tuple[list[str], list[str]]:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines(), done.stderr.splitlines()
+
+
+def _run_logs(mode: str) -> tuple[list[str], list[str]]:
+    """stdout and stderr lines of :data:`_LOGS` run in a fresh interpreter in ``mode``."""
+    return _python(_LOGS, mode)
 
 
 @pytest.mark.parametrize("mode", ["logging-first", "rdzv-first", "never"])
@@ -159,15 +164,8 @@ def test_emit_also_takes_a_logging_logger() -> None:
         "from rdzv.events import emit\n"
         "emit(logging.getLogger('rdzv.x'), 'ev', logging.WARNING, a=1)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stderr.splitlines() == ["rdzv.x ev a=1"]
+    _, stderr = _python(code)
+    assert stderr == ["rdzv.x ev a=1"]
 
 
 def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> None:
@@ -177,15 +175,8 @@ def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> N
         "import rdzv.store.server, logging\n"
         "logging.getLogger('rdzv.server').warning('a plain warning')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert done.stderr == ""
+    _, stderr = _python(code)
+    assert stderr == []
 
 
 def test_get_logger_gives_one_logger_per_name_under_rdzv_only() -> None:
