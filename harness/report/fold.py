@@ -174,13 +174,24 @@ def _fold(items: Iterable[tuple[Hashable, Sequence[int], str, str]]) -> list[Fol
 
 
 def group_message(group: Sequence[NodeOutcome]) -> str:
-    """The message of nodes that ended alike: each node's number masked, other numbers as
-    the range of what they said (empty when the first has none)."""
+    """The message of nodes that ended alike: the first node's, with each node's number
+    masked and other numbers as the range of what the nodes that said the same words said
+    (empty when the first has none). A group judged more coarsely (a timeline band) may
+    hold nodes that said other things: the message then says how many said it."""
     first = group[0]
     if not first.message:
         return ""
-    said = [abstract(mask(o.message, o.node, o.rank))[1] for o in group if o.message]
-    return fill(abstract(mask(first.message, first.node, first.rank))[0], said)
+    template = abstract(mask(first.message, first.node, first.rank))[0]
+    said = []
+    for o in group:
+        if o.message:
+            other, values = abstract(mask(o.message, o.node, o.rank))
+            if other == template:
+                said.append(values)
+    message = fill(template, said)
+    if len(said) < len(group):
+        message += f" ({len(said)} of {len(group)} nodes said this; the others other things)"
+    return message
 
 
 def violation_folds(violations: Sequence[Violation], fold: bool = True) -> list[Fold]:

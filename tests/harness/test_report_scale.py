@@ -151,6 +151,24 @@ def test_junit_and_html_of_a_noisy_1024_node_failure_fold_into_a_few_groups(
     assert len(xml) < 200_000
 
 
+def test_a_timeline_band_of_nodes_that_said_different_things_names_how_many_said_its_words(
+    tmp_path: Path,
+) -> None:
+    # The S02 shape: most nodes name the missing rank, some could not determine it. They
+    # ended alike (same status, error and events), so the timeline draws them as one band,
+    # but their messages hold different counts of numbers.
+    report = noisy_straggler_report(1024)
+    odd = [o for o in report.outcomes if o.status == "timeout"][-100:]
+    for o in odd:
+        o.message = "rendezvous round 0 timed out: which ranks are missing could not be determined"
+    page = render_html([report])
+    band = re.search(r"\((\d+) of (\d+) nodes said this; the others other things\)", page)
+    assert band, "the band's message must say how many of its nodes said it"
+    assert int(band[2]) - int(band[1]) == len(odd)
+    write_junit([report], tmp_path / "junit.xml")
+    assert "could not be determined" in (tmp_path / "junit.xml").read_text()
+
+
 def test_small_failures_keep_each_node_in_its_own_words() -> None:
     text = console_text([failing_report()])
     assert "[outcome] node 1 ended 'killed', expected 'timeout'  (node 1)" in text
