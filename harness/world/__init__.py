@@ -8,6 +8,8 @@
 * ``cluster``       node processes (forkserver) of every world on this machine: start,
                     start gate and release, signal, reap
 * ``process_nodes`` the node verbs of a world whose nodes are such processes (local, netns)
+* ``proxied``       toxics and downed links on proxied links (local, ray): removal,
+                    effects and cuts read from the proxy's event log
 * ``netns``         (subpackage) :class:`~harness.world.netns.world.NetnsWorld`: a network
                     namespace per node on a bridge, faults as nft rules and ``tbf`` in the
                     kernel
@@ -17,6 +19,8 @@
 * ``ray``           (subpackage) the Ray world: node groups as Ray actors on a cluster,
                     a proxy agent per host (the optional ``ray`` extra)
 * ``node``          the node process: one rendezvous, its events, one outcome
+* ``warm_up``       a node's first step taken before it says ``ready`` (page faults
+                    paid before the release)
 * ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
 * ``squatters``     listeners that hold node 0's port (bind faults)

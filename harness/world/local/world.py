@@ -31,7 +31,6 @@ import psutil
 
 from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
-from harness.proxy.events import link_cuts, toxic_effects
 from harness.world.base import (
     BANDWIDTH,
     CAPABILITIES,
@@ -42,15 +41,14 @@ from harness.world.base import (
     OnMessage,
     PacketRule,
     StoreRule,
-    ToxicEffects,
     ToxicSpec,
-    Uncounted,
     cannot,
 )
 from harness.world.cluster import LocalCluster
 from harness.world.local.topology import Topology
 from harness.world.node import NodeSpec
 from harness.world.process_nodes import ProcessNodes
+from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic
 from harness.world.squatters import Squatter
 
 __all__ = [
@@ -150,7 +148,7 @@ class LocalWorld(ProcessNodes):
         self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
         self.topo = Topology(layout, client, self.cluster.ctx)
         self._squatter: _Squatter | None = None
-        self._downs: dict[int, int] = {}  # node -> how many times its link went down
+        self._downs = Downs()
         self._touched: set[int] = set()  # nodes whose link a toxic or link_down acted on
         self._log: list[dict[str, Any]] | None = None
         self._log_read = False
@@ -202,9 +200,10 @@ class LocalWorld(ProcessNodes):
 
     # --- links, names, the store ------------------------------------------------------
 
-    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> _Toxic:
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
+        proxies = [self.topo.proxies[node] for node in nodes]
         self.client.bulk.add_toxic(
-            [self.topo.proxies[node] for node in nodes],
+            proxies,
             toxic.type,
             stream=toxic.stream,
             name=toxic.name,
@@ -212,15 +211,25 @@ class LocalWorld(ProcessNodes):
             attributes=dict(toxic.attributes),
         )
         self._touched.update(nodes)
-        return _Toxic(self, tuple(nodes), toxic)
+        return ProxiedToxic(
+            toxic,
+            lambda: self.client.bulk.remove_toxic(proxies, toxic.name),
+            self.link_log,
+            NO_EVENT_LOG,
+        )
 
-    def link_down(self, nodes: Sequence[int]) -> _Link:
-        downs = {node: self._downs.get(node, 0) for node in nodes}
-        for node in nodes:
-            self._downs[node] = downs[node] + 1
-        self.client.bulk.set_enabled([self.topo.proxies[node] for node in nodes], False)
+    def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
+        proxies = [self.topo.proxies[node] for node in nodes]
+        downs = self._downs.take(nodes)
+        self.client.bulk.set_enabled(proxies, False)
         self._touched.update(nodes)
-        return _Link(self, downs)
+        return ProxiedLink(
+            downs,
+            lambda: self.client.bulk.set_enabled(proxies, True),
+            self.link_log,
+            self.topo.proxies.__getitem__,
+            NO_EVENT_LOG,
+        )
 
     def names_down(self) -> _Names:
         if self.topo.dns_up is None:
@@ -263,43 +272,6 @@ class LocalWorld(ProcessNodes):
         if self._torn_down:
             self._log, self._log_read = log, True
         return log
-
-
-@dataclass
-class _Toxic:
-    world: LocalWorld
-    nodes: tuple[int, ...]
-    spec: ToxicSpec
-
-    def remove(self) -> None:
-        proxies = [self.world.topo.proxies[node] for node in self.nodes]
-        self.world.client.bulk.remove_toxic(proxies, self.spec.name)
-
-    def effects(self) -> ToxicEffects | Uncounted:
-        log = self.world.link_log()
-        if log is None:
-            return Uncounted(NO_EVENT_LOG)
-        return toxic_effects(log, self.spec.name, self.spec.type)
-
-
-@dataclass
-class _Link:
-    world: LocalWorld
-    downs: dict[int, int]  # node -> how many times its link had gone down before
-
-    def up(self) -> None:
-        proxies = [self.world.topo.proxies[node] for node in self.downs]
-        self.world.client.bulk.set_enabled(proxies, True)
-
-    def cuts(self) -> int | Uncounted:
-        log = self.world.link_log()
-        if log is None:
-            return Uncounted(NO_EVENT_LOG)
-        total = 0
-        for node, nth in self.downs.items():
-            cuts = link_cuts(log, self.world.topo.proxies[node])
-            total += cuts[nth] if nth < len(cuts) else 0
-        return total
 
 
 @dataclass

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
-from harness.proxy.events import link_cuts, toxic_effects
-from harness.world.base import ToxicEffects, ToxicSpec, Uncounted
+from harness.world.base import ToxicSpec
+from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic
 
 __all__ = ["Agent", "RayNetwork"]
 
@@ -45,7 +45,7 @@ class RayNetwork:
     agents: dict[str, Agent]
     links: dict[int, tuple[Agent, str]] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)
-    _downs: dict[int, int] = field(default_factory=dict)
+    _downs: Downs = field(default_factory=Downs)
     _touched: set[int] = field(default_factory=set)
     _log: list[dict[str, Any]] | None = None
     _log_read: bool = False
@@ -81,7 +81,7 @@ class RayNetwork:
             grouped.setdefault(agent.host_id, (agent.client, []))[1].append(name)
         return list(grouped.values())
 
-    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> _Toxic:
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
         """Put ``toxic`` on the links of ``nodes`` (one request per host)."""
         for client, names in self._by_agent(nodes):
             client.bulk.add_toxic(
@@ -93,7 +93,11 @@ class RayNetwork:
                 attributes=dict(toxic.attributes),
             )
         self._touched.update(nodes)
-        return _Toxic(self, tuple(nodes), toxic)
+        return ProxiedToxic(toxic, lambda: self._remove_toxic(nodes, toxic.name), self.log, NO_LOG)
+
+    def _remove_toxic(self, nodes: Sequence[int], name: str) -> None:
+        for client, names in self._by_agent(nodes):
+            client.bulk.remove_toxic(names, name)
 
     def hold(self, node: int, name: str, latency_ms: int) -> None:
         """Hold both directions of ``node``'s link: a ``latency`` toxic each (a pause)."""
@@ -114,15 +118,15 @@ class RayNetwork:
             with contextlib.suppress(Exception):  # already gone with the link
                 agent.client.remove_toxic(link, f"{name}-{stream}")
 
-    def link_down(self, nodes: Sequence[int]) -> _Link:
+    def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
         """Take the links of ``nodes`` down (open connections cut, new ones refused)."""
-        downs = {node: self._downs.get(node, 0) for node in nodes}
-        for node in nodes:
-            self._downs[node] = downs[node] + 1
+        downs = self._downs.take(nodes)
         for client, names in self._by_agent(nodes):
             client.bulk.set_enabled(names, False)
         self._touched.update(nodes)
-        return _Link(self, downs)
+        return ProxiedLink(
+            downs, lambda: self.set_up(downs), self.log, lambda node: self.links[node][1], NO_LOG
+        )
 
     def set_up(self, nodes: Iterable[int]) -> None:
         for client, names in self._by_agent(nodes):
@@ -169,39 +173,3 @@ class RayNetwork:
         for agent in self.agents.values():
             ray.kill(agent.actor, no_restart=True)
         return problems
-
-
-@dataclass
-class _Toxic:
-    network: RayNetwork
-    nodes: tuple[int, ...]
-    spec: ToxicSpec
-
-    def remove(self) -> None:
-        for client, names in self.network._by_agent(self.nodes):
-            client.bulk.remove_toxic(names, self.spec.name)
-
-    def effects(self) -> ToxicEffects | Uncounted:
-        log = self.network.log()
-        if log is None:
-            return Uncounted(NO_LOG)
-        return toxic_effects(log, self.spec.name, self.spec.type)
-
-
-@dataclass
-class _Link:
-    network: RayNetwork
-    downs: dict[int, int]  # node -> how many times its link had gone down before
-
-    def up(self) -> None:
-        self.network.set_up(self.downs)
-
-    def cuts(self) -> int | Uncounted:
-        log = self.network.log()
-        if log is None:
-            return Uncounted(NO_LOG)
-        total = 0
-        for node, nth in self.downs.items():
-            cuts = link_cuts(log, self.network.links[node][1])
-            total += cuts[nth] if nth < len(cuts) else 0
-        return total
