@@ -43,6 +43,10 @@ __all__ = ["FuzzResult", "Runner", "fuzz", "judged", "on_backend", "replay"]
 Runner = Callable[[Any, int], Report]
 #: How many shrink steps may run real scenarios before the search keeps what it has.
 DEFAULT_MAX_SHRINKS = 40
+#: When the minimal failing scenario passes on its final rerun (its failure depends on
+#: timing), how many larger failing ones are run once more, smallest first, to find one
+#: that fails again and so write a file that reproduces.
+CONFIRM_TRIES = 3
 
 
 @dataclass
@@ -57,7 +61,10 @@ class FuzzResult:
         written: the scenario files written (the minimal failing one).
         reports: the report of the minimal failing scenario, if any.
         flaky: the minimal scenario passed when hypothesis ran it once more (its failure
-            depends on timing, so a rerun may pass).
+            depends on timing), and so did every larger failing one tried again after it
+            (a rerun of the written file may pass).
+        confirmed: the minimal scenario passed when run again, and the written one is the
+            smallest larger failing scenario that failed again when run once more.
     """
 
     seed: int
@@ -67,6 +74,7 @@ class FuzzResult:
     written: list[Path] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     flaky: bool = False
+    confirmed: bool = False
 
 
 class _Failed(AssertionError):
@@ -81,6 +89,7 @@ class _Search:
     progress: Callable[[str], None]
     result: FuzzResult
     last: tuple[dict[str, Any], Report] | None = None
+    failing: list[tuple[dict[str, Any], Report]] = field(default_factory=list)
     passed: set[str] = field(default_factory=set)
 
     def example(self, data: dict[str, Any]) -> None:
@@ -90,21 +99,48 @@ class _Search:
         key = _key(data)
         if key in self.passed:
             return  # drawn again (hypothesis can reach one scenario several ways): it passed
-        scenario = parse(data, f"<{data['name']}>")
-        report = judged(data, self.runner(scenario, int(data["seed"])))
+        report = self._run(data)
         if shrinking:
             self.result.shrinks += 1
             where = f"[shrink {self.result.shrinks}]"
         else:
             self.result.examples += 1
             where = f"[{self.result.examples}/{self.budget}]"
-        verdict = "PASS" if report.passed else f"FAIL ({_why(report)})"
-        self.progress(f"{where} {data['name']} {summary(data)}  seed {data['seed']}  {verdict}")
+        self._say(where, data, report)
         if report.passed:
             self.passed.add(key)
         else:
             self.last = (data, report)
+            self.failing.append(self.last)
             raise _Failed(f"{data['name']} failed: {_why(report)}")
+
+    def confirm(self) -> None:
+        """The minimal failing scenario passed when run again: run larger failing ones
+        once more and keep the first that fails again — the next smallest ones, then the
+        first one found (unshrunk, the likeliest to fail for good); at most
+        :data:`CONFIRM_TRIES` runs. When none fails again, the minimal one stays, marked
+        flaky."""
+        seen = {_key(self.failing[-1][0])}
+        candidates = []
+        for data, _ in [*self.failing[-2::-1][: CONFIRM_TRIES - 1], self.failing[0]]:
+            if _key(data) not in seen:
+                seen.add(_key(data))
+                candidates.append(data)
+        for data in candidates:
+            report = self._run(data)
+            self._say("[confirm]", data, report)
+            if not report.passed:
+                self.last = (data, report)
+                self.result.confirmed = True
+                return
+        self.result.flaky = True
+
+    def _run(self, data: dict[str, Any]) -> Report:
+        return judged(data, self.runner(parse(data, f"<{data['name']}>"), int(data["seed"])))
+
+    def _say(self, where: str, data: dict[str, Any], report: Report) -> None:
+        verdict = "PASS" if report.passed else f"FAIL ({_why(report)})"
+        self.progress(f"{where} {data['name']} {summary(data)}  seed {data['seed']}  {verdict}")
 
     @property
     def last_data(self) -> dict[str, Any] | None:
@@ -202,8 +238,8 @@ def fuzz(
         hypothesis_seed(seed)(test)()
     except _Failed:
         pass  # the minimal failing example is search.last
-    except Flaky:
-        result.flaky = True  # its final rerun passed: search.last is the last that failed
+    except Flaky:  # the minimal one's final rerun passed: find one that fails again
+        search.confirm()
     if search.last is not None:
         data, report = search.last
         result.failures = 1
@@ -266,6 +302,11 @@ def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
         )
     if result.flaky:
         line += "; it passed once when run again: the failure depends on timing"
+    elif result.confirmed:
+        line += (
+            "; the smallest failing scenario passed when run again (its failure depends on"
+            " timing): the file is the smallest that failed again"
+        )
     return line
 
 

@@ -85,6 +85,31 @@ def test_fuzz_still_writes_a_failure_that_passes_when_run_again_and_says_so(
     assert lines[-1].endswith("it passed once when run again: the failure depends on timing")
 
 
+def test_fuzz_writes_a_larger_failure_that_fails_again_when_the_minimal_one_passes(
+    tmp_path: Path,
+) -> None:
+    # Every failure depends on timing but the first one found: it fails on every run.
+    runs: Counter[str] = Counter()
+    first: list[str] = []
+
+    def only_the_first_fails_for_good(scenario: Scenario, seed: int) -> Report:
+        runs[scenario.name] += 1
+        report = fails_when_a_node_is_absent(scenario, seed)
+        if report.violations and not first:
+            first.append(scenario.name)
+        if runs[scenario.name] > 1 and scenario.name not in first:
+            return Report(scenario, seed, outcomes=[])
+        return report
+
+    lines: list[str] = []
+    result = fuzz(30, 5, tmp_path, lines.append, runner=only_the_first_fails_for_good)
+    assert result.confirmed and not result.flaky
+    assert [load(path).name for path in result.written] == first
+    confirms = [line for line in lines if line.startswith("[confirm] ")]
+    assert confirms[-1].startswith(f"[confirm] {first[0]} ") and "FAIL" in confirms[-1]
+    assert lines[-1].endswith("the file is the smallest that failed again")
+
+
 def test_fuzz_reports_no_failure_and_writes_nothing_when_every_run_passes(
     tmp_path: Path,
 ) -> None:
