@@ -29,7 +29,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _decoder, _wire
+from rdzv.store import _decoder, _fast, _wire
 from rdzv.store._loop import READ, WRITE, EventLoop, Timer
 
 if TYPE_CHECKING:
@@ -120,7 +120,27 @@ class Connection:
             self.lost()
 
     def data_received(self, data: memoryview) -> None:
-        """Decode one read and serve the requests it completes."""
+        """Serve one read: its leading frequent requests on the fast path, the rest (if
+        any) decoded and applied through the KV."""
+        decoder = self.decoder
+        if not (self.pending or self.out or decoder.buffered or decoder.error):
+            kv = self.server.kv
+            session = kv._sessions.get(self)
+            if session is not None and session.validated and session.waiting is None:
+                src = bytes(data)
+                used, replies = _fast.serve(kv, self, src, decoder.limits, _HIGH_WATER)
+                if used:
+                    self.decoded_any = True
+                    self.held_bytes = 0
+                    self.write(replies)
+                    if used == len(src):
+                        self.partial_since = None
+                        return
+                    data = memoryview(src)[used:]
+        self._decode(data)
+
+    def _decode(self, data: memoryview) -> None:
+        """The general path: decode ``data`` into requests and apply them through the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
             if self.held_bytes > _MAX_HELD_BYTES:
