@@ -2,9 +2,10 @@
 
 Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking socket:
 
-* **Reading.** One ``recv_into`` per readiness event into the server's one read buffer
-  (every connection is served on the loop's thread, one read at a time), decoded from there,
-  so a read allocates nothing.
+* **Reading.** One ``recv`` per readiness event. The leading requests of a read that the
+  fast path (:mod:`rdzv.store._fast`) can finish are served from the received bytes in
+  place; the rest, and every read while a request is incomplete, queued or waiting, goes
+  through the decoder and ``WatchingKV``.
 * **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
   kept, and the socket is watched for writability only while something is kept.
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
@@ -29,7 +30,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _decoder, _fast, _wire
+from rdzv.store import _decoder, _wire
 from rdzv.store._loop import READ, WRITE, EventLoop, Timer
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
+_READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
@@ -66,7 +68,9 @@ class Connection:
         "peername",
         "pending",
         "reading_paused",
+        "serve_fast",
         "server",
+        "session",
         "sock",
     )
 
@@ -92,7 +96,8 @@ class Connection:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         server._conns.add(self)
-        server.kv.open(self)
+        self.session = server.kv.open(self)
+        self.serve_fast = server.serve_fast
         loop.register(sock, READ, self.on_events)
         self.events = READ
         self.partial_since: float | None = loop.time()  # the first request is due
@@ -106,40 +111,40 @@ class Connection:
             self._flush()
         if not mask & READ or self.closing or self.reading_paused:
             return
-        inbox = self.server.inbox
         try:
-            nbytes = self.sock.recv_into(inbox)
+            data = self.sock.recv(_READ_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # reset by the peer
             self.lost()
             return
-        if nbytes:
-            self.data_received(inbox[:nbytes])
+        if data:
+            self.data_received(data)
         else:  # the peer closed
             self.lost()
 
-    def data_received(self, data: memoryview) -> None:
+    def data_received(self, data: bytes) -> None:
         """Serve one read: its leading frequent requests on the fast path, the rest (if
         any) decoded and applied through the KV."""
-        decoder = self.decoder
-        if not (self.pending or self.out or decoder.buffered or decoder.error):
-            kv = self.server.kv
-            session = kv._sessions.get(self)
-            if session is not None and session.validated and session.waiting is None:
-                src = bytes(data)
-                used, replies = _fast.serve(kv, self, src, decoder.limits, _HIGH_WATER)
-                if used:
-                    self.decoded_any = True
-                    self.held_bytes = 0
+        session = self.session
+        if (
+            session.waiting is None
+            and session.validated
+            and self.partial_since is None  # nothing buffered in the decoder
+            and not (self.pending or self.out or self.decoder.error)
+        ):
+            used, replies = self.serve_fast(self, data)
+            if used:
+                self.decoded_any = True
+                self.held_bytes = 0
+                if replies:
                     self.write(replies)
-                    if used == len(src):
-                        self.partial_since = None
-                        return
-                    data = memoryview(src)[used:]
+                if used == len(data):
+                    return
+                data = data[used:]
         self._decode(data)
 
-    def _decode(self, data: memoryview) -> None:
+    def _decode(self, data: bytes) -> None:
         """The general path: decode ``data`` into requests and apply them through the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)

@@ -24,190 +24,178 @@ makes of the same bytes):
    itself when a writer watch exists, so watches hear every write in order).
 4. Replies keep the order of the requests; they are returned as one payload, which the
    caller sends before handing the rest of the read to the general path. The fast path stops
-   once that payload exceeds ``max_reply`` bytes, so the general path's back-pressure
+   once that payload exceeds :data:`MAX_REPLY` bytes, so the general path's back-pressure
    applies to the rest.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from rdzv.store._kv import PROBE_KEY
 from rdzv.store._table import stoll
-from rdzv.store._wire import READY, STOP_WAITING, Limits, Op
+from rdzv.store._wire import READY, STOP_WAITING, Limits
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
-
+    from rdzv.store._kv import ConnId
     from rdzv.store._writers import WatchingKV
 
-__all__ = ["serve"]
+Serve: TypeAlias = Callable[["ConnId", bytes], tuple[int, bytes]]
+"""``serve(conn, src)``: how many leading bytes of ``src`` were served, and their replies."""
+
+__all__ = ["MAX_REPLY", "Serve", "fast_path"]
+
+#: Bytes of replies after which the fast path leaves the rest of a read to the general
+#: path (whose batches stop while the peer leaves its replies unread).
+MAX_REPLY: Final = 1024 * 1024
 
 _U64: Final = struct.Struct("<Q")
 _I64: Final = struct.Struct("<q")
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
-_SET: Final = int(Op.SET)
-_GET: Final = int(Op.GET)
-_ADD: Final = int(Op.ADD)
-_CHECK: Final = int(Op.CHECK)
-_WAIT: Final = int(Op.WAIT)
-_MULTI_GET: Final = int(Op.MULTI_GET)
-_MULTI_SET: Final = int(Op.MULTI_SET)
-_KEY_LISTS: Final = frozenset({_WAIT, _CHECK, _MULTI_GET})
 _STOP: Final = bytes([STOP_WAITING])
 _READY: Final = bytes([READY])
 _NOT_READY: Final = bytes([1 - READY])
 
 
-def serve(
-    kv: WatchingKV, conn: Hashable, src: bytes, limits: Limits, max_reply: int
-) -> tuple[int, bytes]:
-    """Serve the leading requests of ``src`` that the fast path can finish (module doc).
+def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Serve:
+    """The fast path over ``kv`` (module doc): a function of the connection and one read.
 
-    ``conn``'s session must be validated and not waiting: the caller checks.
-
-    Returns:
-        How many bytes of ``src`` were served, and the replies to them, in order.
+    The connection's session must be validated and not waiting, and nothing of it may be
+    buffered or queued: the caller checks. ``kv``'s tables are bound once (they are never
+    replaced); its watches are read at every write (they are).
     """
     data = kv.data
+    queues = kv.queues
     waiters = kv._waiters
     last_writer = kv._last_writer
-    watched = bool(kv._watches)
+    wrote = kv._wrote
     unpack = _U64.unpack_from
+    unpack_i64 = _I64.unpack_from
     pack = _U64.pack
+    pack_i64 = _I64.pack
     max_key = limits.max_key
     max_value = limits.max_value
     max_keys = limits.max_keys
-    parts: list[bytes] = []
-    size = 0  # of the replies that may be large (GET, MULTI_GET)
-    end = len(src)
-    pos = 0
-    while pos < end and size <= max_reply:
-        op = src[pos]
-        start = pos + 9  # after the opcode and the first length or count
-        if start > end:
-            break
-        (n,) = unpack(src, pos + 1)
-        if op == _SET:
-            if n > max_key:
+
+    def serve(conn: ConnId, src: bytes) -> tuple[int, bytes]:
+        parts: list[bytes] = []
+        size = 0  # of the replies that may be large (GET, MULTI_GET)
+        end = len(src)
+        pos = 0
+        while pos < end and size <= max_reply:
+            op = src[pos]
+            start = pos + 9  # after the opcode and the first length or count
+            if start > end:
                 break
-            at = start + n
-            if at + 8 > end:
-                break
-            (length,) = unpack(src, at)
-            stop = at + 8 + length
-            if length > max_value or stop > end:
-                break
-            key = src[start:at]
-            if key in waiters:
-                break
-            value = src[at + 8 : stop]
-            old = data.get(key)
-            data[key] = value
-            if old != value:
-                if watched:
-                    kv._wrote(conn, key, old, value)
-                else:
-                    last_writer[key] = conn
-            pos = stop
-        elif op == _GET:
-            stop = start + n
-            if n > max_key or stop > end:
-                break
-            value = data.get(src[start:stop], b"")
-            parts.append(pack(len(value)))
-            parts.append(value)
-            size += len(value)
-            pos = stop
-        elif op in _KEY_LISTS:
-            if n > max_keys:
-                break
-            keys, stop = _keys(src, start, n, max_key)
-            if stop < 0:
-                break
-            if op == _MULTI_GET:
-                for key in keys:
-                    value = data.get(key, b"")
-                    parts.append(pack(len(value)))
-                    parts.append(value)
-                    size += len(value)
-            elif op == _WAIT:
-                for key in keys:
-                    if key not in data:
-                        return pos, b"".join(parts)  # blocks, or a queue key: general path
-                parts.append(_STOP)
-            elif n == 1 and keys[0] == PROBE_KEY:
-                break
-            else:
-                for key in keys:
-                    if key not in data:
-                        if kv.queues:
-                            return pos, b"".join(parts)
-                        parts.append(_NOT_READY)
-                        break
-                else:
-                    parts.append(_READY)
-            pos = stop
-        elif op == _ADD:
-            stop = start + n + 8
-            if n > max_key or stop > end:
-                break
-            key = src[start : stop - 8]
-            if key in waiters:
-                break
-            old = data.get(key)
-            (delta,) = _I64.unpack_from(src, stop - 8)
-            if old is None:
-                total = delta
-            else:
-                try:
-                    total = delta + stoll(old)
-                except ValueError:
+            (n,) = unpack(src, pos + 1)
+            if op == 1:  # SET
+                at = start + n
+                if n > max_key or at + 8 > end:
                     break
-            if not _I64_MIN <= total <= _I64_MAX:
-                break
-            value = str(total).encode()
-            data[key] = value
-            if old != value:
-                if watched:
-                    kv._wrote(conn, key, old, value)
+                (length,) = unpack(src, at)
+                stop = at + 8 + length
+                if length > max_value or stop > end:
+                    break
+                key = src[start:at]
+                if key in waiters:
+                    break
+                value = src[at + 8 : stop]
+                old = data.get(key)
+                data[key] = value
+                if old != value:
+                    if kv._watches:
+                        wrote(conn, key, old, value)
+                    else:
+                        last_writer[key] = conn
+                pos = stop
+            elif op == 3:  # GET
+                stop = start + n
+                if n > max_key or stop > end:
+                    break
+                value = data.get(src[start:stop], b"")
+                parts += (pack(len(value)), value)
+                size += len(value)
+                pos = stop
+            elif op == 6 or op == 5 or op == 10:  # noqa: PLR1714  # WAIT, CHECK, MULTI_GET
+                if n > max_keys:
+                    break
+                keys: list[bytes] = []
+                stop = start
+                for _ in range(n):
+                    at = stop + 8
+                    if at > end:
+                        break
+                    (length,) = unpack(src, stop)
+                    stop = at + length
+                    if length > max_key or stop > end:
+                        break
+                    keys.append(src[at:stop])
+                if len(keys) < n:
+                    break
+                if op == 6:
+                    for key in keys:
+                        if key not in data:  # the wait blocks, or the key is a queue's
+                            return pos, b"".join(parts)
+                    parts.append(_STOP)
+                elif op == 10:
+                    for key in keys:
+                        value = data.get(key, b"")
+                        parts += (pack(len(value)), value)
+                        size += len(value)
+                elif n == 1 and keys[0] == PROBE_KEY:
+                    break
                 else:
-                    last_writer[key] = conn
-            parts.append(_I64.pack(total))
-            pos = stop
-        elif op == _MULTI_SET:
-            if n > max_keys:
+                    for key in keys:
+                        if key not in data:
+                            if queues:
+                                return pos, b"".join(parts)
+                            parts.append(_NOT_READY)
+                            break
+                    else:
+                        parts.append(_READY)
+                pos = stop
+            elif op == 4:  # ADD
+                stop = start + n + 8
+                if n > max_key or stop > end:
+                    break
+                key = src[start : stop - 8]
+                if key in waiters:
+                    break
+                old = data.get(key)
+                (total,) = unpack_i64(src, stop - 8)
+                if old is not None:
+                    try:
+                        total += stoll(old)
+                    except ValueError:
+                        break
+                    if not _I64_MIN <= total <= _I64_MAX:
+                        break
+                value = str(total).encode()
+                data[key] = value
+                if old != value:
+                    if kv._watches:
+                        wrote(conn, key, old, value)
+                    else:
+                        last_writer[key] = conn
+                parts.append(pack_i64(total))
+                pos = stop
+            elif op == 11:  # MULTI_SET
+                stop = -1 if n > max_keys else _multi_set(kv, conn, src, start, n, limits)
+                if stop < 0:
+                    break
+                pos = stop
+            else:
                 break
-            stop = _multi_set(kv, conn, src, start, n, limits)
-            if stop < 0:
-                break
-            pos = stop
-        else:
-            break
-    return pos, b"".join(parts)
+        return pos, b"".join(parts)
 
-
-def _keys(src: bytes, pos: int, count: int, cap: int) -> tuple[list[bytes], int]:
-    """``count`` length-prefixed keys from ``pos``, and where they end; -1: not all there,
-    or one longer than ``cap``."""
-    keys: list[bytes] = []
-    append, unpack, end = keys.append, _U64.unpack_from, len(src)
-    for _ in range(count):
-        start = pos + 8
-        if start > end:
-            return keys, -1
-        (length,) = unpack(src, pos)
-        pos = start + length
-        if length > cap or pos > end:
-            return keys, -1
-        append(src[start:pos])
-    return keys, pos
+    return serve
 
 
 def _multi_set(
-    kv: WatchingKV, conn: Hashable, src: bytes, pos: int, count: int, limits: Limits
+    kv: WatchingKV, conn: ConnId, src: bytes, pos: int, count: int, limits: Limits
 ) -> int:
     """Apply the MULTI_SET of ``count`` pairs at ``pos`` and return where it ends; -1 (and
     nothing applied): not all there, over a limit, or a key with waiters."""

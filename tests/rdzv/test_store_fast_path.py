@@ -44,8 +44,10 @@ class Outcome:
 class World:
     """A server that is never started, its loop never run, and connections on socket pairs."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, *, fast: bool = True) -> None:
         self.server = StoreServer("127.0.0.1", 0, limits=LIMITS)
+        if not fast:
+            self.server.serve_fast = lambda conn, src: (0, b"")
         self.loop = EventLoop()
         self.server._loop = self.loop
         self.drops: list[tuple[int, str, str]] = []
@@ -65,7 +67,7 @@ class World:
     def feed(self, index: int, chunk: bytes) -> None:
         conn = self.conns[index]
         if chunk and not conn.closing:
-            conn.data_received(memoryview(bytearray(chunk)))
+            conn.data_received(chunk)
 
     def outcome(self) -> Outcome:
         replies = []
@@ -99,13 +101,9 @@ class World:
 @contextmanager
 def world(count: int, *, fast: bool = True) -> Iterator[World]:
     """A :class:`World` of ``count`` connections; ``fast=False`` turns the fast path off."""
-    made = World(count)
+    made = World(count, fast=fast)
     try:
-        if fast:
-            yield made
-        else:
-            with mock.patch.object(_fast, "serve", lambda *args: (0, b"")):
-                yield made
+        yield made
     finally:
         made.close()
 
@@ -305,14 +303,21 @@ def test_a_key_over_the_limit_is_refused_as_the_decoder_refuses_it() -> None:
     ]
 
 
-def test_replies_past_the_high_water_mark_leave_the_rest_to_the_back_pressure() -> None:
+def test_replies_past_the_bound_leave_the_rest_of_the_read_to_the_general_path() -> None:
     big = _wire.Limits(max_value=2 * 1024 * 1024)
     with world(1) as made:
-        made.server.limits = big
-        made.conns[0].decoder.limits = big
+        kv = made.server.kv
+        conn = made.conns[0]
         made.feed(0, VALIDATE)
-        made.feed(0, w.encode_request(w.Set(b"a", b"v" * (2 * 1024 * 1024))))
-        gets = w.encode_request(w.Get(b"a")) * 4
-        used, replies = _fast.serve(made.server.kv, made.conns[0], gets, big, 3 * 1024 * 1024)
-    assert used == 2 * len(w.encode_request(w.Get(b"a")))
+        serve = _fast.fast_path(kv, big, max_reply=3 * 1024 * 1024)
+        assert serve(conn, w.encode_request(w.Set(b"a", b"v" * (2 * 1024 * 1024))))[1] == b""
+        get = w.encode_request(w.Get(b"a"))
+        used, replies = serve(conn, get * 4)
+    assert used == 2 * len(get)
     assert replies == w.encode_bytes(b"v" * (2 * 1024 * 1024)) * 2
+
+
+def test_the_fast_path_reads_the_opcodes_torch_defines() -> None:
+    """It compares opcodes as literals: they must be torch's (``QueryType``)."""
+    ops = (w.Op.SET, w.Op.GET, w.Op.ADD, w.Op.CHECK, w.Op.WAIT, w.Op.MULTI_GET, w.Op.MULTI_SET)
+    assert ops == (1, 3, 4, 5, 6, 10, 11)
