@@ -106,7 +106,11 @@ class Connection:
     # --- events -----------------------------------------------------------------------
 
     def on_events(self, mask: int) -> None:
-        """The loop's handler: the socket is readable and/or writable."""
+        """The loop's handler: the socket is readable and/or writable.
+
+        A read's leading frequent requests are served on the fast path, inline here (this
+        runs once per read); the rest, if any, goes to :meth:`data_received`.
+        """
         if mask & WRITE and self.out:
             self._flush()
         if not mask & READ or self.closing or self.reading_paused:
@@ -118,14 +122,9 @@ class Connection:
         except OSError:  # reset by the peer
             self.lost()
             return
-        if data:
-            self.data_received(data)
-        else:  # the peer closed
+        if not data:  # the peer closed
             self.lost()
-
-    def data_received(self, data: bytes) -> None:
-        """Serve one read: its leading frequent requests on the fast path, the rest (if
-        any) decoded and applied through the KV."""
+            return
         session = self.session
         if (
             session.waiting is None
@@ -142,10 +141,11 @@ class Connection:
                 if used == len(data):
                     return
                 data = data[used:]
-        self._decode(data)
+        self.data_received(data)
 
-    def _decode(self, data: bytes) -> None:
-        """The general path: decode ``data`` into requests and apply them through the KV."""
+    def data_received(self, data: bytes) -> None:
+        """The general path: decode ``data`` and apply the requests it completes through
+        the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
             if self.held_bytes > _MAX_HELD_BYTES:

@@ -85,7 +85,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
         size = 0  # of the replies that may be large (GET, MULTI_GET)
         end = len(src)
         pos = 0
-        while pos < end and size <= max_reply:
+        while pos < end:
             op = src[pos]
             start = pos + 9  # after the opcode and the first length or count
             if start > end:
@@ -117,8 +117,10 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                     break
                 value = data.get(src[start:stop], b"")
                 parts += (pack(len(value)), value)
-                size += len(value)
                 pos = stop
+                size += len(value)
+                if size > max_reply:
+                    break
             elif op == 6 or op == 5 or op == 10:  # noqa: PLR1714  # WAIT, CHECK, MULTI_GET
                 if n > max_keys:
                     break
@@ -140,11 +142,32 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                         if key not in data:  # the wait blocks, or the key is a queue's
                             return pos, b"".join(parts)
                     parts.append(_STOP)
-                elif op == 10:
+                    # rdzv's client follows a WAIT with a GET of its one key or a MULTI_GET
+                    # of its keys, in the same write: read those keys once.
+                    if stop == end:
+                        pos = stop
+                        break
+                    if n == 1 and src[stop] == 3 and src.startswith(src[start:stop], stop + 1):
+                        value = data.get(keys[0], b"")
+                        parts += (pack(len(value)), value)
+                        pos = stop + stop - start + 1
+                        size += len(value)
+                        if size > max_reply:
+                            break
+                        continue
+                    if not (src[stop] == 10 and src.startswith(src[pos + 1 : stop], stop + 1)):
+                        pos = stop
+                        continue
+                    pos, stop = stop, stop + stop - pos
+                    op = 10
+                if op == 10:
                     for key in keys:
                         value = data.get(key, b"")
                         parts += (pack(len(value)), value)
                         size += len(value)
+                    if size > max_reply:
+                        pos = stop
+                        break
                 elif n == 1 and keys[0] == PROBE_KEY:
                     break
                 else:

@@ -2,8 +2,8 @@
 path (the decoder and the KV) does, however the bytes are split into reads.
 
 The connections here are real :class:`~rdzv.store._conn.Connection` objects on one end of a
-socket pair, fed reads directly (``data_received``) so a split is exactly the one drawn; the
-replies are what arrives at the other end.
+socket pair, the loop not running: each chunk is sent, then the connection's handler reads
+it, so a split is exactly the one drawn; the replies are what arrives at the other end.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rdzv.store import _fast, _wire
 from rdzv.store import _wire as w
 from rdzv.store._conn import Connection
 from rdzv.store._kv import PROBE_KEY
-from rdzv.store._loop import EventLoop
+from rdzv.store._loop import READ, EventLoop
 from rdzv.store.server import StoreServer
 
 LIMITS = _wire.Limits(max_key=8, max_value=16, max_keys=4)
@@ -65,9 +65,9 @@ class World:
         self.drops.append((peername[1], reason, str(error)))
 
     def feed(self, index: int, chunk: bytes) -> None:
-        conn = self.conns[index]
-        if chunk and not conn.closing:
-            conn.data_received(chunk)
+        """``chunk`` arrives as one read (a socket pair delivers what was sent, whole)."""
+        self.peers[index].sendall(chunk)
+        self.conns[index].on_events(READ)
 
     def outcome(self) -> Outcome:
         replies = []
@@ -144,6 +144,9 @@ requests = st.one_of(
 )
 encoded = st.one_of(
     requests.map(w.encode_request),
+    # what rdzv's client sends for get and multi_get: a WAIT, then a read of the same keys
+    st.builds(lambda k: w.encode_request(w.Wait((k,))) + w.encode_request(w.Get(k)), keys),
+    st.builds(lambda k: w.encode_request(w.Wait(k)) + w.encode_request(w.MultiGet(k)), key_lists),
     st.just(b"\xfe"),  # an unknown opcode
     st.just(w.encode_request(w.Validate(0x1234))),  # a second VALIDATE, with a bad magic
 )
@@ -199,6 +202,10 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
         w.Wait((b"a",)),
         w.MultiSet(((b"b", b"x"), (b"a", b"2"))),
         w.MultiGet((b"a", b"b", b"q")),
+        w.Wait((b"a",)),
+        w.Get(b"a"),
+        w.Wait((b"a", b"b")),
+        w.MultiGet((b"a", b"b")),
     ]
     with world(1) as made:
         made.feed(0, VALIDATE)
@@ -214,6 +221,11 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
         + w.encode_bytes(b"2")
         + w.encode_bytes(b"x")
         + w.encode_bytes(b"")
+        + w.encode_u8(w.STOP_WAITING)
+        + w.encode_bytes(b"2")
+        + w.encode_u8(w.STOP_WAITING)
+        + w.encode_bytes(b"2")
+        + w.encode_bytes(b"x")
     ]
     assert got.data == {b"a": b"2", b"n": b"2", b"b": b"x"}
 
