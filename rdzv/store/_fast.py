@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Final, TypeAlias
 
 from rdzv.store._kv import PROBE_KEY
@@ -68,6 +69,8 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
     replaced); its watches are read at every write (they are).
     """
     data = kv.data
+    get = data.get
+    has = data.__contains__
     queues = kv.queues
     waiters = kv._waiters
     last_writer = kv._last_writer
@@ -125,22 +128,24 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                 if n > max_keys:
                     break
                 keys: list[bytes] = []
+                append = keys.append
                 stop = start
-                for _ in range(n):
-                    at = stop + 8
-                    if at > end:
-                        break
-                    (length,) = unpack(src, stop)
-                    stop = at + length
-                    if length > max_key or stop > end:
-                        break
-                    keys.append(src[at:stop])
-                if len(keys) < n:
+                try:  # unpack raises when a length is not all there (a key may be short)
+                    for _ in range(n):
+                        (length,) = unpack(src, stop)
+                        if length > max_key:
+                            break
+                        at = stop + 8
+                        stop = at + length
+                        append(src[at:stop])
+                except struct.error:
+                    pass
+                if len(keys) < n or stop > end:
                     break
                 if op == 6:
-                    for key in keys:
-                        if key not in data:  # the wait blocks, or the key is a queue's
-                            return pos, b"".join(parts)
+                    if not (keys[0] in data if n == 1 else all(map(has, keys))):
+                        # the wait blocks, or a key is a queue's: the general path's
+                        return pos, b"".join(parts)
                     parts.append(_STOP)
                     # rdzv's client follows a WAIT with a GET of its one key or a MULTI_GET
                     # of its keys, in the same write: read those keys once.
@@ -161,24 +166,22 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                     pos, stop = stop, stop + stop - pos
                     op = 10
                 if op == 10:
-                    for key in keys:
-                        value = data.get(key, b"")
-                        parts += (pack(len(value)), value)
-                        size += len(value)
+                    values = list(map(get, keys, repeat(b"")))
+                    parts += chain.from_iterable(
+                        zip(map(pack, map(len, values)), values, strict=True)
+                    )
+                    size += sum(map(len, values))
                     if size > max_reply:
                         pos = stop
                         break
                 elif n == 1 and keys[0] == PROBE_KEY:
                     break
+                elif all(map(has, keys)):
+                    parts.append(_READY)
+                elif queues:  # a key may be a queue's
+                    return pos, b"".join(parts)
                 else:
-                    for key in keys:
-                        if key not in data:
-                            if queues:
-                                return pos, b"".join(parts)
-                            parts.append(_NOT_READY)
-                            break
-                    else:
-                        parts.append(_READY)
+                    parts.append(_NOT_READY)
                 pos = stop
             elif op == 4:  # ADD
                 stop = start + n + 8
@@ -224,34 +227,37 @@ def _multi_set(
     nothing applied): not all there, over a limit, or a key with waiters."""
     keys: list[bytes] = []
     values: list[bytes] = []
+    add_key, add_value = keys.append, values.append
     key_cap, value_cap = limits.max_key, limits.max_value
-    unpack, end = _U64.unpack_from, len(src)
-    for _ in range(count):
-        start = pos + 8
-        if start > end:
-            return -1
-        (length,) = unpack(src, pos)
-        pos = start + length
-        if length > key_cap or pos + 8 > end:
-            return -1
-        keys.append(src[start:pos])
-        (length,) = unpack(src, pos)
-        start = pos + 8
-        pos = start + length
-        if length > value_cap or pos > end:
-            return -1
-        values.append(src[start:pos])
+    unpack = _U64.unpack_from
+    try:  # unpack raises when a length is not all there (a key or value may be short)
+        for _ in range(count):
+            (length,) = unpack(src, pos)
+            if length > key_cap:
+                return -1
+            start = pos + 8
+            pos = start + length
+            add_key(src[start:pos])
+            (length,) = unpack(src, pos)
+            if length > value_cap:
+                return -1
+            start = pos + 8
+            pos = start + length
+            add_value(src[start:pos])
+    except struct.error:
+        return -1
+    if pos > len(src):
+        return -1
     data, waiters = kv.data, kv._waiters
     if waiters and not waiters.keys().isdisjoint(keys):
         return -1
     before = list(map(data.get, keys))  # as WatchingKV: the values before the whole request
     data.update(zip(keys, values, strict=True))
-    last_writer, watched = kv._last_writer, bool(kv._watches)
-    for key, old in zip(keys, before, strict=True):
-        new = data[key]
-        if new is not old and new != old:
-            if watched:
-                kv._wrote(conn, key, old, new)
-            else:
-                last_writer[key] = conn
+    if kv._watches:
+        for key, old in zip(keys, before, strict=True):
+            kv._wrote(conn, key, old, data[key])
+    else:
+        kv._last_writer.update(
+            {key: conn for key, old in zip(keys, before, strict=True) if data[key] != old}
+        )
     return pos
