@@ -2,9 +2,10 @@
 
 The general path decodes a read into request objects (:mod:`rdzv.store._decoder`) and applies
 them through :class:`~rdzv.store._writers.WatchingKV`; building and dispatching those objects
-is most of a request's cost. :func:`serve` parses the leading requests of one read in place and
-applies them to the KV's table directly, and stops at the first request it cannot finish the
-same way the general path would, leaving it (and everything after it) to the general path.
+is most of a request's cost. The function :func:`fast_path` returns parses the leading
+requests of one read in place and applies them to the KV's table directly, and stops at the
+first request it cannot finish the same way the general path would, leaving it (and
+everything after it) to the general path.
 
 Served here: SET, GET, ADD, CHECK, WAIT on keys that all exist, MULTI_GET, MULTI_SET.
 
@@ -106,7 +107,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                 if key in waiters:
                     break
                 value = src[at + 8 : stop]
-                old = data.get(key)
+                old = get(key)
                 data[key] = value
                 if old != value:
                     if kv._watches:
@@ -118,7 +119,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                 stop = start + n
                 if n > max_key or stop > end:
                     break
-                value = data.get(src[start:stop], b"")
+                value = get(src[start:stop], b"")
                 parts += (pack(len(value)), value)
                 pos = stop
                 size += len(value)
@@ -153,7 +154,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                         pos = stop
                         break
                     if n == 1 and src[stop] == 3 and src.startswith(src[start:stop], stop + 1):
-                        value = data.get(keys[0], b"")
+                        value = get(keys[0], b"")
                         parts += (pack(len(value)), value)
                         pos = stop + stop - start + 1
                         size += len(value)
@@ -190,7 +191,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                 key = src[start : stop - 8]
                 if key in waiters:
                     break
-                old = data.get(key)
+                old = get(key)
                 (total,) = unpack_i64(src, stop - 8)
                 if old is not None:
                     try:
