@@ -136,8 +136,16 @@ class Connection:
             if used:
                 self.decoded_any = True
                 self.held_bytes = 0
-                if replies:
-                    self.write(replies)
+                if replies:  # self.write, inlined: nothing is kept, the socket is open
+                    try:
+                        sent = self.sock.send(replies)
+                    except (BlockingIOError, InterruptedError):
+                        sent = 0
+                    except OSError:  # reset: closed in the next iteration, as a drop is
+                        self._close_soon()
+                        sent = len(replies)
+                    if sent != len(replies):
+                        self.write_rest(replies, sent)
                 if used == len(data):
                     return
                 data = data[used:]
@@ -259,12 +267,19 @@ class Connection:
             except OSError:  # reset: closed in the next iteration, as a drop is
                 self._close_soon()
                 return
-            if sent == len(payload):
-                return
-            out += memoryview(payload)[sent:]
-            self._update_events()
-        else:
-            out += payload
+            if sent != len(payload):
+                self.write_rest(payload, sent)
+            return
+        out += payload
+        if len(out) > _HIGH_WATER and not self.reading_paused:
+            self._pause_reading()  # the peer is not reading its replies
+
+    def write_rest(self, payload: bytes, sent: int) -> None:
+        """Keep what the kernel did not take of ``payload`` (nothing was kept before it)
+        and watch the socket for writing."""
+        out = self.out
+        out += memoryview(payload)[sent:]
+        self._update_events()
         if len(out) > _HIGH_WATER and not self.reading_paused:
             self._pause_reading()  # the peer is not reading its replies
 
