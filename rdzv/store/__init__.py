@@ -5,6 +5,8 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_messages`` ``_wire`` ``_decoder``  sans-IO codec: requests as values, bytes, decoding
 * ``_table`` ``_kv`` ``_writers``       pure semantics: the data, then sessions and waiters,
   then which connection last wrote a watched key (no I/O, no clock: ``now`` is passed in)
+* ``_fast``                            the server's fast path: the frequent requests served
+  from the received bytes onto the table, with the semantics above (no I/O)
 * ``_convert`` ``base``                 torch's ``Store`` ABC, ``HashStore``, ``PrefixStore``
 * ``_bind`` ``_droplog`` ``_loop`` ``_conn`` ``server``  ``StoreServer``: the only server-side
   I/O (a poller loop, the connections on it, the server)

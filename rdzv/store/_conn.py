@@ -2,9 +2,10 @@
 
 Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking socket:
 
-* **Reading.** One ``recv_into`` per readiness event into the server's one read buffer
-  (every connection is served on the loop's thread, one read at a time), decoded from there,
-  so a read allocates nothing.
+* **Reading.** One ``recv`` per readiness event. The leading requests of a read that the
+  fast path (:mod:`rdzv.store._fast`) can finish are served from the received bytes in
+  place; the rest, and every read while a request is incomplete, queued or waiting, goes
+  through the decoder and ``WatchingKV``.
 * **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
   kept, and the socket is watched for writability only while something is kept.
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
@@ -41,6 +42,7 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
+_READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
@@ -66,7 +68,9 @@ class Connection:
         "peername",
         "pending",
         "reading_paused",
+        "serve_fast",
         "server",
+        "session",
         "sock",
     )
 
@@ -92,7 +96,8 @@ class Connection:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         server._conns.add(self)
-        server.kv.open(self)
+        self.session = server.kv.open(self)
+        self.serve_fast = server.serve_fast
         loop.register(sock, READ, self.on_events)
         self.events = READ
         self.partial_since: float | None = loop.time()  # the first request is due
@@ -101,26 +106,54 @@ class Connection:
     # --- events -----------------------------------------------------------------------
 
     def on_events(self, mask: int) -> None:
-        """The loop's handler: the socket is readable and/or writable."""
+        """The loop's handler: the socket is readable and/or writable.
+
+        A read's leading frequent requests are served on the fast path, inline here (this
+        runs once per read); the rest, if any, goes to :meth:`data_received`.
+        """
         if mask & WRITE and self.out:
             self._flush()
         if not mask & READ or self.closing or self.reading_paused:
             return
-        inbox = self.server.inbox
         try:
-            nbytes = self.sock.recv_into(inbox)
+            data = self.sock.recv(_READ_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # reset by the peer
             self.lost()
             return
-        if nbytes:
-            self.data_received(inbox[:nbytes])
-        else:  # the peer closed
+        if not data:  # the peer closed
             self.lost()
+            return
+        session = self.session
+        if (
+            session.waiting is None
+            and session.validated
+            and self.partial_since is None  # nothing buffered in the decoder
+            and not (self.pending or self.out or self.decoder.error)
+        ):
+            used, replies = self.serve_fast(self, data)
+            if used:
+                self.decoded_any = True
+                self.held_bytes = 0
+                if replies:  # self.write, inlined: nothing is kept, the socket is open
+                    try:
+                        sent = self.sock.send(replies)
+                    except (BlockingIOError, InterruptedError):
+                        sent = 0
+                    except OSError:  # reset: closed in the next iteration, as a drop is
+                        self._close_soon()
+                        sent = len(replies)
+                    if sent != len(replies):
+                        self.write_rest(replies, sent)
+                if used == len(data):
+                    return
+                data = data[used:]
+        self.data_received(data)
 
-    def data_received(self, data: memoryview) -> None:
-        """Decode one read and serve the requests it completes."""
+    def data_received(self, data: bytes) -> None:
+        """The general path: decode ``data`` and apply the requests it completes through
+        the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
             if self.held_bytes > _MAX_HELD_BYTES:
@@ -234,12 +267,19 @@ class Connection:
             except OSError:  # reset: closed in the next iteration, as a drop is
                 self._close_soon()
                 return
-            if sent == len(payload):
-                return
-            out += memoryview(payload)[sent:]
-            self._update_events()
-        else:
-            out += payload
+            if sent != len(payload):
+                self.write_rest(payload, sent)
+            return
+        out += payload
+        if len(out) > _HIGH_WATER and not self.reading_paused:
+            self._pause_reading()  # the peer is not reading its replies
+
+    def write_rest(self, payload: bytes, sent: int) -> None:
+        """Keep what the kernel did not take of ``payload`` (nothing was kept before it)
+        and watch the socket for writing."""
+        out = self.out
+        out += memoryview(payload)[sent:]
+        self._update_events()
         if len(out) > _HIGH_WATER and not self.reading_paused:
             self._pause_reading()  # the peer is not reading its replies
 

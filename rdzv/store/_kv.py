@@ -114,9 +114,10 @@ class KV(Table):
 
     # --- sessions (the TCP server's view) ----------------------------------------------
 
-    def open(self, conn: ConnId) -> None:
-        """Start tracking a new connection."""
-        self._sessions[conn] = _Session()
+    def open(self, conn: ConnId) -> _Session:
+        """Start tracking a new connection; returns its session (read-only to the caller)."""
+        session = self._sessions[conn] = _Session()
+        return session
 
     def close(self, conn: ConnId) -> None:
         """Forget a connection and every wait it had pending."""

@@ -167,12 +167,13 @@ class EventLoop:
         ready = self._ready
         timers = self._timers
         monotonic = time.monotonic
+        scale, trouble, both = self._scale, _TROUBLE, _BOTH  # locals: this runs per read
         try:
             while not self._stopping:
                 if ready:
                     timeout: float | None = 0.0
                 elif timers:
-                    timeout = max(timers[0][0] - monotonic(), 0.0) * self._scale
+                    timeout = max(timers[0][0] - monotonic(), 0.0) * scale
                 else:
                     timeout = None
                 for fd, events in poll(timeout):
@@ -180,17 +181,18 @@ class EventLoop:
                     if handler is None:  # unregistered by a handler before it in this batch
                         continue
                     try:
-                        handler(events | _BOTH if events & _TROUBLE else events)
+                        handler(events | both if events & trouble else events)
                     except Exception:  # invariant 3
                         _log.exception("store server: a handler of fd %s failed", fd)
                 if timers and timers[0][0] <= monotonic():
                     self._run_due_timers()
-                for _ in range(len(ready)):  # invariant 2
-                    callback = ready.popleft()
-                    try:
-                        callback()
-                    except Exception:  # invariant 3
-                        _log.exception("store server: a scheduled callback failed")
+                if ready:
+                    for _ in range(len(ready)):  # invariant 2
+                        callback = ready.popleft()
+                        try:
+                            callback()
+                        except Exception:  # invariant 3
+                            _log.exception("store server: a scheduled callback failed")
         finally:
             with self._lock:  # invariant 4
                 self._closed = True

@@ -36,6 +36,7 @@ from rdzv.store import _wire
 from rdzv.store._bind import bind, bind_plan
 from rdzv.store._conn import Connection
 from rdzv.store._droplog import DropLog
+from rdzv.store._fast import fast_path
 from rdzv.store._loop import READ, EventLoop, Handler, Timer
 from rdzv.store._writers import Cancel, OnClose, OnWrite, Selects, WatchingKV
 
@@ -47,7 +48,6 @@ _log = logging.getLogger("rdzv.server")
 #: first request) before the connection is dropped.
 PARTIAL_REQUEST_TIMEOUT: Final = 30.0
 _WATCH_SECONDS: Final = 10.0  # bound of adding a writer watch on the loop thread
-_READ_SIZE: Final = 65536
 _ACCEPT_RETRY: Final = 1.0  # seconds without accepting after running out of descriptors
 _OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -101,8 +101,8 @@ class StoreServer:
         self._closed = threading.Event()
         self._accept_warned = False
         self.kv = WatchingKV()
+        self.serve_fast = fast_path(self.kv, self.limits)  # the frequent requests, in place
         self.port = port
-        self.inbox = memoryview(bytearray(_READ_SIZE))  # every connection reads into it
 
     # --- lifecycle ------------------------------------------------------------------
 

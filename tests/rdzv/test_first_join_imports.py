@@ -107,6 +107,7 @@ _SERVER_SIDE = {
     "rdzv.store._loop",
     "rdzv.store._decoder",
     "rdzv.store._droplog",
+    "rdzv.store._fast",
     "rdzv.store._kv",
     "rdzv.store._writers",
 }

@@ -25,6 +25,7 @@ SANS_IO = [
     "rdzv.store._decoder",
     "rdzv.store._table",
     "rdzv.store._kv",
+    "rdzv.store._fast",
     "rdzv.store._droplog",
     "rdzv.store._convert",
     "rdzv.rendezvous._round_failures",
