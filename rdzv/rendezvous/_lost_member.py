@@ -31,7 +31,9 @@ the missing ranks at once from what it saw (:meth:`members`), with no request to
 verdict), are not checked. Events on ``rdzv.rendezvous``: ``member_vanished`` (WARNING;
 ``lost_rank``, ``grace``: a claim's connection closed, the round waits), ``member_lost``
 (WARNING; ``lost_rank``, ``lost``, ``grace``, ``first``: whether this verdict won) and
-``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``).
+``member_loss_not_reported`` (WARNING; ``lost_rank``, ``error``, ``attempt``, ``retry_in``:
+the seconds until the next check of that claim, None after the last of
+:data:`_CHECK_ATTEMPTS` or once the round is decided).
 """
 
 from __future__ import annotations
@@ -67,6 +69,11 @@ _log: Final = get_logger("rdzv.rendezvous")
 #: 0.75 s was measured (scenarios/restart-after-join.toml); 2 s keeps a margin.
 MEMBER_GRACE: Final = 2.0
 _CHECK_SECONDS: Final = 1.0  # bound of each store operation of one check
+#: Checks of one vanished claim (a check that failed is tried again, ``_RETRY_SECONDS``
+#: later): one that timed out on a loaded machine would otherwise leave the round without
+#: its verdict until a deadline, and then it names no missing rank.
+_CHECK_ATTEMPTS: Final = 5
+_RETRY_SECONDS: Final = 0.5
 _CONNECT_SECONDS: Final = 5.0  # the watch dials the server of its own process (when needed)
 
 
@@ -279,15 +286,20 @@ class LostMemberWatch:
             if round_index in self._ended:
                 return  # the round has a verdict, or completed: not this watch's business
             self._pending.setdefault(round_index, {})[rank] = value
-            timer = threading.Timer(self._grace, self._check, (round_index, rank, value))
-            timer.daemon = True
-            self._timers.add(timer)
+            timer = self._later(self._grace, (round_index, rank, value, 1))
         timer.start()
         self._event("member_vanished", round_index, lost_rank=rank, grace=self._grace)
 
+    def _later(self, seconds: float, args: tuple[int, int, bytes, int]) -> threading.Timer:
+        """A timer that runs :meth:`_check` with ``args`` (with ``_lock`` held; unstarted)."""
+        timer = threading.Timer(seconds, self._check, args)
+        timer.daemon = True
+        self._timers.add(timer)
+        return timer
+
     # -- on a timer thread ---------------------------------------------------------------
 
-    def _check(self, round_index: int, rank: int, value: bytes) -> None:
+    def _check(self, round_index: int, rank: int, value: bytes, attempt: int = 1) -> None:
         try:
             with self._io:
                 if self._closed:
@@ -295,7 +307,16 @@ class LostMemberWatch:
                 outcome = self._abort_if_gone(round_index, rank, value)
         except (StoreError, RendezvousStateError) as exc:
             error = f"{type(exc).__name__}: {exc}"
-            self._event("member_loss_not_reported", round_index, lost_rank=rank, error=error)
+            self._drop_connection()  # the next attempt dials afresh
+            retry = self._retry(round_index, rank, value, attempt)
+            self._event(
+                "member_loss_not_reported",
+                round_index,
+                lost_rank=rank,
+                error=error,
+                attempt=attempt,
+                retry_in=_RETRY_SECONDS if retry else None,
+            )
         else:
             if outcome is not None:
                 lost, first = outcome
@@ -310,6 +331,26 @@ class LostMemberWatch:
         finally:
             with self._lock:
                 self._timers.discard(threading.current_thread())
+
+    def _drop_connection(self) -> None:
+        """Close the connection the watch dialled itself (one it was given is kept)."""
+        with self._io:
+            store, opened = self._store, self._open is not None
+            if opened and store is not None:
+                self._store = None
+                close_store(store)
+
+    def _retry(self, round_index: int, rank: int, value: bytes, attempt: int) -> bool:
+        """Check again later, unless this was the last attempt or the round is decided
+        (or settled, or the watch closed); returns whether it will."""
+        if attempt >= _CHECK_ATTEMPTS:
+            return False
+        with self._lock:
+            if self._closed or round_index <= self._settled or round_index in self._ended:
+                return False
+            timer = self._later(_RETRY_SECONDS, (round_index, rank, value, attempt + 1))
+        timer.start()
+        return True
 
     def _abort_if_gone(
         self, round_index: int, rank: int, value: bytes

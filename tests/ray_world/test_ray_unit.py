@@ -114,3 +114,40 @@ def test_a_bare_folder_named_ray_on_the_path_is_not_taken_for_ray(
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     why = session.unavailable()
     assert why is not None and "not installed" in why
+
+
+class _Spare:
+    """A spare actor's handle: ``preload.remote(modules)`` records what it was asked."""
+
+    def __init__(self, asked: list[list[str]]) -> None:
+        self.preload = self
+        self._asked = asked
+
+    def remote(self, modules: list[str]) -> str:
+        self._asked.append(modules)
+        return f"answer {len(self._asked)}"
+
+
+class _Waits:
+    def __init__(self) -> None:
+        self.waited: list[Any] = []
+
+    def get(self, refs: Any, timeout: float, what: str) -> Any:
+        self.waited.append((refs, what))
+        return refs
+
+
+def test_a_restart_adopts_a_spare_that_answered_with_the_rendezvous_imported() -> None:
+    pytest.importorskip("ray", reason="the placement needs ray (the ray extra)")
+    from harness.world.backends import preload
+    from harness.world.ray.cluster import Placement
+
+    waits, asked = _Waits(), []  # type: ignore[var-annotated]
+    placement = Placement("tag", waits)  # type: ignore[arg-type]
+    modules = preload({"static"})
+
+    placement.warm([_Spare(asked), _Spare(asked)], modules)
+
+    assert "rdzv.rendezvous.static" in modules
+    assert asked == [modules, modules]  # each spare imports what a node's first step runs
+    assert waits.waited == [(["answer 1", "answer 2"], "the spare actors")]  # and answered

@@ -15,7 +15,12 @@ import pytest
 from round_config import round_cfg
 
 from conftest import InThread
-from rdzv.errors import RendezvousConnectionError, RendezvousTimeoutError, StoreConnectionError
+from rdzv.errors import (
+    RendezvousConnectionError,
+    RendezvousTimeoutError,
+    StoreConnectionError,
+    StoreTimeoutError,
+)
 from rdzv.events import EventCollector
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._lost_member import LostMemberWatch
@@ -361,8 +366,9 @@ def test_a_watch_that_cannot_dial_says_why_the_loss_was_not_reported(
     try:
         watch._check(0, 1, gone.raw)  # what the timer runs after the grace
     finally:
-        watch.close()
-    [event] = [e for e in events.events if e["event"] == "member_loss_not_reported"]
+        watch.close()  # (cancels the next attempt)
+    failed = [e for e in events.events if e["event"] == "member_loss_not_reported"]
+    [event] = [e for e in failed if e["attempt"] == 1]
     assert event["lost_rank"] == 1
     assert event["error"] == (
         "StoreConnectionError: no rendezvous store answered at 127.0.0.1:29400"
@@ -404,3 +410,51 @@ def test_a_member_that_fills_the_count_leaves_completion_to_the_arbitrating_host
     with pytest.raises(RendezvousTimeoutError):  # no host answered: never a world
         protocol.join()
     assert json.loads(store.get(KEYS.of(0, "done")))["status"] == "aborted"
+
+
+def test_a_check_that_failed_is_tried_again_on_a_fresh_connection_and_names_the_member(
+    events: EventCollector,
+) -> None:
+    store, server, host = HashStore(), _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+    key = _claimed(store, gone)
+    dials: list[str] = []
+
+    def dial() -> HashStore:
+        dials.append("dial")
+        if len(dials) == 1:  # the first check's connection: no reply in time (a busy host)
+            raise StoreTimeoutError("no reply to CHECK from the store at 127.0.0.1:29400")
+        return store
+
+    watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        [(_, on_close)] = server.watches
+        on_close(key, gone.raw)
+        store.wait([KEYS.of(0, "done")], timedelta(seconds=30))
+    finally:
+        watch.close()
+    assert json.loads(store.get(KEYS.of(0, "done")))["reason"] == "member_lost"
+    assert dials == ["dial", "dial"]
+    [failed] = [e for e in events.events if e["event"] == "member_loss_not_reported"]
+    assert (failed["attempt"], failed["retry_in"]) == (1, 0.5)
+
+
+def test_a_check_is_not_tried_again_once_the_round_has_a_verdict(
+    events: EventCollector,
+) -> None:
+    server, host = _Server(), Identity("h0", 100, 0, 3, "t0")
+    gone = Identity("h1", 101, 1, 3, "t1")
+
+    def dial() -> HashStore:
+        raise StoreConnectionError("no rendezvous store answered at 127.0.0.1:29400")
+
+    watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    try:
+        assert server.on_write is not None
+        server.on_write(f"/{KEYS.of(0, 'done')}".encode(), b"{}")  # another node's verdict
+        watch._check(0, 1, gone.raw)
+        assert not watch._timers  # nothing left to check
+    finally:
+        watch.close()
+    [event] = [e for e in events.events if e["event"] == "member_loss_not_reported"]
+    assert event["retry_in"] is None

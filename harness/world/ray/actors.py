@@ -19,6 +19,7 @@ harness must be importable on every host of the cluster.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import socket
@@ -133,6 +134,13 @@ class NodeGroup:
     def where(self) -> dict[str, Any]:
         """This actor's PID and its host's monotonic clock now (to convert times)."""
         return {"pid": os.getpid(), "now": time.monotonic()}
+
+    def preload(self, modules: list[str]) -> dict[str, Any]:
+        """Import ``modules`` now (a spare's first node then builds its handler warm);
+        returns :meth:`where`."""
+        for module in modules:
+            importlib.import_module(module)
+        return self.where()
 
     def store_port(self) -> int:
         """The port node 0's store will serve on (0: this is not node 0's group)."""

@@ -105,6 +105,14 @@ class Placement:
         self._spares += 1
         return self._node_group(f"{self.tag}-spare{self._spares}", bundle, 1, store=False)
 
+    def warm(self, handles: list[Any], modules: list[str]) -> None:
+        """Wait until every actor of ``handles`` (spares) is up and has imported ``modules``
+        (what its first node runs): a restart that adopts one then waits for no process to
+        start and no import (seconds each on a busy machine)."""
+        if handles:
+            calls = [handle.preload.remote(modules) for handle in handles]
+            self.waits.get(calls, _WAIT, "the spare actors")
+
     def adopt(self, group: Group, handle: Any) -> None:
         """``handle`` (a new actor on the group's host) hosts ``group`` from now on."""
         group.generation += 1

@@ -37,6 +37,7 @@ from typing import Any, Final
 import ray
 
 from harness.errors import HarnessError
+from harness.world.backends import preload
 from harness.world.base import (
     BANDWIDTH,
     KILL,
@@ -151,6 +152,9 @@ class RayWorld:
         announce("sync")
         for group in self.groups:
             self._ready(group)
+        # Up before the release: a restart taking its claim over has MEMBER_GRACE (2 s),
+        # and a Ray actor took 6-15 s to come up under load (issue 18, scenarios restart-*).
+        self._place.warm(list(self._spares.values()), preload(set(self.layout.backends)))
         node0 = self.groups[0]
         port = self._waits.get(node0.actor.store_port.remote(), _RELEASE_WAIT, "the store's port")
         self._store = (self._place.addresses[node0.host], port)
