@@ -27,13 +27,15 @@ import contextlib
 import socket
 from collections import deque
 from time import monotonic
-from typing import TYPE_CHECKING, Final
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store import _decoder, _wire
 from rdzv.store._loop import READ, WRITE, EventLoop, Timer
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Final
+
     from rdzv.store.server import StoreServer
 
 __all__ = ["Connection"]

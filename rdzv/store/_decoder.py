@@ -14,7 +14,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, TypeAlias
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store._wire import (
@@ -48,6 +47,10 @@ from rdzv.store._wire import (
     read_i64,
     read_u32,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeAlias
 
 __all__ = ["RequestDecoder"]
 

@@ -20,7 +20,10 @@ Nothing here reads a clock: the caller passes ``now`` (any monotonic clock).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["FULL_LINES", "MAX_PEERS", "SUMMARY_INTERVAL", "DropLog"]
 

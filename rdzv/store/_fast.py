@@ -34,13 +34,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from itertools import chain, repeat
-from typing import TYPE_CHECKING, Final, TypeAlias
 
 from rdzv.store._kv import PROBE_KEY
 from rdzv.store._table import stoll
 from rdzv.store._wire import READY, STOP_WAITING, Limits
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Final, TypeAlias
+
     from rdzv.store._kv import ConnId
     from rdzv.store._writers import WatchingKV
 

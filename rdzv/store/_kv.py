@@ -28,12 +28,14 @@ from __future__ import annotations
 import struct
 from collections import deque
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
-from typing import Final
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store import _wire as w
 from rdzv.store._table import Table
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["KV", "MAX_HELD", "PROBE_KEY", "Outcome"]
 
@@ -49,20 +51,36 @@ _U64_PACK: Final = struct.Struct("<Q").pack  # a byte string's length prefix
 ConnId = Hashable
 
 
-@dataclass
 class _Wait:
-    remaining: int
-    keys: list[bytes]
-    since: float
-    barrier: tuple[bytes, int] | None = None
+    """A session's blocked WAIT: keys still missing (``remaining`` of them) since
+    ``since``, or a barrier (``(key, world_size)``)."""
+
+    __slots__ = ("barrier", "keys", "remaining", "since")
+
+    def __init__(
+        self,
+        remaining: int,
+        keys: list[bytes],
+        since: float,
+        barrier: tuple[bytes, int] | None = None,
+    ) -> None:
+        self.remaining = remaining
+        self.keys = keys
+        self.since = since
+        self.barrier = barrier
 
 
-@dataclass
 class _Session:
-    validated: bool = False
-    rdzv: bool = False
-    waiting: _Wait | None = None
-    held: deque[w.Request] = field(default_factory=deque)
+    """One connection's state: its handshake, whether it speaks rdzv's extensions, its
+    blocked WAIT and the requests held behind it."""
+
+    __slots__ = ("held", "rdzv", "validated", "waiting")
+
+    def __init__(self) -> None:
+        self.validated = False
+        self.rdzv = False
+        self.waiting: _Wait | None = None
+        self.held: deque[w.Request] = deque()
 
 
 class _Outbox:

@@ -27,18 +27,31 @@ from __future__ import annotations
 import contextlib
 import heapq
 import itertools
-import logging
 import select
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Final, Protocol
+
+from rdzv.events import get_logger
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, Protocol
+
+    class _Poller(Protocol):
+        """What the loop needs of ``select.epoll`` and ``select.poll`` (timeouts aside)."""
+
+        def register(self, fd: int, eventmask: int = ..., /) -> None: ...
+        def modify(self, fd: int, eventmask: int, /) -> None: ...
+        def unregister(self, fd: int, /) -> None: ...
+        def poll(self, timeout: float | None = ..., /) -> list[tuple[int, int]]: ...
+
 
 __all__ = ["READ", "WRITE", "EventLoop", "Handler", "Timer"]
 
-_log = logging.getLogger("rdzv.server")
+_log = get_logger("rdzv.server")
 
 Handler = Callable[[int], None]
 """``handler(mask)``: a registered file is ready for the events in ``mask``."""
@@ -50,15 +63,6 @@ WRITE: Final = select.POLLOUT
 # ``recv``/``send``/``accept`` returns the error).
 _TROUBLE: Final = select.POLLERR | select.POLLHUP | select.POLLNVAL
 _BOTH: Final = READ | WRITE
-
-
-class _Poller(Protocol):
-    """What the loop needs of ``select.epoll`` and ``select.poll`` (timeouts aside)."""
-
-    def register(self, fd: int, eventmask: int = ..., /) -> None: ...
-    def modify(self, fd: int, eventmask: int, /) -> None: ...
-    def unregister(self, fd: int, /) -> None: ...
-    def poll(self, timeout: float | None = ..., /) -> list[tuple[int, int]]: ...
 
 
 class Timer:

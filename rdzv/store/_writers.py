@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeAlias
 
 from rdzv.events import get_logger
 from rdzv.store import _wire as w
 from rdzv.store._kv import KV, ConnId, _Outbox, _Session
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeAlias
 
 __all__ = ["Cancel", "OnClose", "OnWrite", "Selects", "WatchingKV"]
 
@@ -46,13 +48,17 @@ OnWrite: TypeAlias = Callable[[bytes, bytes | None], None]
 Cancel: TypeAlias = Callable[[], None]
 
 
-@dataclass(eq=False)
 class _Watch:
-    selects: Selects
-    on_close: OnClose
-    on_write: OnWrite | None = None
-    writers: dict[bytes, ConnId] = field(default_factory=dict)
-    by_conn: dict[ConnId, set[bytes]] = field(default_factory=dict)
+    __slots__ = ("by_conn", "on_close", "on_write", "selects", "writers")
+
+    def __init__(
+        self, selects: Selects, on_close: OnClose, on_write: OnWrite | None = None
+    ) -> None:
+        self.selects = selects
+        self.on_close = on_close
+        self.on_write = on_write
+        self.writers: dict[bytes, ConnId] = {}
+        self.by_conn: dict[ConnId, set[bytes]] = {}
 
     def wrote(self, key: bytes, conn: ConnId) -> None:
         old = self.writers.get(key)

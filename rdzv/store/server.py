@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import resource
 import socket
 import threading
-from typing import Final
 
 from rdzv.errors import StoreProtocolError
-from rdzv.events import emit
+from rdzv.events import emit, get_logger
 from rdzv.store import _wire
 from rdzv.store._bind import bind, bind_plan
 from rdzv.store._conn import Connection
@@ -40,9 +38,13 @@ from rdzv.store._fast import fast_path
 from rdzv.store._loop import READ, EventLoop, Handler, Timer
 from rdzv.store._writers import Cancel, OnClose, OnWrite, Selects, WatchingKV
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
+
 __all__ = ["PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
 
-_log = logging.getLogger("rdzv.server")
+_log = get_logger("rdzv.server")
 
 #: Seconds a request may stay incomplete (from its first byte, or from the connect for the
 #: first request) before the connection is dropped.

@@ -168,14 +168,21 @@ def test_emit_also_takes_a_logging_logger() -> None:
     assert stderr == ["rdzv.x ev a=1"]
 
 
-def test_the_store_server_imports_logging_yet_writes_nothing_unconfigured() -> None:
-    # The server module imports logging itself, after rdzv's loggers were made lazily.
+def test_the_store_server_imports_no_logging_and_its_warnings_write_nothing_unconfigured() -> None:
+    # Hosting imports the server inside the first join: no logging, typing or dataclasses
+    # there either. Its warnings go through rdzv's lazy loggers: once the application has
+    # imported logging (and configured nothing), they still print nothing.
     code = (
+        "import sys\n"
         "from rdzv import StaticTCPRendezvous\n"
-        "import rdzv.store.server, logging\n"
-        "logging.getLogger('rdzv.server').warning('a plain warning')\n"
+        "import rdzv.store.server, rdzv.store._fast\n"
+        "print(sorted({'logging', 'typing', 'dataclasses'} & set(sys.modules)))\n"
+        "import logging\n"
+        "rdzv.store.server._log.warning('a plain warning')\n"
+        "logging.getLogger('rdzv.server').warning('another')\n"
     )
-    _, stderr = _python(code)
+    stdout, stderr = _python(code)
+    assert stdout == ["[]"]
     assert stderr == []
 
 
