@@ -47,7 +47,12 @@ def interrupt_once(nodes: int, where: Path) -> float:
             "PYTHONPATH": path,
             "HARNESS_TEST_READY_PORT": str(ready.getsockname()[1]),
         }
-        command = [sys.executable, "-m", "harness.cli", "run", str(scenario)]
+        # SIGINT back at its default action first, as at a terminal: a bench started in the
+        # background of a non-interactive shell inherits it ignored, and the harness keeps
+        # a signal its parent chose to ignore.
+        unignore = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        unignore += "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+        command = [sys.executable, "-c", unignore, "-m", "harness.cli", "run", str(scenario)]
         command += ["--junit", str(where / "junit.xml"), "--html", str(where / "report.html")]
         with open(where / "out.txt", "wb") as out:
             proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)

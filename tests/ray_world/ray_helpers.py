@@ -12,6 +12,19 @@ from harness.scenario.model import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: ``python -c AS_AT_A_TERMINAL ARGS...`` runs ``python ARGS...`` with SIGINT back at its
+#: default action. A suite started in the background of a non-interactive shell (``cmd &``,
+#: ``nohup``, CI runners that do so) runs with SIGINT ignored, every process it starts
+#: inherits that, and Python then never turns SIGINT into ``KeyboardInterrupt``, nor does the
+#: harness take a signal its parent chose to ignore. A test that acts as a user pressing
+#: Ctrl-C at a terminal must undo it, as tests/harness/cli_helpers.py does (an exec wrapper,
+#: not ``preexec_fn``, which is unsafe in a process with threads). GNU ``timeout`` undoes it
+#: too, which is why a suite run under ``timeout`` never showed this.
+AS_AT_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
 
 def scenario_file(name: str) -> Scenario:
     return load(ROOT / "scenarios" / name)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ray_helpers import ROOT
+from ray_helpers import AS_AT_A_TERMINAL, ROOT
 
 from harness.world.ray.session import INSTALL, unavailable
 from harness.world.ray.steps import ENV, STEPS
@@ -59,8 +59,9 @@ class _Child:
 
     def __init__(self, cwd: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), ENV: "1"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", "--world", "ray", "waits.toml"],
+        command = ["-m", "harness.cli", "run", "--world", "ray", "waits.toml"]
+        self.proc = subprocess.Popen(  # as at a terminal: SIGINT not ignored
+            [sys.executable, "-c", AS_AT_A_TERMINAL, *command],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
