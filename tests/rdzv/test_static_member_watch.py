@@ -353,9 +353,8 @@ def test_the_watch_dials_its_own_connection_only_when_a_member_vanished() -> Non
     assert json.loads(store.get(KEYS.of(0, "done")))["reason"] == "member_lost"
 
 
-def test_a_watch_that_cannot_dial_says_why_the_loss_was_not_reported(
-    events: EventCollector,
-) -> None:
+def _watch_that_cannot_dial() -> tuple[_Server, Identity, LostMemberWatch]:
+    """Node 0's watch of a 3-node round whose every dial is refused, and rank 1's identity."""
     server, host = _Server(), Identity("h0", 100, 0, 3, "t0")
     gone = Identity("h1", 101, 1, 3, "t1")
 
@@ -363,6 +362,13 @@ def test_a_watch_that_cannot_dial_says_why_the_loss_was_not_reported(
         raise StoreConnectionError("no rendezvous store answered at 127.0.0.1:29400")
 
     watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    return server, gone, watch
+
+
+def test_a_watch_that_cannot_dial_says_why_the_loss_was_not_reported(
+    events: EventCollector,
+) -> None:
+    _, gone, watch = _watch_that_cannot_dial()
     try:
         watch._check(0, 1, gone.raw)  # what the timer runs after the grace
     finally:
@@ -442,13 +448,7 @@ def test_a_check_that_failed_is_tried_again_on_a_fresh_connection_and_names_the_
 def test_a_check_is_not_tried_again_once_the_round_has_a_verdict(
     events: EventCollector,
 ) -> None:
-    server, host = _Server(), Identity("h0", 100, 0, 3, "t0")
-    gone = Identity("h1", 101, 1, 3, "t1")
-
-    def dial() -> HashStore:
-        raise StoreConnectionError("no rendezvous store answered at 127.0.0.1:29400")
-
-    watch = LostMemberWatch(server, dial, _cfg(0, 3), host, lambda: 5.0, grace=0.0)  # type: ignore[arg-type]
+    server, gone, watch = _watch_that_cannot_dial()
     try:
         assert server.on_write is not None
         server.on_write(f"/{KEYS.of(0, 'done')}".encode(), b"{}")  # another node's verdict
