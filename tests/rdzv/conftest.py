@@ -72,6 +72,21 @@ BACKENDS = [
 ]
 
 
+def fresh_python(code: str, *args: str) -> tuple[list[str], list[str]]:
+    """stdout and stderr lines of ``python -c code args`` run in a fresh interpreter from the
+    repository root (it must exit 0)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), done.stderr.splitlines()
+
+
 def _read_line(proc: subprocess.Popen[str], errors: IO[str], timeout: float = 60.0) -> str:
     assert proc.stdout is not None
     ready, _, _ = select.select([proc.stdout], [], [], timeout)

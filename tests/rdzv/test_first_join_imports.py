@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from rdzv.rendezvous.static import StaticTCPRendezvous
-from tests.rdzv.conftest import REPO_ROOT
+from tests.rdzv.conftest import REPO_ROOT, fresh_python
 
 #: Modules no node should import to join (asyncio's own imports among them).
 _HEAVY = ("asyncio", "ssl", "concurrent.futures", "base64")
@@ -140,12 +140,8 @@ def test_importing_the_class_imports_no_asyncio_and_no_server() -> None:
     code = (
         "import json, sys\nfrom rdzv import StaticTCPRendezvous\nprint(json.dumps([*sys.modules]))"
     )
-    command = [sys.executable, "-c", code]
-    done = subprocess.run(
-        command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    modules = set(json.loads(done.stdout))
+    stdout, _ = fresh_python(code)
+    modules = set(json.loads(stdout[-1]))
     assert "rdzv.store.client" in modules
     assert not [m for m in (*_HEAVY, "rdzv.store.server") if m in modules]
 
@@ -178,14 +174,6 @@ def test_the_import_line_imports_no_logging_dataclasses_pathlib_or_typing(line: 
         f"{line}\n"
         "print(json.dumps(sorted(set(sys.modules) - before)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    added = json.loads(done.stdout)
+    stdout, _ = fresh_python(code)
+    added = json.loads(stdout[-1])
     assert [m for m in added if m.partition(".")[0] in _NOT_ON_THE_IMPORT_LINE] == []

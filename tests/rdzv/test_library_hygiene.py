@@ -4,8 +4,6 @@ names only what a user can act on (never a private rdzv exception)."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from rdzv.errors import StoreConnectionError, StoreTimeoutError
 from rdzv.events import get_logger
 from rdzv.store.client import TCPStore
-from tests.rdzv.conftest import REPO_ROOT
+from tests.rdzv.conftest import fresh_python
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -118,23 +116,9 @@ _LINES = [
 ]
 
 
-def _python(code: str, *args: str) -> tuple[list[str], list[str]]:
-    """stdout and stderr lines of ``code`` run in a fresh interpreter with ``args``."""
-    done = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines(), done.stderr.splitlines()
-
-
 def _run_logs(mode: str) -> tuple[list[str], list[str]]:
     """stdout and stderr lines of :data:`_LOGS` run in a fresh interpreter in ``mode``."""
-    return _python(_LOGS, mode)
+    return fresh_python(_LOGS, mode)
 
 
 @pytest.mark.parametrize("mode", ["logging-first", "rdzv-first", "never"])
@@ -164,7 +148,7 @@ def test_emit_also_takes_a_logging_logger() -> None:
         "from rdzv.events import emit\n"
         "emit(logging.getLogger('rdzv.x'), 'ev', logging.WARNING, a=1)\n"
     )
-    _, stderr = _python(code)
+    _, stderr = fresh_python(code)
     assert stderr == ["rdzv.x ev a=1"]
 
 
@@ -181,7 +165,7 @@ def test_the_store_server_imports_no_logging_and_its_warnings_write_nothing_unco
         "rdzv.store.server._log.warning('a plain warning')\n"
         "logging.getLogger('rdzv.server').warning('another')\n"
     )
-    stdout, stderr = _python(code)
+    stdout, stderr = fresh_python(code)
     assert stdout == ["[]"]
     assert stderr == []
 
