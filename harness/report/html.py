@@ -173,7 +173,7 @@ def _fault(fault: FaultRecord) -> _Fault:
         kind=fault.kind,
         color=FAULT_COLORS.get(fault.kind, "#64748b"),
         nodes=short_ranges(fault.nodes),
-        window=f"{fault.start:.2f} s to {end}",
+        window=f"{fault.start:.2f} s to {end}" if fault.fired else "",  # detail: when due
         detail=fault.detail,
         effects=fault.effects,
         idle=fault.idle,

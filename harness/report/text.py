@@ -191,9 +191,13 @@ def folded_output_lines(
 
 def fault_line(fault: FaultRecord) -> str:
     """``fault 0 toxic on nodes 3 from 0.06 s to the end: timeout upstream; acted: 1
-    connection black-holed`` (or ``; did not act ...``)."""
-    end = "the end" if fault.end is None else f"{fault.end:.2f} s"
+    connection black-holed`` (or ``; did not act ...``); a fault that never fired says
+    when it was due: ``fault 1 kill on nodes 2, due at 30.00 s: did not act (never fired:
+    ...)``."""
     line = f"fault {fault.index} {fault.kind} on nodes {short_ranges(fault.nodes)}"
+    if not fault.fired:
+        return f"{line}, due {fault.detail}: {fault.effects}"
+    end = "the end" if fault.end is None else f"{fault.end:.2f} s"
     line += f" from {fault.start:.2f} s to {end}"
     line = f"{line}: {fault.detail}" if fault.detail else line
     if fault.acted and not fault.idle:

@@ -137,12 +137,17 @@ def _lane_sizes(lanes: int) -> tuple[float, float]:
     return 12, 9
 
 
+def _fired(report: Report) -> list[FaultRecord]:
+    """The faults drawn: a fault that never fired has no time (the warnings name it)."""
+    return [f for f in report.faults if f.fired]
+
+
 def _extent(report: Report) -> float:
     times = [report.duration]
     for o in report.outcomes:
         times += [e.t for e in o.events]
         times += [t for t in (o.started, o.finished) if t is not None]
-    times += [f.end if f.end is not None else f.start for f in report.faults]
+    times += [f.end if f.end is not None else f.start for f in _fired(report)]
     return max(0.1, max(times) * 1.03)
 
 
@@ -162,7 +167,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         return plot_x + max(0.0, min(t, t_max)) / t_max * plot_w
 
     bad = {n for v in report.problems for n in v.nodes}
-    groups = _groups(report.outcomes, report.faults, bad, collapse)
+    groups = _groups(report.outcomes, _fired(report), bad, collapse)
     lane_h, font = _lane_sizes(len(groups))
     lanes = [
         _lane(group, i * lane_h, lane_h, bad, x_of, report.duration)
@@ -176,7 +181,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
     ticks = [Tick(x_of(t), _tick_label(t, step)) for t in ticks_t]
     axis_h, row_h = 22.0, 18.0
     rows: list[FaultRow] = []
-    for i, fault in enumerate(report.faults):
+    for i, fault in enumerate(_fired(report)):
         y = axis_h + i * row_h
         x0 = x_of(fault.start)
         x1 = x_of(fault.end if fault.end is not None else t_max)
@@ -201,7 +206,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
                 idle=fault.idle,
             )
         )
-    bands = _bands(report.faults, lanes, x_of, t_max)
+    bands = _bands(_fired(report), lanes, x_of, t_max)
     header_h = axis_h + len(rows) * row_h + (6 if rows else 0)
     return Timeline(
         width=width,
@@ -308,7 +313,7 @@ def _members(
             lane.title = lane.title.replace(f"\n{o.error_class}: {o.message}", "", 1)
         lane.y = i * MEMBER_H
         lanes.append(lane)
-    bands = _bands(report.faults, lanes, x_of, t_max)
+    bands = _bands(_fired(report), lanes, x_of, t_max)
     return Block(lanes, bands, len(lanes) * MEMBER_H, MEMBER_FONT)
 
 

@@ -3,10 +3,13 @@
 * ``runner``    :func:`~harness.run.runner.run_scenario`: one scenario, one seed, one world:
                 schedule faults (start-up, time, event), record, heal, gather outcomes
 * ``schedule``  the runner's timed actions
+* ``startup``   the wait until every node is ready at the gate; the release skew
+* ``unfired``   the records of faults whose time or event never came (they did not act)
 * ``context``   what the runner lends a fault while it acts; the runner's node states
 * ``checks``    invariants and expectations -> violations
 * ``model``     events, outcomes, violations, reports (what a run produces)
 * ``suite``     many scenarios on a thread pool, each in a local world on its own proxy
+* ``budget``    what a scenario costs the machine; how many run at once (``-j``)
 
 Imports: :mod:`harness.scenario` (scenarios, fault kinds through their base class only),
 :mod:`harness.world` (the protocol; ``suite`` also makes local worlds), :mod:`harness.proxy`

@@ -39,6 +39,7 @@ from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
 from harness.run.startup import await_ready, release_skew
+from harness.run.unfired import unfired_records
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
@@ -307,6 +308,9 @@ class _Run:
         leaks = self.world.teardown()
         for tally in self.tallies:
             tally()
+        self.records += unfired_records(  # their time or event never came: say so
+            self.sc, self.faults, self.records, lambda n: self.nodes[n].events, self.now()
+        )
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
         faults = sorted(self.records, key=lambda r: r.index)
         report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
@@ -315,7 +319,7 @@ class _Run:
         report.proxy_events = self.world.link_log() or []
         if interrupted:  # stopped mid-run: there is nothing to judge
             report.interrupted = True
-            for record in faults:  # one that did nothing never had the chance
+            for record in faults:  # one that did nothing (or never fired) had no chance
                 if record.acted is not None and not any(record.acted.values()):
                     record.reached = False
             return report

@@ -279,3 +279,57 @@ def test_a_link_down_whose_refusals_the_backend_cannot_report_is_not_counted_not
         "refused ones could not be counted"
     )
     assert report.idle_faults == []
+
+
+def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_not_acting() -> None:
+    scenario = parse(
+        {
+            "name": "faults-due-too-late",
+            "description": "A kill due after the run ended, a toxic on an event that never comes.",
+            "nodes": 3,
+            "timeouts": {"join": 20},
+            "fault": [
+                {"kind": "kill", "nodes": [2], "at": 600},
+                {
+                    "kind": "toxic", "nodes": [1], "type": "latency",
+                    "attributes": {"latency": 10}, "on": "failed", "on_node": 1, "after": 1,
+                },
+            ],
+        },
+        "<test>",
+    )  # fmt: skip
+    report = run_one(scenario, embedded_proxy, 3)
+    assert report.passed, report.problems or report.error
+    kill, toxic = report.faults
+    assert (kill.index, kill.kind, kill.nodes, kill.fired) == (0, "kill", [2], False)
+    assert kill.detail == "at 600.00 s"
+    assert re.fullmatch(
+        r"did not act \(never fired: the run ended at \d+\.\d\d s, before its time\)", kill.effects
+    )
+    assert (toxic.index, toxic.nodes, toxic.fired, toxic.detail) == (
+        1, [1], False, "1 s after node 1's 'failed'",
+    )  # fmt: skip
+    assert toxic.effects == "did not act (never fired: node 1 never reported 'failed')"
+    assert report.idle_faults == [kill, toxic]
+
+
+def test_an_interrupted_run_says_its_faults_due_later_were_not_reached() -> None:
+    scenario = parse(
+        {
+            "name": "interrupted-before-the-kill",
+            "description": "The run is interrupted before its kill is due.",
+            "nodes": 3,
+            "timeouts": {"join": 20},
+            "fault": [{"kind": "absent", "nodes": [2]}, {"kind": "kill", "nodes": [1], "at": 600}],
+        },
+        "<test>",
+    )
+    stop = threading.Event()
+    stop.set()  # Ctrl-C already pressed: the run stops as soon as its nodes are started
+    report = run_one(scenario, embedded_proxy, 3, stop)
+    assert report.interrupted
+    absent, kill = report.faults
+    assert absent.acted == {"nodes never started": 1}
+    assert (kill.fired, kill.reached, kill.idle) == (False, False, False)
+    assert kill.effects == "not reached: the run was interrupted before it acted"
+    assert report.idle_faults == []

@@ -27,7 +27,7 @@ from harness.report.html import render_html, write_html
 from harness.report.junit import junit_xml, write_junit
 from harness.report.text import result_line
 from harness.report.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
-from harness.run.model import NodeEvent, Report, Violation
+from harness.run.model import FaultRecord, NodeEvent, Report, Violation
 
 
 def console_text(reports: list[Report]) -> str:
@@ -499,6 +499,31 @@ def test_html_flags_a_fault_that_did_not_act_in_the_summary_its_section_and_time
     assert [row.idle for row in tl.fault_rows] == [False, True, False, False]
     assert tl.fault_rows[1].text.endswith("did not act")
     assert not tl.fault_rows[1].text_inside  # a hollow bar cannot carry white text
+
+
+def test_a_fault_that_never_fired_is_listed_with_when_it_was_due_but_not_drawn(
+    tmp_path: Path,
+) -> None:
+    report = happy_report()
+    report.faults = [
+        FaultRecord(
+            0, "kill", [2], 0.25, 0.25, "at 30.00 s", acted={}, fired=False,
+            note="never fired: the run ended at 0.25 s, before its time",
+        )
+    ]  # fmt: skip
+    said = "did not act (never fired: the run ended at 0.25 s, before its time)"
+    assert report.idle_faults == report.faults
+    warning = f"warning: happy-three: fault 0 (kill on nodes 2: at 30.00 s) {said}"
+    assert warning in " ".join(console_text([report]).split())
+    line = f"fault 0 kill on nodes 2, due at 30.00 s: {said}"
+    case = parse_junit([report], tmp_path).find("testsuite/testcase")
+    assert case is not None and line in (case.findtext("system-out") or "").splitlines()
+    html = render_html([report])
+    assert_well_formed(html)
+    assert f"fault 0 · kill</span>nodes 2 · at 30.00 s: {said}</li>" in html
+    assert '<td class="num">—</td><td class="msg">at 30.00 s</td>' in html
+    assert layout(report).fault_rows == []  # no time to draw it at
+    assert layout(report).t_max < 1  # and the axis is the run's, not stretched to 30 s
 
 
 def test_html_lists_what_each_fault_did() -> None:

@@ -26,6 +26,11 @@ class FaultRecord:
             was in place on).
         reached: False when the run was interrupted before the fault acted: it never had
             the chance, which is not the same as "did not act" (not idle, no warning).
+        fired: False when the fault never acted on the world at all: its time or its
+            node's event did not come before the run ended (then it did not act, and
+            ``note`` says why) or before it was interrupted (then it was not reached).
+            ``start`` and ``end`` are then when the run ended, and ``detail`` is when the
+            fault was due (``at 30.00 s``).
     """
 
     index: int
@@ -38,6 +43,7 @@ class FaultRecord:
     uncounted: str = ""
     note: str = ""
     reached: bool = True
+    fired: bool = True
 
     def count(self, effect: str, n: int = 1) -> None:
         """Add ``n`` to the count of ``effect`` (``n`` of 0 records nothing)."""
