@@ -69,6 +69,10 @@ class _TimedRequests:
         return self._send("DELETE", **kwargs)
 
 
+#: How much of an error body that is not Toxiproxy's JSON a message shows.
+_SHOWN = 160
+
+
 def _why(exc: BaseException) -> str:
     """The socket error under requests' and urllib3's wrappers, in a few words
     (``connection refused``), else the first line of the outermost message."""
@@ -127,13 +131,15 @@ class ToxiproxyClient:
         try:
             detail = str(response.json()["error"])
         except (ValueError, KeyError, TypeError):
-            detail = response.text.strip()
+            detail = " ".join(response.text.split())  # not Toxiproxy's JSON: one line of it
         kind = _BY_STATUS.get(response.status_code, ProxyApiError)
-        request = f"{method} {path}"
-        message = (
-            f"toxiproxy at {self.url} refused {request}: HTTP {response.status_code}: {detail}"
-        )
-        return kind(message, status=response.status_code, detail=detail)
+        said = f": {detail}" if detail else " with an empty body"
+        if detail.startswith("<"):  # a web page: some other HTTP server answered
+            said = " with a web page, not Toxiproxy's JSON: is a Toxiproxy server there?"
+        elif len(detail) > _SHOWN:
+            said = f": {detail[: _SHOWN - 1]}…"
+        message = f"toxiproxy at {self.url} refused {method} {path}: HTTP {response.status_code}"
+        return kind(message + said, status=response.status_code, detail=detail)
 
     def _transport_error(self, method: str, path: str, exc: Exception) -> Exception:
         if isinstance(exc, requests.Timeout):

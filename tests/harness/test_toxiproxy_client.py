@@ -47,6 +47,43 @@ def plain_http() -> Iterator[ToxiproxyClient]:
         thread.join(timeout=10)
 
 
+class _WebServer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # a 404 page, several lines of HTML
+        body = b"<!DOCTYPE HTML>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n"
+        self.send_response(404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_http_server_that_is_not_toxiproxy_is_named_in_one_line() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _WebServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = ToxiproxyClient("127.0.0.1", server.server_address[1], timeout=5)
+        with pytest.raises(NotFoundError) as caught:
+            client.version()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert str(caught.value) == (
+        f"toxiproxy at {client.url} refused GET /version: HTTP 404 with a web page, not "
+        "Toxiproxy's JSON: is a Toxiproxy server there?"
+    )
+
+
+def test_a_plain_text_error_body_is_shown_on_one_line(plain_http: ToxiproxyClient) -> None:
+    with pytest.raises(NotFoundError) as caught:
+        plain_http.version()
+    assert str(caught.value).endswith("refused GET /version: HTTP 404: 404 page not found")
+    assert caught.value.detail == "404 page not found"
+
+
 @pytest.mark.parametrize("url", ["127.0.0.1:8474", "https://h:1", "http://h", "http://:8474"])
 def test_from_url_rejects_anything_but_http_host_port(url: str) -> None:
     with pytest.raises(ValueError, match="http://host:port"):
