@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from harness.pytest_plugin.options import overrides, seed_override, toxiproxy_address
-from harness.pytest_plugin.session import proxies, ray_for
+from harness.pytest_plugin.options import overrides, seed_override
+from harness.pytest_plugin.session import proxies, ray_for, real_toxiproxy
 
 if TYPE_CHECKING:
     from harness.proxy.client import ToxiproxyClient
@@ -30,11 +30,9 @@ HarnessCluster = Callable[..., "Report"]
 def toxiproxy(pytestconfig: pytest.Config) -> Iterator[ToxiproxyClient]:
     """A typed Toxiproxy client: on the ``--toxiproxy`` server, else a fresh embedded one
     (stopped after the test)."""
-    from harness.proxy.client import ToxiproxyClient
-
-    address = toxiproxy_address(pytestconfig)
-    if address is not None:
-        yield ToxiproxyClient(*address)
+    client = real_toxiproxy(pytestconfig)
+    if client is not None:
+        yield client
         return
     from harness.run.suite import embedded_proxy
 

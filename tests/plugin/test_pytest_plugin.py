@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -280,6 +281,31 @@ def test_the_toxiproxy_option_points_items_and_fixtures_at_a_running_server(tmp_
     assert "6 passed" in result.stdout
     assert f"toxiproxy {server.host}:{server.port}" in result.stdout
     assert used, "the scenario never went through the --toxiproxy server"
+
+
+TOXIPROXY_USER = """
+def test_toxiproxy_answers(toxiproxy):
+    assert toxiproxy.version()
+"""
+
+
+def test_an_unreachable_toxiproxy_fails_each_test_that_needs_it_in_one_line(
+    tmp_path: Path,
+) -> None:
+    make_project(tmp_path, **{"scenarios/ok.toml": PASSING, "test_user.py": TOXIPROXY_USER})
+    with socket.socket() as nothing:  # bound, never listening: connections are refused
+        nothing.bind(("127.0.0.1", 0))
+        port = nothing.getsockname()[1]
+        result = run_pytest(tmp_path, "--toxiproxy", f"127.0.0.1:{port}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "1 failed, 1 error" in result.stdout  # the scenario; the fixture's setup
+    said = (
+        f"--toxiproxy: cannot reach toxiproxy at http://127.0.0.1:{port} for GET /version: "
+        "connection refused; is the server running there?"
+    )
+    assert result.stdout.splitlines().count(said) == 2, result.stdout
+    assert "Traceback" not in result.stdout
+    assert "urllib3" not in result.stdout
 
 
 def test_harness_backend_runs_every_item_on_that_backend_and_skips_what_it_cannot_run(
