@@ -30,8 +30,9 @@ need before anything starts, and a verb a world cannot carry out raises
 :class:`~harness.errors.UnsupportedError` -- never a silent no-op.
 
 Imports: the standard library, :mod:`harness.errors`, and (for the types its handles
-return) :mod:`harness.proxy.events` and :mod:`harness.world.store_faults`. A world knows
-nothing of scenario files, fault kinds or reports.
+return) :mod:`harness.proxy.events` and :mod:`harness.world.store_faults`; it passes on
+:data:`TOXIC_ATTRIBUTES` (the attributes of each toxic type) from
+:mod:`harness.proxy.toxics`. A world knows nothing of scenario files, fault kinds or reports.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
+from harness.proxy.toxics import TOXIC_ATTRIBUTES
 from harness.world.store_faults import StoreRule
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "STORE_PORT",
     "STORE_RULES",
     "TOXICS",
+    "TOXIC_ATTRIBUTES",
     "Interruptible",
     "Launch",
     "Layout",

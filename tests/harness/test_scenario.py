@@ -53,6 +53,19 @@ def test_a_bad_toxic_type_names_the_fault_and_the_allowed_values() -> None:
     assert problem.startswith("fault[0].type: got 'latencyy'; allowed: 'latency'")
 
 
+def test_a_toxic_attribute_its_type_does_not_take_is_rejected_with_a_suggestion() -> None:
+    (problem,) = problems(fault=[{"kind": "toxic", "type": "latency", "attributes": {"latncy": 9}}])
+    assert problem == (
+        "fault[0].attributes: 'latncy' is not an attribute of a latency toxic; did you mean "
+        "'latency'? a latency toxic takes: 'latency', 'jitter'"
+    )
+    (problem,) = problems(fault=[{"kind": "toxic", "type": "noop", "attributes": {"delay": 1}}])
+    said = "'delay' is not an attribute of a noop toxic; a noop toxic takes none"
+    assert problem == f"fault[0].attributes: {said}"
+    good = {"average_size": 2, "size_variation": 1, "delay": 5}
+    assert scenario(fault=[{"kind": "toxic", "type": "slicer", "attributes": good}]).fault
+
+
 def test_an_unknown_fault_kind_lists_the_kinds() -> None:
     with pytest.raises(ScenarioError, match=r"fault\[0\]\.kind: got 'meteor'; allowed: 'toxic', "):
         scenario(fault=[{"kind": "meteor"}])

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from harness.scenario.faults.base import Context, Heal, Timed, Whole
 from harness.scenario.faults.checks import needs_a_host_name, not_node_0, on_a_proxy_link
 from harness.scenario.format import Nodes
-from harness.world.base import LINKS, NAMES, TOXICS, ToxicSpec, Uncounted, World
+from harness.world.base import (
+    LINKS,
+    NAMES,
+    TOXIC_ATTRIBUTES,
+    TOXICS,
+    ToxicSpec,
+    Uncounted,
+    World,
+)
 
 __all__ = ["DnsFault", "LinkFault", "ToxicFault"]
 
@@ -39,6 +48,26 @@ class ToxicFault(Timed):
     @property
     def label(self) -> str:
         return f"{self.kind} {self.type}"
+
+    @field_validator("attributes")
+    @classmethod
+    def _known_attributes(cls, value: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+        """Only the toxic type's own attributes: an unknown one would be ignored (by the
+        proxy, as by Toxiproxy), and the toxic would silently do something else."""
+        toxic = info.data.get("type")
+        if toxic is None:  # the type itself is wrong: that is the error to show
+            return value
+        takes = TOXIC_ATTRIBUTES[toxic]
+        for name in value:
+            if name not in takes:
+                close = difflib.get_close_matches(name, takes, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                allowed = f"takes: {', '.join(map(repr, takes))}" if takes else "takes none"
+                raise ValueError(
+                    f"{name!r} is not an attribute of a {toxic} toxic; {hint}"
+                    f"a {toxic} toxic {allowed}"
+                )
+        return value
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes) + on_a_proxy_link(index, whole, self.kind)
