@@ -177,7 +177,8 @@ def _models(base: type[BaseModel] = FormatModel) -> Iterable[type[BaseModel]]:
 
 
 def _did_you_mean(path: Sequence[str | int], data: Any) -> str:
-    """``; did you mean 'hard'?`` for an unknown key close to a key of its table, else ``""``.
+    """``; did you mean 'hard'?`` for an unknown key close to a key of its table, else ``""``;
+    where the key goes, when the fault kind of its table knows (a toxic's attribute).
 
     The table's model is the one whose keys include most of the table's other keys (the
     error does not name it); with no other keys, every key of the format is a candidate.
@@ -190,7 +191,13 @@ def _did_you_mean(path: Sequence[str | int], data: Any) -> str:
             table = table[part]
         except (LookupError, TypeError):
             return ""
-    others = set(table) - {path[-1]} if isinstance(table, Mapping) else set()
+    if not isinstance(table, Mapping):
+        return ""
+    kind = FAULTS.get(table.get("kind")) if path[0] == "fault" else None
+    goes = kind.where_key_goes(path[-1], table) if kind is not None else None
+    if goes is not None:
+        return f"; {goes}"
+    others = set(table) - {path[-1]}
     keysets = [
         {field.alias or name for name, field in model.model_fields.items()} for model in _models()
     ]

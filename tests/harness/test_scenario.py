@@ -66,6 +66,16 @@ def test_a_toxic_attribute_its_type_does_not_take_is_rejected_with_a_suggestion(
     assert scenario(fault=[{"kind": "toxic", "type": "slicer", "attributes": good}]).fault
 
 
+def test_a_toxic_attribute_written_as_a_key_of_the_fault_says_where_it_goes() -> None:
+    (problem,) = problems(fault=[{"kind": "toxic", "type": "bandwidth", "rate": 10}])
+    assert problem == (
+        "fault[0].rate: unknown key; a bandwidth toxic's 'rate' goes in its attributes: "
+        "attributes = { rate = ... }"
+    )
+    (problem,) = problems(fault=[{"kind": "toxic", "type": "latency", "durration": 1}])
+    assert problem == "fault[0].durration: unknown key; did you mean 'duration'?"
+
+
 def test_an_unknown_fault_kind_lists_the_kinds() -> None:
     with pytest.raises(ScenarioError, match=r"fault\[0\]\.kind: got 'meteor'; allowed: 'toxic', "):
         scenario(fault=[{"kind": "meteor"}])

@@ -23,7 +23,7 @@ keys) and is registered in :data:`harness.scenario.faults.registry.FAULTS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -146,6 +146,12 @@ class Fault(FormatModel):
     def check(self, index: int, whole: Whole) -> list[str]:
         """Problems only the whole scenario shows, one line each (``fault[i]...: ...``)."""
         return []
+
+    @classmethod
+    def where_key_goes(cls, key: str, table: Mapping[str, Any]) -> str | None:
+        """Where ``key``, unknown in a ``[[fault]]`` table of this kind (``table``), belongs
+        instead, when the kind knows (e.g. a toxic's attribute: in its ``attributes``)."""
+        return None
 
     def never_starts(self) -> frozenset[int]:
         """The nodes this fault keeps from ever starting."""

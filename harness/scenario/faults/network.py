@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -68,6 +69,13 @@ class ToxicFault(Timed):
                     f"a {toxic} toxic {allowed}"
                 )
         return value
+
+    @classmethod
+    def where_key_goes(cls, key: str, table: Mapping[str, Any]) -> str | None:
+        toxic = table.get("type")
+        if not isinstance(toxic, str) or key not in TOXIC_ATTRIBUTES.get(toxic, ()):
+            return None
+        return f"a {toxic} toxic's {key!r} goes in its attributes: attributes = {{ {key} = ... }}"
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes) + on_a_proxy_link(index, whole, self.kind)

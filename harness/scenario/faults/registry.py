@@ -125,6 +125,11 @@ class FaultRegistry:
         with self._lock:
             return tuple(self._classes)
 
+    def get(self, kind: object) -> type[Fault] | None:
+        """The class of ``kind`` (None: no such kind)."""
+        with self._lock:
+            return self._classes.get(kind) if isinstance(kind, str) else None
+
     def validate(self, value: Any) -> Fault:
         """One ``[[fault]]`` table as the model of its ``kind``.
 
