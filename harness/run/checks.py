@@ -136,7 +136,8 @@ def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violati
         want = sc.expected(o.node)
         allowed = allowed_outcomes(want.outcome)
         if o.status not in allowed:
-            detail = f": {o.error_class}: {o.message}" if o.message else ""
+            said = f"{o.error_class}: {o.message}" if o.error_class else o.message
+            detail = f": {said}" if o.message else ""
             shown = repr(allowed[0]) if len(allowed) == 1 else f"one of {list(allowed)}"
             found.append(
                 Violation(
