@@ -279,12 +279,14 @@ def fold_lines(
 
 def placement_line(outcomes: Sequence[NodeOutcome], limit: int = 6) -> str | None:
     """``nodes 0: process; nodes 1-4095: packed 512 per process`` — how the world ran the
-    nodes, grouped by the world's words (None when it says nothing of any node)."""
+    nodes, grouped by the world's words (None when it says nothing of any node; an absent
+    node ``never started``)."""
     if all(o.placement is None for o in outcomes):
         return None
     groups: dict[str, list[int]] = {}
     for o in sorted(outcomes, key=lambda o: o.node):
-        groups.setdefault(o.placement or "not said", []).append(o.node)
+        said = o.placement or ("never started" if o.status == "absent" else "not said")
+        groups.setdefault(said, []).append(o.node)
     parts = [f"{nodes_label(nodes)}: {text}" for text, nodes in list(groups.items())[:limit]]
     if len(groups) > limit:
         rest = sum(len(nodes) for nodes in list(groups.values())[limit:])

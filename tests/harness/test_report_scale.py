@@ -26,7 +26,7 @@ from harness.report.html import render_html, write_html
 from harness.report.junit import OUTPUTS_SHOWN, write_junit
 from harness.report.text import outcome_line
 from harness.report.timeline import MAX_LANES, layout
-from harness.run.model import NodeEvent, Report, Violation
+from harness.run.model import NodeEvent, NodeOutcome, Report, Violation
 
 STRAGGLER = 4096 * 2 // 3  # the straggler's node in the 4096-node samples
 
@@ -254,6 +254,14 @@ def test_no_placement_line_when_the_world_says_nothing(tmp_path: Path) -> None:
     assert placement_line(report.outcomes) is None
     assert "placement" not in console_text([report])
     assert '<p class="placement">' not in render_html([report])
+
+
+def test_an_absent_node_is_placed_nowhere_rather_than_not_said() -> None:
+    report = scale_report(4, expect_ok_everywhere=True)
+    for o in report.outcomes:
+        o.placement = "process"
+    report.outcomes[2] = NodeOutcome(2, "absent")
+    assert placement_line(report.outcomes) == "nodes 0-1, 3 (3): process; node 2: never started"
 
 
 def test_many_placements_are_capped() -> None:
