@@ -257,11 +257,9 @@ def test_no_placement_line_when_the_world_says_nothing(tmp_path: Path) -> None:
 
 
 def test_an_absent_node_is_placed_nowhere_rather_than_not_said() -> None:
-    report = scale_report(4, expect_ok_everywhere=True)
-    for o in report.outcomes:
-        o.placement = "process"
-    report.outcomes[2] = NodeOutcome(2, "absent")
-    assert placement_line(report.outcomes) == "nodes 0-1, 3 (3): process; node 2: never started"
+    outcomes = [NodeOutcome(n, "ok", placement="process") for n in (0, 1, 3)]
+    outcomes.append(NodeOutcome(2, "absent"))
+    assert placement_line(outcomes) == "nodes 0-1, 3 (3): process; node 2: never started"
 
 
 def test_many_placements_are_capped() -> None:
