@@ -37,6 +37,8 @@ __all__ = [
     "parse_address",
     "print_invalid",
     "report_file",
+    "say",
+    "silence_stdout",
 ]
 
 #: Exit statuses: every scenario passed / some failed / the command could not run or
@@ -125,12 +127,36 @@ def report_file(text: str) -> Path:
     return path
 
 
+def silence_stdout() -> None:
+    """Send the rest of stdout to the null device: its reader went away (``| head -1``).
+    The command goes on and ends with its own exit status: a reader that stopped reading
+    is not a failed scenario (rich's default is to exit 1 at once, saying nothing)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def say(line: str) -> None:
+    """Print ``line`` on stdout at once; nothing once stdout's reader has gone away."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        silence_stdout()
+
+
+class _DataConsole(Console):
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        silence_stdout()
+
+
 def data_console() -> Console:
     """A console for output made of data (names, paths, messages): no markup, no emoji
     codes, no highlighting, so every character is printed as it is. On a terminal (or with
-    ``COLUMNS`` set) it is as wide as that says; else 160 columns, for CI logs."""
+    ``COLUMNS`` set) it is as wide as that says; else 160 columns, for CI logs. When its
+    reader goes away it goes quiet (:func:`silence_stdout`) instead of exiting."""
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    return Console(highlight=False, markup=False, emoji=False, width=None if wide else 160)
+    return _DataConsole(highlight=False, markup=False, emoji=False, width=None if wide else 160)
 
 
 def print_invalid(command: str, exc: ScenarioError) -> None:

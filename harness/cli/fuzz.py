@@ -26,6 +26,7 @@ from harness.cli.common import (
     nothing_ran,
     print_invalid,
     report_file,
+    say,
 )
 from harness.errors import ScenarioError
 
@@ -86,11 +87,9 @@ def _fuzz_command(args: argparse.Namespace) -> int:
     from harness.fuzz.loop import fuzz  # hypothesis is imported only when fuzzing
 
     seed = args.seed if args.seed is not None else secrets.randbits(32)
-    print(f"harness fuzz: seed {seed}, budget {args.budget}", flush=True)
+    say(f"harness fuzz: seed {seed}, budget {args.budget}")
     try:
-        result = fuzz(
-            args.budget, seed, args.out, lambda line: print(line, flush=True), args.backend
-        )
+        result = fuzz(args.budget, seed, args.out, say, args.backend)
     except KeyboardInterrupt:
         print("harness fuzz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -24,7 +24,13 @@ from typing import Literal
 
 from rich.table import Table
 
-from harness.cli.common import EXIT_PASSED, EXIT_USAGE, data_console, load_scenarios
+from harness.cli.common import (
+    EXIT_PASSED,
+    EXIT_USAGE,
+    data_console,
+    load_scenarios,
+    silence_stdout,
+)
 from harness.scenario.model import NAMED_BACKENDS, Scenario
 
 __all__ = ["DEFAULT_PATH", "add_command", "runs_on"]
@@ -128,7 +134,11 @@ def _list_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     rows = [_row(sc) for sc in scenarios]
     if not sys.stdout.isatty():  # piped: one plain line per scenario, nothing else
-        sys.stdout.write("".join("\t".join(row) + "\n" for row in rows))
+        try:
+            sys.stdout.write("".join("\t".join(row) + "\n" for row in rows))
+            sys.stdout.flush()
+        except BrokenPipeError:  # | head -1: the reader has what it wanted
+            silence_stdout()
         return EXIT_PASSED
     out = data_console()
     if out.width >= TABLE_FROM or _narrowest([HEADS, *rows]) <= out.width:

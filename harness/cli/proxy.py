@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from harness.cli.common import say
 from harness.errors import HarnessError, ProxyApiError
 from harness.proxy.api import serve
 from harness.proxy.collection import ProxyCollection
@@ -81,7 +82,7 @@ async def _serve_proxy(args: argparse.Namespace) -> None:
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
-        print(f"harness proxy: API on http://{shown}:{port} seed {seed}", flush=True)
+        say(f"harness proxy: API on http://{shown}:{port} seed {seed}")
 
     try:
         runner = await serve(args.host, args.port, hub, ready)

@@ -84,6 +84,26 @@ def harness(
     )
 
 
+def harness_into_a_closed_pipe(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli ARGS`` whose stdout is a pipe nobody reads any more (its
+    read end closed before the command starts, as ``| head -1`` leaves it once done)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args],
+            cwd=cwd,
+            env=_env(200, None),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
 class Background:
     """A ``harness`` process running in the background; its stdout is read line by line
     and its stderr whole, each on a thread, so a test can wait for a line without blocking
