@@ -48,7 +48,7 @@ def _unfired(
     nodes = getattr(fault, "nodes", None)  # every kind that targets nodes has the key
     targets = scenario.targets(nodes) if nodes is not None else []
     trigger = fault.when()
-    why = f"never fired: the run ended at {end:.2f} s, before its time"
+    why = f"never fired: every node had ended by {end:.2f} s"
     if trigger is None:
         due = "at start-up"
     elif trigger.on is None:

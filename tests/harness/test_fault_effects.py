@@ -304,7 +304,7 @@ def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_n
     assert (kill.index, kill.kind, kill.nodes, kill.fired) == (0, "kill", [2], False)
     assert kill.detail == "at 600.00 s"
     assert re.fullmatch(
-        r"did not act \(never fired: the run ended at \d+\.\d\d s, before its time\)", kill.effects
+        r"did not act \(never fired: every node had ended by \d+\.\d\d s\)", kill.effects
     )
     assert (toxic.index, toxic.nodes, toxic.fired, toxic.detail) == (
         1, [1], False, "1 s after node 1's 'failed'",

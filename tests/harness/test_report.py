@@ -508,10 +508,10 @@ def test_a_fault_that_never_fired_is_listed_with_when_it_was_due_but_not_drawn(
     report.faults = [
         FaultRecord(
             0, "kill", [2], 0.25, 0.25, "at 30.00 s", acted={}, fired=False,
-            note="never fired: the run ended at 0.25 s, before its time",
+            note="never fired: every node had ended by 0.25 s",
         )
     ]  # fmt: skip
-    said = "did not act (never fired: the run ended at 0.25 s, before its time)"
+    said = "did not act (never fired: every node had ended by 0.25 s)"
     assert report.idle_faults == report.faults
     warning = f"warning: happy-three: fault 0 (kill on nodes 2: at 30.00 s) {said}"
     assert warning in " ".join(console_text([report]).split())
