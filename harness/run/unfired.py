@@ -45,8 +45,11 @@ def _unfired(
     events: Callable[[int], Sequence[Event]],
     end: float,
 ) -> FaultRecord:
-    nodes = getattr(fault, "nodes", None)  # every kind that targets nodes has the key
-    targets = scenario.targets(nodes) if nodes is not None else []
+    nodes = getattr(fault, "nodes", None)  # every built-in kind that targets nodes has it
+    try:
+        targets = scenario.targets(nodes) if nodes is not None else []
+    except TypeError:  # a registered kind whose 'nodes' is not a node selector
+        targets = []
     trigger = fault.when()
     why = f"never fired: every node had ended by {end:.2f} s"
     if trigger is None:
