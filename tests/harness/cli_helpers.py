@@ -23,6 +23,18 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
+#: A small scenario every node of which passes (three nodes through their proxy links).
+HAPPY = """\
+name = "tiny-happy"
+description = "Three nodes rendezvous through their proxy links."
+seed = 11
+nodes = 3
+
+[timeouts]
+join = 10
+"""
+
+
 def _env(columns: int, extra: Mapping[str, str] | None) -> dict[str, str]:
     """The repo and this folder (for the test backends the node processes import, e.g.
     ``fake_backends``) on ``PYTHONPATH``; ``COLUMNS`` as given."""

@@ -5,17 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_helpers import harness_into_a_closed_pipe
-
-HAPPY = """\
-name = "tiny-happy"
-description = "Three nodes rendezvous through their proxy links."
-seed = 11
-nodes = 3
-
-[timeouts]
-join = 10
-"""
+from cli_helpers import HAPPY, harness_into_a_closed_pipe
 
 
 def test_list_into_a_pipe_whose_reader_left_exits_0_without_a_traceback(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import harness, harness_on_terminal, harness_process, harness_script
+from cli_helpers import HAPPY, harness, harness_on_terminal, harness_process, harness_script
 from waiting_backend import READY_PORT
 
 from harness.cli import build_parser
@@ -24,16 +24,6 @@ from harness.proxy.client import ToxiproxyClient
 from harness.scenario.load import load_many
 
 ROOT = Path(__file__).resolve().parents[2]
-
-HAPPY = """\
-name = "tiny-happy"
-description = "Three nodes rendezvous through their proxy links."
-seed = 11
-nodes = 3
-
-[timeouts]
-join = 10
-"""
 
 # Every node succeeds, but the file expects timeouts: the run must be judged a failure.
 WRONG = """\

@@ -20,6 +20,7 @@ from harness.proxy.events import link_cuts, toxic_effects
 from harness.run.model import FaultRecord
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
+from harness.scenario.model import Scenario
 from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.squatters import HTTP_REPLY, Squatter
 from harness.world.store_faults import StoreRule
@@ -281,23 +282,20 @@ def test_a_link_down_whose_refusals_the_backend_cannot_report_is_not_counted_not
     assert report.idle_faults == []
 
 
+def three_nodes(name: str, *faults: dict[str, Any]) -> Scenario:
+    """Three nodes with a 20 s join, and ``faults``."""
+    data = {"name": name, "description": f"{name}.", "nodes": 3, "timeouts": {"join": 20}}
+    return parse({**data, "fault": list(faults)}, "<test>")
+
+
 def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_not_acting() -> None:
-    scenario = parse(
-        {
-            "name": "faults-due-too-late",
-            "description": "A kill due after the run ended, a toxic on an event that never comes.",
-            "nodes": 3,
-            "timeouts": {"join": 20},
-            "fault": [
-                {"kind": "kill", "nodes": [2], "at": 600},
-                {
-                    "kind": "toxic", "nodes": [1], "type": "latency",
-                    "attributes": {"latency": 10}, "on": "failed", "on_node": 1, "after": 1,
-                },
-            ],
-        },
-        "<test>",
-    )  # fmt: skip
+    on_failed = {"on": "failed", "on_node": 1, "after": 1}
+    scenario = three_nodes(
+        "a-kill-due-after-the-run-and-a-toxic-on-an-event-that-never-comes",
+        {"kind": "kill", "nodes": [2], "at": 600},
+        {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 10}}
+        | on_failed,
+    )
     report = run_one(scenario, embedded_proxy, 3)
     assert report.passed, report.problems or report.error
     kill, toxic = report.faults
@@ -314,15 +312,10 @@ def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_n
 
 
 def test_an_interrupted_run_says_its_faults_due_later_were_not_reached() -> None:
-    scenario = parse(
-        {
-            "name": "interrupted-before-the-kill",
-            "description": "The run is interrupted before its kill is due.",
-            "nodes": 3,
-            "timeouts": {"join": 20},
-            "fault": [{"kind": "absent", "nodes": [2]}, {"kind": "kill", "nodes": [1], "at": 600}],
-        },
-        "<test>",
+    scenario = three_nodes(
+        "interrupted-before-the-kill",
+        {"kind": "absent", "nodes": [2]},
+        {"kind": "kill", "nodes": [1], "at": 600},
     )
     stop = threading.Event()
     stop.set()  # Ctrl-C already pressed: the run stops as soon as its nodes are started
