@@ -3,8 +3,9 @@
 On a terminal, a table that fits its width: at its natural width when that fits, else the
 short columns as wide as their longest word and the long ones (scenario, faults, file)
 sharing the rest, wrapping at spaces and folding a name or path too long for its column
-onto the next line (nothing is ever shortened). Under 60 columns, unless the table fits
-unbroken, a block of ``key: value`` lines per scenario. Piped or redirected, one plain
+onto the next line (nothing is ever shortened). Where that would leave a column narrower
+than its heading (below about 70 columns), a block of ``key: value`` lines per scenario
+instead. Piped or redirected, one plain
 line per scenario and nothing else, its fields separated by tabs (``cut -f1`` gives the
 names)::
 
@@ -38,10 +39,9 @@ __all__ = ["DEFAULT_PATH", "add_command", "runs_on"]
 DEFAULT_PATH = "scenarios"
 #: Where the field failures that scenarios cite (``field_failure = "F28"``) are described.
 FIELD_FAILURES_DOC = "docs/field-failures.md"
-#: From this many columns on, the table is fitted to the terminal (a cell wraps at spaces,
-#: a longer name or path folds onto the next line, whole); below, one line per field.
-TABLE_FROM = 60
 HEADS = ("scenario", "nodes", "faults", "field failure", "backends", "file")
+#: How the long columns share what the short ones leave of a narrow terminal.
+SHARES = {"scenario": 3, "faults": 2, "file": 4}
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,31 +90,32 @@ def _row(scenario: Scenario) -> tuple[str, ...]:
     )
 
 
-def _narrowest(rows: list[tuple[str, ...]]) -> int:
-    """The width of the table when each column is as narrow as its longest word (a cell is
-    wrapped at spaces, never inside a word): 1 + 3 per column for borders and padding."""
-    columns = zip(*rows, strict=True)
-    widest = [max(len(word) for cell in column for word in cell.split()) for column in columns]
-    return sum(widest) + 3 * len(widest) + 1
+def _widths(rows: list[tuple[str, ...]], width: int) -> list[int] | None:
+    """The widths of the table's columns (their text, without borders) on a terminal
+    ``width`` wide: the natural ones when they fit; else the short columns as wide as their
+    longest word and scenario, faults and file sharing the rest 3:2:4. None when a shared
+    column would be narrower than its heading (``fau``/``lts``): too narrow for a table."""
+    columns = list(zip(HEADS, *rows, strict=True))
+    natural = [max(map(len, column)) for column in columns]
+    frame = 3 * len(HEADS) + 1  # borders and padding
+    if sum(natural) + frame <= width:
+        return natural
+    words = [max(len(w) for cell in column for w in cell.split()) for column in columns]
+    rest = width - frame - sum(w for h, w in zip(HEADS, words, strict=True) if h not in SHARES)
+    widths = [rest * SHARES[h] // sum(SHARES.values()) if h in SHARES else w
+              for h, w in zip(HEADS, words, strict=True)]  # fmt: skip
+    widths[HEADS.index("file")] += width - frame - sum(widths)  # what rounding left over
+    heading_fits = all(widths[i] >= max(map(len, h.split())) for i, h in enumerate(HEADS))
+    return widths if heading_fits else None
 
 
-def _table(rows: list[tuple[str, ...]], width: int) -> Table:
-    """The table at its natural width when that fits ``width``; else the short columns keep
-    the width of their longest word and the long ones (scenario, faults, file) share the
-    rest, wrapping at spaces and folding what is longer than their column."""
-    natural = sum(max(len(cell) for cell in column) for column in zip(HEADS, *rows, strict=True))
-    fitted = natural + 3 * len(HEADS) + 1 > width
-    table = Table(header_style="bold", expand=fitted)
-    shares = {"scenario": 3, "faults": 2, "file": 4}
-    for i, head in enumerate(HEADS):
+def _table(rows: list[tuple[str, ...]], widths: list[int]) -> Table:
+    """The table with columns ``widths`` wide: a cell wraps at spaces, and a name, path or
+    word longer than its column folds onto the next line (nothing is ever shortened)."""
+    table = Table(header_style="bold")
+    for head, wide in zip(HEADS, widths, strict=True):
         justify: Literal["left", "right"] = "right" if head == "nodes" else "left"
-        if not fitted:
-            table.add_column(head, justify=justify, overflow="fold")
-        elif head in shares:
-            table.add_column(head, justify=justify, overflow="fold", ratio=shares[head])
-        else:
-            words = [w for cell in [head, *(row[i] for row in rows)] for w in cell.split()]
-            table.add_column(head, justify=justify, width=max(map(len, words)))
+        table.add_column(head, justify=justify, overflow="fold", width=wide)
     for row in rows:
         table.add_row(*row)
     return table
@@ -141,9 +142,10 @@ def _list_command(args: argparse.Namespace) -> int:
             silence_stdout()
         return EXIT_PASSED
     out = data_console()
-    if out.width >= TABLE_FROM or _narrowest([HEADS, *rows]) <= out.width:
-        out.print(_table(rows, out.width))
-    else:  # too narrow even for the longest words: one unbroken line per field
+    widths = _widths(rows, out.width)
+    if widths is not None:
+        out.print(_table(rows, widths))
+    else:  # too narrow for a table: one unbroken line per field
         for name, *rest in rows:
             out.print(name, soft_wrap=True)
             for head, value in zip(HEADS[1:], rest, strict=True):
