@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 from typing import Any
+
+import psutil
 
 from harness.run.checks import check
 from harness.run.model import NodeEvent, NodeOutcome
@@ -12,7 +17,8 @@ from harness.run.runner import run_scenario
 from harness.run.suite import embedded_proxy
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.local import LocalWorlds, leaks, listening, ours
+from harness.world.leaks import leaks, listening, ours
+from harness.world.local import LocalWorlds
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -115,7 +121,35 @@ def test_a_port_still_listening_is_found_and_reported() -> None:
         port = server.getsockname()[1]
         assert listening([port]) == [port]
         found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=leaks([], [port], []))
-        assert [v.message for v in found] == [f"ports still listening after teardown: [{port}]"]
+        held = f"{port} by the harness process itself (pid {os.getpid()})"
+        assert [v.message for v in found] == [
+            f"ports still listening after teardown: [{port}] ({held})"
+        ]
+    assert listening([port]) == []
+
+
+def test_a_leaked_port_names_its_holder_by_its_role_in_the_run() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            pass_fds=[server.fileno()],
+        )
+        try:
+            server.close()  # only the child holds the listener now
+            roles = {holder.pid: "rdzv-node-0"}
+            found = leaks([], [port], [], owners=ours([holder.pid]), roles=roles)
+            held = f"{port} by rdzv-node-0 (pid {holder.pid})"
+            assert found == [f"ports still listening after teardown: [{port}] ({held})"]
+            # unnamed by the world: its process name
+            name = psutil.Process(holder.pid).name()
+            (line,) = leaks([], [port], [], owners=ours([holder.pid]))
+            assert line.endswith(f"({port} by pid {holder.pid} ({name}))")
+        finally:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait()
     assert listening([port]) == []
 
 
