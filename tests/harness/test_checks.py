@@ -11,10 +11,12 @@ from typing import Any
 
 import psutil
 
+from harness.report.text import idle_fault_lines
 from harness.run.checks import check
-from harness.run.model import NodeEvent, NodeOutcome
+from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.runner import run_scenario
 from harness.run.suite import embedded_proxy
+from harness.scenario.faults.record import FaultRecord
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
 from harness.world.leaks import leaks, listening, ours
@@ -105,6 +107,34 @@ def test_a_wrong_outcome_is_reported_with_the_error() -> None:
     failed = NodeOutcome(2, "timeout", error_class="X", message="late")
     (violation,) = [v for v in check(sc, [ok(0), ok(1), failed]) if v.check == "outcome"]
     assert violation.message == "node 2 ended 'timeout', expected 'ok': X: late"
+
+
+def test_a_fault_expected_idle_fails_the_run_when_it_acts_and_is_no_warning_when_idle() -> None:
+    sc = scenario(
+        fault=[{"kind": "kill", "nodes": [1], "at": 1}, {"kind": "kill", "nodes": [2], "at": 1}],
+        expect={"idle_faults": [0]},
+    )
+    outcomes = [ok(0), ok(1), ok(2)]
+    acted = FaultRecord(0, "kill", [1], 1.0, acted={"nodes killed": 1}, expected_idle=True)
+    other = FaultRecord(1, "kill", [2], 1.0, acted={"nodes killed": 1})
+    found = check(sc, outcomes, faults=[acted, other])
+    assert [(v.check, v.message, v.nodes) for v in found] == [
+        (
+            "idle",
+            (
+                "fault 0 (kill) acted: 1 node killed; the scenario expects it not to act "
+                "(expect.idle_faults)"
+            ),
+            (1,),
+        )
+    ]
+    idle = FaultRecord(0, "kill", [1], 1.0, acted={}, expected_idle=True)
+    unexpected = FaultRecord(1, "kill", [2], 1.0, acted={})
+    assert check(sc, outcomes, faults=[idle, unexpected]) == []
+    report = Report(sc, 1, outcomes, [idle, unexpected])
+    assert report.idle_faults == [unexpected]
+    assert idle.effects == "did not act, as expected"
+    assert idle_fault_lines(report) == ["fault 1 (kill on nodes 2) did not act"]
 
 
 def test_leaks_are_reported() -> None:
