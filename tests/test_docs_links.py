@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 CATALOGUE = REPO / "docs" / "field-failures.md"
-SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
+SCENARIOS = sorted((REPO / "scenarios").rglob("*.toml"))
 
 # [text](target) and [text](target "title"); images too.
 _LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -51,12 +51,12 @@ def _sections(text: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.relative_to(REPO).as_posix())
 def test_catalogue_links_each_scenario_file_under_its_field_failure(scenario: Path) -> None:
     with scenario.open("rb") as file:
         entry = tomllib.load(file).get("field_failure")
     sections = _sections(CATALOGUE.read_text(encoding="utf-8"))
-    link = f"](../scenarios/{scenario.name})"
+    link = f"](../{scenario.relative_to(REPO).as_posix()})"
     where = "other-scenarios" if entry is None else entry.lower()
     assert where in sections, f"docs/field-failures.md has no entry {entry}"
-    assert link in sections[where], f"{scenario.name} is not listed under {where}"
+    assert link in sections[where], f"{link[3:-1]} is not listed under {where}"

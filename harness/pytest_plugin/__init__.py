@@ -41,9 +41,13 @@ costs nothing in unrelated test runs.
 
 from __future__ import annotations
 
-from harness.pytest_plugin.fixtures import HarnessCluster
-from harness.pytest_plugin.items import ScenarioFailed, ScenarioFile, ScenarioItem
-from harness.pytest_plugin.options import parse_toxiproxy_address
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.pytest_plugin.fixtures import HarnessCluster
+    from harness.pytest_plugin.items import ScenarioFailed, ScenarioFile, ScenarioItem
+    from harness.pytest_plugin.options import parse_toxiproxy_address
 
 __all__ = [
     "HarnessCluster",
@@ -52,6 +56,26 @@ __all__ = [
     "ScenarioItem",
     "parse_toxiproxy_address",
 ]
+
+#: Where each public name lives. They are imported on first use, not here: pytest imports
+#: the modules below as plugins (``pytest_plugins``) and rewrites their asserts only if it
+#: is the first to import them (else it warns "Module already imported so cannot be
+#: rewritten" once per module and process).
+_HOMES = {
+    "HarnessCluster": "fixtures",
+    "ScenarioFailed": "items",
+    "ScenarioFile": "items",
+    "ScenarioItem": "items",
+    "parse_toxiproxy_address": "options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 pytest_plugins = (
     "harness.pytest_plugin.options",

@@ -125,7 +125,7 @@ def failure_panel(report: Report) -> Panel:
     if report.interrupted:
         lines.append(Text(INTERRUPTED, style="red"))
     for fault in report.faults:
-        lines.append(Text(fault_line(fault), style="yellow" if fault.idle else "dim"))
+        lines.append(Text(fault_line(fault), style="yellow" if fault.flagged else "dim"))
     ended = fold_lines(outcome_folds(report.outcomes, outcome_line), FOLDS_SHOWN)
     lines += [Text(x) for x in ended]
     placement = placement_line(report.outcomes)

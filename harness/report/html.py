@@ -176,7 +176,7 @@ def _fault(fault: FaultRecord) -> _Fault:
         window=f"{fault.start:.2f} s to {end}" if fault.fired else "",  # detail: when due
         detail=fault.detail,
         effects=fault.effects,
-        idle=fault.idle,
+        idle=fault.flagged,
     )
 
 

@@ -189,13 +189,13 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
         said = f"nodes {short_ranges(fault.nodes)}"
         said = f"{said} · {fault.detail}" if fault.detail else said
-        said = f"{said} · {'did not act' if fault.idle else fault.effects}"
+        said = f"{said} · {'did not act' if fault.flagged else fault.effects}"
         # A hollow (idle) bar has no fill to carry white text: keep the text outside it.
-        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w, not fault.idle)
+        text, text_x, inside = _fault_text(said, bar, plot_x + plot_w, not fault.flagged)
         rows.append(
             FaultRow(
                 y=y,
-                label=f"{'⚠ ' if fault.idle else ''}fault {fault.index} · {fault.kind}",
+                label=f"{'⚠ ' if fault.flagged else ''}fault {fault.index} · {fault.kind}",
                 text=text,
                 color=color,
                 bar=bar,
@@ -203,7 +203,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
                 instant=fault.end is not None and x1 - x0 < 2.0,
                 text_x=text_x,
                 text_inside=inside,
-                idle=fault.idle,
+                idle=fault.flagged,
             )
         )
     bands = _bands(_fired(report), lanes, x_of, t_max)
@@ -253,7 +253,7 @@ def _fault_title(fault: FaultRecord) -> str:
     end = "until the end of the run" if fault.end is None else f"until {fault.end:.3f} s"
     head = f"fault {fault.index}: {fault.kind} on node(s) {short_ranges(fault.nodes)}"
     detail = f"\n{fault.detail}" if fault.detail else ""
-    did = f"\n{'⚠ ' if fault.idle else 'acted: ' if fault.acted else ''}{fault.effects}"
+    did = f"\n{'⚠ ' if fault.flagged else 'acted: ' if fault.acted else ''}{fault.effects}"
     return f"{head}\nfrom {fault.start:.3f} s {end}{detail}{did}"
 
 

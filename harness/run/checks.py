@@ -11,6 +11,7 @@ Always checked:
 5. ``hung``: no node outlived the hard deadline (unless the scenario expects it).
 6. ``leaks``: the world left nothing behind (no node process still running, no port
    still listening) and its teardown met no problem; the world says what (its own words).
+7. ``idle``: no fault the scenario expects not to act (``[expect] idle_faults``) acted.
 
 Then per node: the expected outcome (or any of a list), message pattern and elapsed-time
 bounds — the backend's own ``[backends.<name>] expect`` when the scenario records one.
@@ -27,6 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from harness.run.model import NodeOutcome, Violation
+from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario, allowed_outcomes
 
 __all__ = ["check"]
@@ -175,10 +177,22 @@ def check(
     outcomes: Sequence[NodeOutcome],
     *,
     leaks: Sequence[str] = (),
+    faults: Sequence[FaultRecord] = (),
 ) -> list[Violation]:
     """Every violation of the invariants and of the scenario's expectations (breaks the
-    backend is recorded as making come back ``known``), then one ``leaks`` violation per
-    line of ``leaks`` (what the world's teardown reported left behind)."""
+    backend is recorded as making come back ``known``), one ``idle`` violation per fault of
+    ``faults`` that acted although expected not to, then one ``leaks`` violation per line of
+    ``leaks`` (what the world's teardown reported left behind)."""
     found = _known_breaks(sc, _invariants(sc, outcomes)) + _expectations(sc, outcomes)
+    for fault in faults:
+        if fault.index in sc.idle_faults and fault.acted and any(fault.acted.values()):
+            found.append(
+                Violation(
+                    "idle",
+                    f"fault {fault.index} ({fault.kind}) acted: {fault.effects}; the "
+                    "scenario expects it not to act (expect.idle_faults)",
+                    tuple(fault.nodes),
+                )
+            )
     found.extend(Violation("leaks", leak) for leak in leaks)
     return found

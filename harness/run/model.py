@@ -111,8 +111,9 @@ class Report:
 
     @property
     def idle_faults(self) -> list[FaultRecord]:
-        """The faults that never acted (informational: not a failed check)."""
-        return [f for f in self.faults if f.idle]
+        """The faults that never acted although not expected to be idle (informational:
+        not a failed check)."""
+        return [f for f in self.faults if f.flagged]
 
     @property
     def problems(self) -> list[Violation]:

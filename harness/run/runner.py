@@ -313,6 +313,8 @@ class _Run:
         )
         outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
         faults = sorted(self.records, key=lambda r: r.index)
+        for record in faults:
+            record.expected_idle = record.index in self.sc.idle_faults
         report = Report(self.sc, self.seed, outcomes, faults, duration=self.now())
         report.startup = self.startup
         report.release_skew = release_skew({n: self.nodes[n].events for n in self.first})
@@ -323,7 +325,7 @@ class _Run:
                 if record.acted is not None and not any(record.acted.values()):
                     record.reached = False
             return report
-        report.violations = check(self.sc, outcomes, leaks=leaks)
+        report.violations = check(self.sc, outcomes, leaks=leaks, faults=faults)
         return report
 
     def _outcome(self, node: int, state: NodeState) -> NodeOutcome:

@@ -124,6 +124,9 @@ class NodeExpect(FormatModel):
 class Expect(FormatModel):
     outcome: Outcome | tuple[Outcome, ...] = "ok"
     nodes: list[NodeExpect] = Field(default_factory=list)
+    #: Indexes of the faults that must not act (a fault in place that the backend never
+    #: gives cause to act: it is not warned about, and it fails the run if it acts).
+    idle_faults: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
 
     @field_validator("outcome", mode="before")
     @classmethod
@@ -225,6 +228,7 @@ class Scenario(FormatModel):
             list(enumerate(self.override)),
             _expectations(self.expect, self.backends),
         )
+        found += _idle_beyond(len(self.fault), self.expect, self.backends)
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
             collector.extend(found)
@@ -252,6 +256,11 @@ class Scenario(FormatModel):
         except ValueError as exc:
             raise ScenarioError(self.path or self.name, [f"backend: {exc}"]) from None
         return self.model_copy(update={"backend": backend})
+
+    @property
+    def idle_faults(self) -> frozenset[int]:
+        """The indexes of the faults expected not to act on this backend."""
+        return frozenset((self.variant.expect or self.expect).idle_faults)
 
     def expected(self, node: int) -> NodeExpect:
         """The expectation for ``node`` on this backend (the last matching entry wins)."""
@@ -294,6 +303,20 @@ def _expectations(
     for name, variant in backends.items():
         entries = variant.expect.nodes if variant.expect else []
         found += [(f"backends.{name}.expect.nodes[{i}]", e) for i, e in enumerate(entries)]
+    return found
+
+
+def _idle_beyond(count: int, expect: Expect, backends: Mapping[str, BackendVariant]) -> list[str]:
+    """``idle_faults`` entries that name no fault, one line each."""
+    found = []
+    sections = [("expect", expect)]
+    sections += [(f"backends.{n}.expect", v.expect) for n, v in backends.items() if v.expect]
+    for where, section in sections:
+        for i, index in enumerate(section.idle_faults):
+            if index >= count:
+                has = f"faults 0..{count - 1}" if count else "no fault"
+                what = f"fault {index} does not exist; the scenario has {has}"
+                found.append(f"{where}.idle_faults[{i}]: {what}")
     return found
 
 

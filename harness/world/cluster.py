@@ -230,10 +230,10 @@ class LocalCluster:
         current = self._current(node)
         return current is not None and current.process.is_alive()
 
-    def pids(self) -> list[int]:
-        """Every PID this cluster ever started."""
+    def pids(self) -> dict[int, str]:
+        """Every PID this cluster ever started, with its process's name (its role)."""
         with self._lock:
-            return [i.process.pid for runs in self._procs.values() for i in runs]
+            return {i.process.pid: i.process.name for runs in self._procs.values() for i in runs}
 
     def close(self, grace: float = 5.0) -> list[int]:
         """Give processes ``grace`` seconds to exit, kill the rest, reap all, stop the reader.

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 import threading
 from typing import Any
 
+import psutil
+
+from harness.report.text import idle_fault_lines
 from harness.run.checks import check
-from harness.run.model import NodeEvent, NodeOutcome
+from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.runner import run_scenario
 from harness.run.suite import embedded_proxy
+from harness.scenario.faults.record import FaultRecord
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.local import LocalWorlds, leaks, listening, ours
+from harness.world.leaks import leaks, listening, ours
+from harness.world.local import LocalWorlds
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -101,6 +109,34 @@ def test_a_wrong_outcome_is_reported_with_the_error() -> None:
     assert violation.message == "node 2 ended 'timeout', expected 'ok': X: late"
 
 
+def test_a_fault_expected_idle_fails_the_run_when_it_acts_and_is_no_warning_when_idle() -> None:
+    sc = scenario(
+        fault=[{"kind": "kill", "nodes": [1], "at": 1}, {"kind": "kill", "nodes": [2], "at": 1}],
+        expect={"idle_faults": [0]},
+    )
+    outcomes = [ok(0), ok(1), ok(2)]
+    acted = FaultRecord(0, "kill", [1], 1.0, acted={"nodes killed": 1}, expected_idle=True)
+    other = FaultRecord(1, "kill", [2], 1.0, acted={"nodes killed": 1})
+    found = check(sc, outcomes, faults=[acted, other])
+    assert [(v.check, v.message, v.nodes) for v in found] == [
+        (
+            "idle",
+            (
+                "fault 0 (kill) acted: 1 node killed; the scenario expects it not to act "
+                "(expect.idle_faults)"
+            ),
+            (1,),
+        )
+    ]
+    idle = FaultRecord(0, "kill", [1], 1.0, acted={}, expected_idle=True)
+    unexpected = FaultRecord(1, "kill", [2], 1.0, acted={})
+    assert check(sc, outcomes, faults=[idle, unexpected]) == []
+    report = Report(sc, 1, outcomes, [idle, unexpected])
+    assert report.idle_faults == [unexpected]
+    assert idle.effects == "did not act, as expected"
+    assert idle_fault_lines(report) == ["fault 1 (kill on nodes 2) did not act"]
+
+
 def test_leaks_are_reported() -> None:
     left = leaks([123], [], ["proxy x left"])
     found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=left)
@@ -115,7 +151,35 @@ def test_a_port_still_listening_is_found_and_reported() -> None:
         port = server.getsockname()[1]
         assert listening([port]) == [port]
         found = check(scenario(), [ok(0), ok(1), ok(2)], leaks=leaks([], [port], []))
-        assert [v.message for v in found] == [f"ports still listening after teardown: [{port}]"]
+        held = f"{port} by the harness process itself (pid {os.getpid()})"
+        assert [v.message for v in found] == [
+            f"ports still listening after teardown: [{port}] ({held})"
+        ]
+    assert listening([port]) == []
+
+
+def test_a_leaked_port_names_its_holder_by_its_role_in_the_run() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE,
+            pass_fds=[server.fileno()],
+        )
+        try:
+            server.close()  # only the child holds the listener now
+            roles = {holder.pid: "rdzv-node-0"}
+            found = leaks([], [port], [], owners=ours([holder.pid]), roles=roles)
+            held = f"{port} by rdzv-node-0 (pid {holder.pid})"
+            assert found == [f"ports still listening after teardown: [{port}] ({held})"]
+            # unnamed by the world: its process name
+            name = psutil.Process(holder.pid).name()
+            (line,) = leaks([], [port], [], owners=ours([holder.pid]))
+            assert line.endswith(f"({port} by pid {holder.pid} ({name}))")
+        finally:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait()
     assert listening([port]) == []
 
 

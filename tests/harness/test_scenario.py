@@ -96,6 +96,25 @@ def test_node_indexes_must_exist() -> None:
         scenario(fault=[{"kind": "kill", "nodes": [4], "at": 1}])
 
 
+def test_idle_faults_must_name_faults_of_the_file_and_follow_the_backend() -> None:
+    kill = {"kind": "kill", "nodes": [1], "at": 1}
+    assert problems(fault=[kill], expect={"idle_faults": [0, 2]}) == [
+        "expect.idle_faults[1]: fault 2 does not exist; the scenario has faults 0..0"
+    ]
+    assert problems(
+        backends={"torch-static": {"expect": {"idle_faults": [0]}}}
+    ) == [("backends.torch-static.expect.idle_faults[0]: fault 0 does not exist; "
+          "the scenario has no fault")]  # fmt: skip
+    sc = scenario(
+        fault=[kill, kill],
+        expect={"idle_faults": [1]},
+        backends={"torch-static": {"expect": {"idle_faults": [0]}}},
+    )
+    assert sc.idle_faults == {1}
+    assert sc.on_backend("torch-static").idle_faults == {0}
+    assert scenario().idle_faults == frozenset()
+
+
 def test_network_faults_cannot_target_node_0() -> None:
     with pytest.raises(
         ScenarioError, match=r"fault\[0\]\.nodes: got 'all', which includes node 0; node 0 hosts"

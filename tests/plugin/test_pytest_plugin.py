@@ -263,6 +263,23 @@ def test_an_unrelated_run_imports_no_heavy_module(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_loading_the_plugin_warns_nothing() -> None:
+    # pytest rewrites the asserts of a plugin's modules only if it imports them first; the
+    # package importing its own plugin modules early made every run of this repo's suite
+    # warn "Module already imported so cannot be rewritten" once per module and process
+    # the console script, as the README runs it: ``python -m pytest`` puts the repo first on
+    # sys.path, where an editable install's modules are found (and rewritten) another way
+    script = Path(sys.executable).with_name("pytest")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "pytest"]
+    result = subprocess.run(
+        [*command, "-n0", "-p", "no:cacheprovider", "--collect-only",
+         "-q", "-W", "error::pytest.PytestAssertRewriteWarning", "tests/test_docs_links.py"],
+        cwd=REPO, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning" not in result.stdout.lower(), result.stdout
+
+
 def test_the_fixtures_give_a_store_a_proxy_and_a_cluster(tmp_path: Path) -> None:
     make_project(tmp_path, **{"test_fixtures.py": FIXTURES})
     result = run_pytest(tmp_path, "-v")

@@ -31,6 +31,8 @@ class FaultRecord:
             ``note`` says why) or before it was interrupted (then it was not reached).
             ``start`` and ``end`` are then when the run ended, and ``detail`` is when the
             fault was due (``at 30.00 s``).
+        expected_idle: the scenario expects the fault not to act (``[expect]
+            idle_faults``): idle, it is no warning; acting, it fails the run.
     """
 
     index: int
@@ -44,6 +46,7 @@ class FaultRecord:
     note: str = ""
     reached: bool = True
     fired: bool = True
+    expected_idle: bool = False
 
     def count(self, effect: str, n: int = 1) -> None:
         """Add ``n`` to the count of ``effect`` (``n`` of 0 records nothing)."""
@@ -64,6 +67,12 @@ class FaultRecord:
         return self.reached and self.acted is not None and not any(self.acted.values())
 
     @property
+    def flagged(self) -> bool:
+        """True when the fault is idle and the scenario did not expect that: the reports
+        warn about it."""
+        return self.idle and not self.expected_idle
+
+    @property
     def effects(self) -> str:
         """What the fault did, in words: ``11 connections reset``, ``did not act (in place
         on 2 connections, ...)``, or why it was not counted."""
@@ -72,7 +81,8 @@ class FaultRecord:
         if not self.reached:
             return "not reached: the run was interrupted before it acted"
         if self.idle:
-            return f"did not act ({self.note})" if self.note else "did not act"
+            said = f"did not act ({self.note})" if self.note else "did not act"
+            return f"{said}, as expected" if self.expected_idle else said
         return ", ".join(_counted(n, effect) for effect, n in self.acted.items() if n)
 
 

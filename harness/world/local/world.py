@@ -14,7 +14,7 @@ down/up switch the shims' shared flag. It can do everything
 traffic control (``packets``, ``bandwidth``: the netns world's).
 
 Every process this world starts is tracked by PID and ended here; every port it opened is
-checked after teardown (:func:`listening`): a port still listened on by this process or one
+checked after teardown (:mod:`harness.world.leaks`): a port still listened on by this process or one
 it started is reported as a leak (another program on the machine may bind a port the run
 gave back: that is not the run's).
 """
@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import psutil
 
 from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
@@ -45,6 +43,7 @@ from harness.world.base import (
     cannot,
 )
 from harness.world.cluster import LocalCluster
+from harness.world.leaks import leaks, ours
 from harness.world.local.topology import Topology
 from harness.world.node import NodeSpec
 from harness.world.process_nodes import ProcessNodes
@@ -56,9 +55,6 @@ __all__ = [
     "NO_EVENT_LOG",
     "LocalWorld",
     "LocalWorlds",
-    "leaks",
-    "listening",
-    "ours",
 ]
 
 NAME = "local"
@@ -68,60 +64,6 @@ _HELD = "starts of node 0 while the port was held"
 #: What the local (and packed) world can do: no kernel packet rules or traffic control.
 LOCAL_CAPABILITIES = frozenset(CAPABILITIES) - {PACKETS, BANDWIDTH}
 _ON_LOOPBACK = "every node shares this machine's loopback; the netns world (--world netns) can"
-
-
-def ours(pids: Iterable[int] = ()) -> set[int]:
-    """This process, every process below it, and ``pids`` (those a world started): the
-    processes whose listeners a run's leak check may count."""
-    me = psutil.Process()
-    found = {me.pid, *pids}
-    with contextlib.suppress(psutil.Error):
-        found.update(child.pid for child in me.children(recursive=True))
-    return found
-
-
-def listening(ports: Sequence[int], owners: Collection[int] | None = None) -> list[int]:
-    """Which of ``ports`` are still listened on (TCP) by one of ``owners`` (default: by any
-    process on this machine).
-
-    A run's leak check passes its own processes (:func:`ours`): a port a run gave back can
-    be bound at once by any other program on the machine (another test run binding port 0),
-    which is no leak of this run's.
-    """
-    wanted = set(ports)
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except psutil.AccessDenied:  # pragma: no cover - not root and not Linux
-        return []
-    found = set()
-    for conn in conns:
-        if conn.status != psutil.CONN_LISTEN or not conn.laddr or conn.laddr[1] not in wanted:
-            continue
-        if owners is None or conn.pid in owners:
-            found.add(int(conn.laddr[1]))
-    return sorted(found)
-
-
-def leaks(
-    pids: Sequence[int],
-    ports: Sequence[int],
-    problems: Sequence[str],
-    threads: Sequence[threading.Thread] = (),
-    owners: Collection[int] | None = None,
-) -> list[str]:
-    """What a run left behind, one line each: processes still running at the end (killed),
-    ``ports`` still listening (by ``owners``: see :func:`listening`), ``threads`` of the
-    world still running after teardown, and teardown's ``problems``."""
-    found = []
-    if pids:
-        found.append(f"node processes still running at the end: {list(pids)}")
-    still = listening(ports, owners)
-    if still:
-        found.append(f"ports still listening after teardown: {still}")
-    running = [thread.name for thread in threads if thread.is_alive()]
-    if running:
-        found.append(f"threads still running after teardown: {running}")
-    return [*found, *problems]
 
 
 @dataclass(frozen=True)
@@ -175,8 +117,9 @@ class LocalWorld(ProcessNodes):
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once
-        owners = ours(self.cluster.pids())
-        return leaks(self._leftovers, self.topo.ports(), problems, self._threads(), owners)
+        started = self.cluster.pids()
+        owners = ours(started)
+        return leaks(self._leftovers, self.topo.ports(), problems, self._threads(), owners, started)
 
     def _threads(self) -> list[threading.Thread]:
         """The threads this world started (node messages, store faults, a squatter)."""

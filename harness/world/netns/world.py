@@ -52,7 +52,7 @@ from harness.world.base import (
 )
 from harness.world.cluster import LocalCluster
 from harness.world.dns import DnsShim
-from harness.world.local import leaks
+from harness.world.leaks import leaks
 from harness.world.netns.enter import node_entry
 from harness.world.netns.naming import SERVE_PORT, is_second_address, run_id
 from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
