@@ -91,7 +91,8 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
 
 
 def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
-    from harness.run.runner import run_scenario, worlds_for
+    from harness.run.runner import run_scenario
+    from harness.run.worlds import worlds_for
 
     ray_for(config, scenario)
     with proxies(config)() as client:

@@ -2,6 +2,7 @@
 
 * ``runner``    :func:`~harness.run.runner.run_scenario`: one scenario, one seed, one world:
                 schedule faults (start-up, time, event), record, heal, gather outcomes
+* ``worlds``    which world runs a scenario; whether it can do what the faults need
 * ``schedule``  the runner's timed actions
 * ``startup``   the wait until every node is ready at the gate; the release skew
 * ``unfired``   the records of faults whose time or event never came (they did not act)

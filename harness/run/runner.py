@@ -32,26 +32,21 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from harness.errors import HarnessError, UnsupportedError
-from harness.proxy.client import ToxiproxyClient
+from harness.errors import HarnessError
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
 from harness.run.startup import await_ready, release_skew
 from harness.run.unfired import unfired_records
+from harness.run.worlds import check_supported, worlds_for
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
-from harness.world.base import Interruptible, Launch, Layout, Message, WorldFactory, cannot, missing
-from harness.world.local import LOCAL_CAPABILITIES, LocalWorlds
-from harness.world.netns.world import NETNS_CAPABILITIES, NetnsWorlds
-from harness.world.packed import PackedWorlds
+from harness.world.base import Interruptible, Launch, Layout, Message, WorldFactory
 
-__all__ = ["run_scenario", "worlds_for"]
+__all__ = ["run_scenario", "worlds_for"]  # worlds_for: from harness.run.worlds, as before
 
-#: What each world can do, to say which one could run a scenario its world cannot.
-_CAPABLE = {"local": LOCAL_CAPABILITIES, "netns": NETNS_CAPABILITIES}
 _LAUNCHERS = 4  # concurrent node starts (a start mostly waits on I/O)
 
 
@@ -65,7 +60,7 @@ class _Run:
     ) -> None:
         self.sc = scenario
         self.faults = list(enumerate(scenario.fault))
-        _check_supported(worlds, self.faults)
+        check_supported(worlds, self.faults)
         self.stop = stop if stop is not None else threading.Event()  # set: Ctrl-C
         self.seed = seed
         self.rng = random.Random(seed)
@@ -356,51 +351,6 @@ def _placement(state: NodeState) -> str | None:
         if event.event == "started" and event.fields.get("placement"):
             return str(event.fields["placement"])
     return None
-
-
-def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
-    """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process; the netns world (no proxy links); or,
-    for ``world = "ray"``, Ray actors (on the Ray this process is connected to, else a
-    local one for the run).
-
-    Raises:
-        UnsupportedError: the scenario asks for packed nodes in the netns world, or for the
-            Ray world where Ray is not installed.
-    """
-    if scenario.world == "netns":
-        if scenario.pack is not None:
-            raise UnsupportedError(
-                f"the netns world runs one process per node (its own namespace), but the "
-                f"scenario packs {scenario.pack} per process: drop 'pack' or run it locally",
-                world="netns",
-                capability="pack",
-            )
-        return NetnsWorlds()
-    if scenario.world == "ray":
-        from harness.world.ray.session import unavailable
-
-        why = unavailable()
-        if why is not None:
-            raise UnsupportedError(why, world="ray", capability="ray")
-        from harness.world.ray.world import RayWorlds
-
-        return RayWorlds(scenario.pack)
-    if scenario.pack is not None:
-        return PackedWorlds(client, scenario.pack)
-    return LocalWorlds(client)
-
-
-def _check_supported(worlds: WorldFactory, faults: Sequence[tuple[int, Fault]]) -> None:
-    """Raises UnsupportedError: a fault needs something the world cannot do."""
-    for index, fault in faults:
-        lacking = missing(worlds.capabilities, fault.needs)
-        if lacking:
-            why = f"fault[{index}] is a {fault.kind} fault"
-            able = [n for n, can in _CAPABLE.items() if n != worlds.name and lacking[0] in can]
-            if able:
-                why += f"; the {able[0]} world can (world = {able[0]!r}, or --world {able[0]})"
-            raise cannot(worlds.name, lacking[0], why)
 
 
 def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:

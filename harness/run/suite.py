@@ -30,7 +30,8 @@ from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.run.budget import Budget, auto_jobs, capacity, cost
 from harness.run.model import Report
-from harness.run.runner import run_scenario, worlds_for
+from harness.run.runner import run_scenario
+from harness.run.worlds import worlds_for
 from harness.scenario.model import Scenario
 from harness.world.backends import unavailable
 
