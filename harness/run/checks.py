@@ -181,11 +181,12 @@ def check(
 ) -> list[Violation]:
     """Every violation of the invariants and of the scenario's expectations (breaks the
     backend is recorded as making come back ``known``), one ``idle`` violation per fault of
-    ``faults`` that acted although expected not to, then one ``leaks`` violation per line of
+    ``faults`` that acted although its record says it was expected not to
+    (``expected_idle``, from ``[expect] idle_faults``), then one ``leaks`` violation per line of
     ``leaks`` (what the world's teardown reported left behind)."""
     found = _known_breaks(sc, _invariants(sc, outcomes)) + _expectations(sc, outcomes)
     for fault in faults:
-        if fault.index in sc.idle_faults and fault.acted and any(fault.acted.values()):
+        if fault.expected_idle and fault.acted and any(fault.acted.values()):
             found.append(
                 Violation(
                     "idle",
