@@ -186,7 +186,7 @@ def test_a_scenario_file_without_the_harness_extra_is_one_collection_error_sayin
     assert "ERROR collecting scenarios/ok.toml" in result.stdout
     assert (
         "cannot run scenario files: the harness extra is not installed here "
-        "(missing: no-such-dist); install it with: pip install 'rdzv[harness]'"
+        "(missing: no-such-dist); install it with: pip install 'rdzv-harness[harness]'"
     ) in result.stdout
     assert "Traceback" not in result.stdout
 
