@@ -178,6 +178,20 @@ class Timeouts(FormatModel):
     join: float = Field(default=10.0, gt=0)
     hard: float | None = Field(default=None, gt=0)
 
+    @field_validator("hard")
+    @classmethod
+    def _after_join(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """A hard deadline at or before the join timeout kills every node that waits its
+        timeout out, and reports it ``hung``: an rdzv hang that is the file's doing."""
+        join = info.data.get("join")
+        if value is not None and join is not None and value <= join:
+            raise ValueError(
+                f"the hard deadline ({_number(value)} s) must be greater than timeouts.join "
+                f"({_number(join)} s): a node still waiting for its join timeout would be "
+                "killed and reported hung; raise hard or leave it out (2 x join + 15)"
+            )
+        return value
+
     @property
     def hard_deadline(self) -> float:
         """Seconds after which a still-running node is killed and reported ``hung``."""
@@ -229,6 +243,7 @@ class Scenario(FormatModel):
             _expectations(self.expect, self.backends),
         )
         found += _idle_beyond(len(self.fault), self.expect, self.backends)
+        found += _timeouts_beyond(self.timeouts, self.override)
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
             collector.extend(found)
@@ -318,6 +333,27 @@ def _idle_beyond(count: int, expect: Expect, backends: Mapping[str, BackendVaria
                 what = f"fault {index} does not exist; the scenario has {has}"
                 found.append(f"{where}.idle_faults[{i}]: {what}")
     return found
+
+
+def _timeouts_beyond(timeouts: Timeouts, overrides: list[NodeOverride]) -> list[str]:
+    """An override's own join timeout (``config.timeout``) that reaches the hard deadline:
+    its nodes would be killed and reported ``hung`` before their timeout."""
+    hard = timeouts.hard_deadline
+    found = []
+    for i, override in enumerate(overrides):
+        own = override.config.get("timeout")
+        if isinstance(own, int | float) and not isinstance(own, bool) and own >= hard:
+            said = "timeouts.hard" if timeouts.hard is not None else "2 x timeouts.join + 15"
+            found.append(
+                f"override[{i}].config.timeout: got {_number(own)}; the hard deadline "
+                f"({_number(hard)} s, {said}) must be greater, or its nodes are killed and "
+                "reported hung before they time out; raise timeouts.hard"
+            )
+    return found
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 #: The validation-context key under which :func:`harness.scenario.load.parse` collects

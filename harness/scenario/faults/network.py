@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -42,7 +42,9 @@ class ToxicFault(Timed):
     ]
     stream: Literal["upstream", "downstream"] = "downstream"
     toxicity: float = Field(default=1.0, ge=0, le=1)
-    attributes: dict[str, int] = Field(default_factory=dict)
+    #: Milliseconds, bytes, KB/s: never negative (a proxy takes ``rate = -1`` and stalls
+    #: every byte, as Toxiproxy would; the node then fails for a reason nobody wrote).
+    attributes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     duration: float | None = Field(default=None, gt=0)
     needs: ClassVar[frozenset[str]] = frozenset({TOXICS})
 
