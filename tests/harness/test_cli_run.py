@@ -156,7 +156,7 @@ def test_run_exits_2_naming_the_file_and_key_of_an_invalid_scenario(tmp_path: Pa
     done = harness("run", str(suite), cwd=tmp_path)
     assert done.returncode == 2
     assert f"harness run: invalid scenario {suite / 'invalid.toml'}:" in done.stderr
-    assert "fault[0].type: got 'latencyy'; allowed:" in done.stderr
+    assert "fault[0].type: got 'latencyy'; did you mean 'latency'? allowed:" in done.stderr
     assert "PASS" not in done.stdout  # nothing ran
 
 
@@ -166,7 +166,10 @@ def test_run_names_every_invalid_file_of_a_directory_and_runs_nothing(tmp_path: 
     done = harness("run", str(suite), cwd=tmp_path)
     assert done.returncode == 2
     assert f"harness run: invalid scenario {suite / 'a.toml'}:" in done.stderr
-    assert "  - fault[0].type: got 'latencyy'; allowed: 'latency', " in done.stderr
+    assert (
+        "  - fault[0].type: got 'latencyy'; did you mean 'latency'? allowed: 'latency', "
+        in done.stderr
+    )
     assert f"harness run: invalid scenario {suite / 'c.toml'}:" in done.stderr
     assert "  - nodes: got 'three'; must be a whole number" in done.stderr
     assert "harness run: 2 scenario paths are invalid; nothing ran" in done.stderr
