@@ -24,7 +24,11 @@ from harness.world.netns import naming
 from harness.world.netns.network import Network, sweep
 from harness.world.netns.shell import has_netem, run, why_not
 
-pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+# netns: they create namespaces, so a plain pytest leaves them to `tox -e netns`.
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(why_not() is not None, reason=str(why_not())),
+]
 
 
 def _scenario(**fields: Any) -> Any:
