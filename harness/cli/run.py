@@ -118,6 +118,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="the Ray cluster of the ray world (what `ray start --head` printed, or auto); "
         "default: a local Ray bound to 127.0.0.1, started once for the whole run",
     )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show what every node said and did (outcome, events with their messages, "
+        "output), for passing runs too",
+    )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
         "--html", type=report_file, metavar="FILE", help="write an HTML timeline report"
@@ -227,7 +234,7 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"harness run: {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     wall = time.monotonic() - began
-    print_summary(reports, out, wall)
+    print_summary(reports, out, wall, verbose=args.verbose)
     written = True
     if args.junit is not None:
         written &= _write(

@@ -136,6 +136,15 @@ def test_a_passing_scenario_file_is_one_passed_item(tmp_path: Path) -> None:
     assert "1 passed" in result.stdout
 
 
+def test_a_passing_item_shows_what_each_node_said_with_rP(tmp_path: Path) -> None:
+    make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
+    result = run_pytest(tmp_path, "-rP")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Captured harness nodes call" in result.stdout
+    assert "node 1: ok, rank 1, world size 2, after " in result.stdout
+    assert "node 1 events:" in result.stdout
+
+
 def test_a_failing_scenario_shows_violations_nodes_seed_and_replay(tmp_path: Path) -> None:
     make_project(tmp_path, **{"scenarios/bad.toml": FAILING})
     result = run_pytest(tmp_path)
