@@ -131,10 +131,8 @@ class Report:
         command = f"{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
         if self.rerun_with != "harness run":  # replay runs the file as it is written
             return command
-        if self.scenario.world != "local":
-            command += f" --world {self.scenario.world}"
-        if self.scenario.backend != "static":
-            command += f" --backend {shlex.quote(self.scenario.backend)}"
-        if self.scenario.pack is not None:  # packed by the file or by --pack: packed again
-            command += f" --pack {self.scenario.pack}"
+        # Only what an option changed: the file sets the rest itself.
+        for key, value in self.scenario.options().items():
+            if value is not None:  # an option cannot unpack a file's pack
+                command += f" --{key} {shlex.quote(str(value))}"
         return command

@@ -11,7 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.errors import ScenarioError
 from harness.scenario.consistency import consistency
@@ -230,6 +237,9 @@ class Scenario(FormatModel):
     expect: Expect = Field(default_factory=Expect)
     backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
     path: str | None = Field(default=None, exclude=True)
+    #: How the file itself runs (world, backend, pack), kept through the copies that
+    #: options make (:meth:`in_world`, ...), so a replay names only what an option changed.
+    _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Scenario:
@@ -244,12 +254,19 @@ class Scenario(FormatModel):
         )
         found += _idle_beyond(len(self.fault), self.expect, self.backends)
         found += _timeouts_beyond(self.timeouts, self.override)
+        self._written = {key: getattr(self, key) for key in _OPTIONS}
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
             collector.extend(found)
         elif found:
             raise ValueError("; ".join(found))
         return self
+
+    def options(self) -> dict[str, Any]:
+        """What differs from the file as written, among ``world``, ``backend`` and ``pack``
+        (what ``--world``, ``--backend`` and ``--pack`` changed), in that order."""
+        written = self._written
+        return {k: getattr(self, k) for k in _OPTIONS if written.get(k) != getattr(self, k)}
 
     def targets(self, nodes: Nodes) -> list[int]:
         """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
@@ -308,6 +325,10 @@ class Scenario(FormatModel):
     def with_seed(self, seed: int) -> Scenario:
         """A copy whose seed is ``seed``."""
         return self.model_copy(update={"seed": seed})
+
+
+#: The keys of a file that ``harness run`` options can override.
+_OPTIONS = ("world", "backend", "pack")
 
 
 def _expectations(

@@ -37,6 +37,7 @@ __all__ = [
     "RejectFault",
 ]
 
+
 def _port_valid(port: int | str) -> int | str:
     """Checked per entry, so that an error names its key path (``fault[0].ports[1]``)."""
     if port != "store" and not 1 <= int(port) <= 65535:
