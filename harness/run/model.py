@@ -108,6 +108,9 @@ class Report:
     #: The command that judges a rerun as this report was judged: ``harness run``, or
     #: ``harness replay`` when a check only the fuzzer's replay applies failed.
     rerun_with: str = "harness run"
+    #: What the rerun command needs before it (``PYTHONPATH=DIR `` for a ``module:factory``
+    #: backend; set by :func:`harness.run.suite.run_one`).
+    rerun_env: str = ""
 
     @property
     def idle_faults(self) -> list[FaultRecord]:
@@ -128,7 +131,7 @@ class Report:
     def replay_command(self) -> str:
         """The command that reruns this scenario with the same seed."""
         path = self.scenario.path or f"<{self.scenario.name}>"
-        command = f"{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
+        command = f"{self.rerun_env}{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
         if self.rerun_with != "harness run":  # replay runs the file as it is written
             return command
         # Only what an option changed: the file sets the rest itself.

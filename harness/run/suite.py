@@ -33,7 +33,7 @@ from harness.run.model import Report
 from harness.run.runner import run_scenario
 from harness.run.worlds import worlds_for
 from harness.scenario.model import Scenario
-from harness.world.backends import unavailable
+from harness.world.backends import rerun_env, unavailable
 
 __all__ = [
     "ProxyProvider",
@@ -138,6 +138,14 @@ def run_one(
     ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
     still propagate (after the runner has cleaned up its processes).
     """
+    report = _run_one(scenario, proxies, seed, stop)
+    report.rerun_env = rerun_env(scenario.backend)
+    return report
+
+
+def _run_one(
+    scenario: Scenario, proxies: ProxyProvider, seed: int, stop: threading.Event | None
+) -> Report:
     why_not = scenario.variant.unsupported or unavailable(scenario.backend)
     if why_not is not None:
         return Report(scenario, seed, outcomes=[], skipped=why_not)
