@@ -99,8 +99,9 @@ class Report:
     skipped: str | None = None
     #: Stopped by Ctrl-C before it ended: its nodes were killed and nothing was judged.
     interrupted: bool = False
-    #: Seconds from the first node's start to the release of the nodes (all ready at the
-    #: start gate); ``duration`` and every time in the report count from the release.
+    #: Seconds from the start of the world's build (proxies, namespaces, a Ray world's
+    #: placement group and actors) to the release of the nodes (all ready at the start
+    #: gate); ``duration`` and every time in the report count from the release.
     startup: float | None = None
     #: Seconds from the first to the last node to see the release, among the nodes released
     #: together (None: fewer than two of them).
