@@ -46,7 +46,7 @@ from harness.cli.common import (
     parse_address,
     report_file,
 )
-from harness.errors import HarnessError, UnsupportedError
+from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
 from harness.report.console import print_summary
 from harness.report.html import write_html
@@ -223,9 +223,6 @@ def _run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before any scenario started
         print("harness run: interrupted (Ctrl-C) before any scenario started", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except UnsupportedError as exc:  # the ray world without Ray installed
-        print(f"harness run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except WorldUnreachable as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
