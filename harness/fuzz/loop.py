@@ -34,7 +34,6 @@ from harness.fuzz.strategies import scenarios
 from harness.run.model import Report
 from harness.run.suite import ProxyProvider, embedded_proxy, run_one
 from harness.scenario.load import load, parse
-from harness.world.backends import rerun_env
 
 __all__ = ["FuzzResult", "Runner", "fuzz", "judged", "on_backend", "replay"]
 
@@ -305,7 +304,8 @@ def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
     if not result.written:
         return f"{ran}; no failure found"
     path = result.written[0]
-    env = rerun_env(backend) if backend is not None else ""  # module:factory: nodes import it
+    # module:factory: its nodes import the module; the report's replay line says how
+    env = result.reports[0].rerun_env if result.reports else ""
     line = (
         f"{ran}; 1 failing scenario written to {path} "
         f"(run it: {env}harness run {path}; replay: {env}harness replay {path})"

@@ -197,6 +197,15 @@ def test_the_replay_command_of_a_factory_backend_sets_pythonpath_as_fuzz_says(
     report = run_one(parse(data, "found/factory.toml"), embedded_proxy, 5)
     assert report.replay_command == (f"PYTHONPATH={here} harness run found/factory.toml --seed 5")
 
+    def fails_as_run_one_reports(scenario: Scenario, seed: int) -> Report:
+        failed = fails_when_a_node_is_absent(scenario, seed)
+        failed.rerun_env = report.rerun_env
+        return failed
+
     lines: list[str] = []
-    fuzz(30, 5, tmp_path, lines.append, "fake_backends:eager", runner=fails_when_a_node_is_absent)
-    assert f"replay: PYTHONPATH={here} harness replay " in lines[-1]
+    backend = "fake_backends:eager"
+    result = fuzz(30, 5, tmp_path, lines.append, backend, runner=fails_as_run_one_reports)
+    assert result.reports[0].replay_command.startswith(f"PYTHONPATH={here} harness ")
+    path = result.written[0]
+    said = f"(run it: PYTHONPATH={here} harness run {path}; replay: PYTHONPATH={here} harness"
+    assert said in lines[-1]
