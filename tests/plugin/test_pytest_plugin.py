@@ -128,18 +128,14 @@ def run_pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_passing_scenario_file_is_one_passed_item(tmp_path: Path) -> None:
+def test_a_passing_scenario_file_is_one_passed_item_showing_what_each_node_said_with_rP(
+    tmp_path: Path,
+) -> None:
     make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
-    result = run_pytest(tmp_path, "-v")
+    result = run_pytest(tmp_path, "-v", "-rP")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "scenarios/ok.toml::two-nodes-join PASSED" in result.stdout
     assert "1 passed" in result.stdout
-
-
-def test_a_passing_item_shows_what_each_node_said_with_rP(tmp_path: Path) -> None:
-    make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
-    result = run_pytest(tmp_path, "-rP")
-    assert result.returncode == 0, result.stdout + result.stderr
     assert "Captured harness nodes call" in result.stdout
     assert "node 1: ok, rank 1, world size 2, after " in result.stdout
     assert "node 1 events:" in result.stdout
