@@ -281,4 +281,7 @@ def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
     metadata = meta.read(info).decode()
     assert "Name: rdzv\n" in metadata
     assert "Requires-Dist" not in metadata and "Provides-Extra" not in metadata
-    assert not any(name.endswith(".dist-info/entry_points.txt") for name in names)
+    # one entry point: torchrun's backend `rdzv` (torchrun loads rdzv.torchrun through it)
+    (points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    entry_points = meta.read(points).decode()
+    assert "[torchrun.handlers]\nrdzv = rdzv.torchrun:handler_creator" in entry_points
