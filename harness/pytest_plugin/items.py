@@ -108,7 +108,7 @@ class ScenarioItem(pytest.Item):
         report = run_one(self.scenario, proxies(self.config), seed)
         self.config.stash[REPORTS].append(report)
         if report.skipped is not None:
-            pytest.skip(f"not run on {self.scenario.backend}: {report.skipped}")
+            pytest.skip(report.skip_reason or report.skipped)
         if not report.passed:
             raise ScenarioFailed(report)
 
