@@ -210,5 +210,58 @@ def test_process_faults_work_as_in_the_local_world() -> None:
     assert acted["pause"] == {"nodes paused": 1}
 
 
+_SLOW = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 200}}
+
+
+def test_a_slow_link_and_a_filtered_store_port_act_on_the_same_node_in_one_run() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[
+            {**_SLOW, "stream": "upstream"},
+            {**_SLOW, "stream": "downstream"},
+            {"kind": "drop", "nodes": [1], "ports": ["store"], "at": 0.0, "duration": 2.0},
+        ],
+    )
+    assert report.passed, report.violations
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"]
+    upstream, downstream, drop = report.faults
+    assert upstream.acted.get("connections delayed", 0) >= 1, upstream
+    assert downstream.acted.get("connections delayed", 0) >= 1, downstream
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
+
+
+def test_a_node_behind_a_proxy_link_still_meets_the_kernel_filter_itself() -> None:
+    # The link listens in node 0's namespace, so node 2's own SYN to it is dropped: it
+    # reports a filtered port (no answer), not a connection the proxy accepted and closed.
+    report = _run(
+        nodes=3,
+        timeouts={"join": 3},
+        fault=[{**_SLOW, "stream": "upstream"}, {"kind": "drop", "nodes": [2], "ports": ["store"]}],
+        expect={
+            "outcome": "timeout",
+            "nodes": [
+                {"nodes": [0, 1], "outcome": "timeout", "message": "missing ranks: 2"},
+                {"nodes": [2], "outcome": "connection_error", "message": "a filtered port\\?"},
+            ],
+        },
+    )
+    assert report.passed, report.violations
+    slow, drop = report.faults
+    assert slow.acted.get("connections delayed", 0) >= 1, slow
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
+
+
+def test_a_link_down_in_the_netns_world_refuses_the_node_until_it_comes_up() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[{"kind": "link_down", "nodes": [2], "at": 0.0, "duration": 1.0}],
+    )
+    assert report.passed, report.violations
+    (down,) = report.faults
+    assert down.acted.get("connection attempts refused (as the nodes saw them)", 0) >= 1, down
+
+
 def test_netem_is_detected_not_assumed() -> None:
     assert isinstance(has_netem(), bool)
