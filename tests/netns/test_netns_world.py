@@ -71,6 +71,7 @@ def test_a_dropped_syn_is_reported_as_no_answer_and_counted() -> None:
     )
     assert report.passed, report.violations
     assert "a filtered port?" in _messages(report)[1]
+    assert "198.18.0.10:29500" in _messages(report)[1]  # no link: it dials node 0 itself
     (fault,) = report.faults
     assert fault.acted and fault.acted.get("SYNs dropped", 0) >= 1
 
@@ -247,6 +248,7 @@ def test_a_node_behind_a_proxy_link_still_meets_the_kernel_filter_itself() -> No
         },
     )
     assert report.passed, report.violations
+    assert "198.18.0.10:29500" not in _messages(report)[2]  # it dialled its link
     slow, drop = report.faults
     assert slow.acted.get("connections delayed", 0) >= 1, slow
     assert drop.acted.get("SYNs dropped", 0) >= 1, drop
@@ -261,6 +263,23 @@ def test_a_link_down_in_the_netns_world_refuses_the_node_until_it_comes_up() -> 
     assert report.passed, report.violations
     (down,) = report.faults
     assert down.acted.get("connection attempts refused (as the nodes saw them)", 0) >= 1, down
+
+
+def test_a_store_rule_acts_in_the_netns_world_beside_a_kernel_fault() -> None:
+    delay = {"kind": "store_op", "nodes": [1], "op": "COMPARE_SET", "action": "delay"}
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[
+            delay | {"keys": "*/claim/*", "delay": 0.5},
+            {"kind": "drop", "nodes": [2], "ports": ["store"], "at": 0.0, "duration": 1.0},
+        ],
+    )
+    assert report.passed, report.violations
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"]
+    store, drop = report.faults
+    assert store.acted == {"COMPARE_SET requests held": 1}, store
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
 
 
 def test_netem_is_detected_not_assumed() -> None:

@@ -12,11 +12,11 @@ the others have no route to.
 
 Verbs: kill/pause/resume/restart are signals, as in the local world; ``add_packet_rule``
 and ``limit_bandwidth`` are nft rules and ``tbf`` qdiscs (:mod:`~harness.world.netns.rules`),
-counted by the kernel. When the scenario's faults need links (toxics, link downs), nodes
-``1..N-1`` reach the store through proxy links served in node 0's namespace
-(:mod:`~harness.world.netns.links`), so toxics and kernel rules act on the same run; without
-such faults no proxy starts and every node dials node 0 itself. Squatters and store rules
-are not capabilities of this world (a scenario that needs one is reported unsupported).
+counted by the kernel. When the scenario's faults need links (toxics, link downs) or store
+rules, nodes ``1..N-1`` reach the store through proxy links or a store interposer served in
+node 0's namespace (:mod:`~harness.world.netns.links`), so they and kernel rules act on the
+same run; without such faults nothing starts and every node dials node 0 itself. Squatters
+are not a capability of this world (a scenario that needs one is reported unsupported).
 
 Nothing is left behind: teardown deletes the run's namespaces (and with them every veth,
 bridge, address, nft table and qdisc) and reports any that remain as a leak; a run also
@@ -57,7 +57,7 @@ from harness.world.cluster import LocalCluster
 from harness.world.dns import DnsShim
 from harness.world.leaks import leaks
 from harness.world.netns.enter import node_entry
-from harness.world.netns.links import NodeLinks
+from harness.world.netns.links import StorePaths
 from harness.world.netns.naming import SERVE_PORT, is_second_address, run_id
 from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
 from harness.world.netns.rules import NftRule, RateLimit, Rules
@@ -69,12 +69,12 @@ from harness.world.proxied import ProxiedLink, ProxiedToxic, ProxyLinks
 __all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
 
 NAME = "netns"
-NETNS_CAPABILITIES = frozenset({KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS})
+NETNS_CAPABILITIES = frozenset(
+    {KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS, STORE_RULES}
+)
 #: What makes a run start its proxy links.
 _LINKED = frozenset({TOXICS, LINKS})
-_NO_PROXY = (
-    "its nodes' store traffic passes no interposer of the harness (run it in the local world)"
-)
+_NO_SQUATTER = "node 0's port is in its own namespace, where no squatter runs (run it locally)"
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,13 @@ class NetnsWorld(ProcessNodes):
             self.dns_up.set()
             self.dns_failures = self.cluster.ctx.Array("q", layout.nodes, lock=False)
         self._leftovers: list[int] = []
-        self.links: NodeLinks | None = None
-        if layout.via_links and layout.nodes > 1 and layout.needs & _LINKED:
+        linked = layout.via_links and bool(layout.needs & _LINKED)
+        self.paths: StorePaths | None = None
+        if layout.nodes > 1 and (linked or layout.store_rules):
             dial = self.host if is_ip(self.host) else self.network.address(0)
-            self.links = NodeLinks(
-                layout.tag, layout.nodes, self.network.path(0), dial, f"{dial}:{SERVE_PORT}"
+            path = self.network.path(0)
+            self.paths = StorePaths(
+                layout.tag, layout.nodes, path, dial, SERVE_PORT, linked, layout.store_rules
             )
 
     def _host(self, host: str) -> str:
@@ -139,7 +141,7 @@ class NetnsWorld(ProcessNodes):
 
     def endpoint_of(self, node: int) -> str:
         """``host:port`` node ``node`` is told: its link's port when it has one."""
-        port = self.links.ports.get(node) if self.links is not None else None
+        port = self.paths.ports.get(node) if self.paths is not None else None
         return self.endpoint if port is None else f"{self.host}:{port}"
 
     # --- lifecycle --------------------------------------------------------------------
@@ -150,15 +152,15 @@ class NetnsWorld(ProcessNodes):
         not replayable)."""
         sweep()
         self.network.build()
-        if self.links is not None:
-            self.links.build(seed)
+        if self.paths is not None:
+            self.paths.build(seed)
 
     def stop_nodes(self, grace: float) -> None:
         self._leftovers = self.cluster.close(grace=grace)
 
     def teardown(self) -> list[str]:
         self.rules.snapshot()
-        problems = self.links.teardown() if self.links is not None else []
+        problems = self.paths.teardown() if self.paths is not None else []
         problems += self.network.teardown()
         reader = self.cluster._reader
         threads = [reader] if isinstance(reader, threading.Thread) else []
@@ -178,7 +180,7 @@ class NetnsWorld(ProcessNodes):
     # --- the network ------------------------------------------------------------------
 
     def add_packet_rule(self, rule: PacketRule) -> NftRule:
-        store = self.links.store_ports(SERVE_PORT) if self.links is not None else (SERVE_PORT,)
+        store = self.paths.store_ports() if self.paths is not None else (SERVE_PORT,)
 
         def real(ports: tuple[int, ...]) -> tuple[int, ...]:
             return tuple(p for port in ports for p in (store if port == STORE_PORT else (port,)))
@@ -208,20 +210,22 @@ class NetnsWorld(ProcessNodes):
         return self._links(LINKS).link_down(nodes)
 
     def _links(self, capability: str) -> ProxyLinks:
-        if self.links is None or self.links.links is None:
+        if self.paths is None or self.paths.links is None:
             raise cannot(self.name, capability, "the layout asked for no links")
-        return self.links.links
+        return self.paths.links
 
     def squatter(self) -> Any:
-        raise cannot(self.name, SQUATTER, _NO_PROXY)
+        raise cannot(self.name, SQUATTER, _NO_SQUATTER)
 
     def add_store_rule(self, rule: StoreRule) -> None:
-        raise cannot(self.name, STORE_RULES, _NO_PROXY)
+        if self.paths is None or self.paths.store_faults is None:
+            raise HarnessError("add_store_rule: the layout asked for no store rules")
+        self.paths.store_faults.add_rule(rule)
 
     def link_log(self) -> list[dict[str, Any]] | None:
-        if self.links is None or self.links.links is None:
+        if self.paths is None or self.paths.links is None:
             return None
-        return self.links.links.log()
+        return self.paths.links.log()
 
 
 @dataclass
