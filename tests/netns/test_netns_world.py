@@ -112,13 +112,20 @@ def test_a_host_name_endpoint_resolves_per_node_and_can_stop_resolving() -> None
     assert fault.acted is not None
 
 
-def test_an_interrupted_run_removes_its_namespaces() -> None:
+_THROUGH_THE_HARNESS = [
+    {"kind": "toxic", "type": "latency", "attributes": {"latency": 50}},
+    {"kind": "store_op", "op": "GET", "action": "delay", "delay": 0.1},
+]
+
+
+@pytest.mark.parametrize("via", [[], _THROUGH_THE_HARNESS], ids=["direct", "links"])
+def test_an_interrupted_run_removes_its_namespaces(via: list[dict[str, Any]]) -> None:
     stop = threading.Event()
     timer = threading.Timer(1.0, stop.set)
     timer.start()
     try:
         report = run_one(
-            _scenario(nodes=2, timeouts={"join": 30}, fault=[{"kind": "drop"}]),
+            _scenario(nodes=2, timeouts={"join": 30}, fault=[{"kind": "drop"}, *via]),
             embedded_proxy,
             1,
             stop,
@@ -127,6 +134,9 @@ def test_an_interrupted_run_removes_its_namespaces() -> None:
         timer.cancel()
     assert report.interrupted
     assert not _ours()
+    # the threads that entered node 0's namespace are gone with it
+    names = {"toxiproxy", "harness-store-faults"}
+    assert not [t.name for t in threading.enumerate() if t.name in names]
 
 
 _CHILD = """

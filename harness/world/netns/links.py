@@ -23,6 +23,7 @@ namespaces: this world always uses its own proxy.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
@@ -62,6 +63,8 @@ class StorePaths:
     server: ToxiproxyServer | None = None
     links: ProxyLinks | None = None
     store_faults: StoreFaultProxy | None = None
+    #: The threads that entered node 0's namespace (each must be gone after teardown).
+    threads: list[threading.Thread] = field(default_factory=list)
 
     def build(self, seed: int) -> None:
         """Start what is asked for (the toxics drawing from ``seed``).
@@ -77,12 +80,14 @@ class StorePaths:
             raise
 
     def _enter(self) -> None:
+        """Move the calling thread into node 0's namespace (and keep it in mind)."""
         try:
             enter(self.namespace)
         except OSError as exc:
             raise HarnessError(
                 f"netns world: the harness could not enter node 0's namespace: {exc}"
             ) from exc
+        self.threads.append(threading.current_thread())
 
     def _build(self, seed: int) -> None:
         others = range(1, self.nodes)

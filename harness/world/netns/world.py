@@ -147,9 +147,9 @@ class NetnsWorld(ProcessNodes):
     # --- lifecycle --------------------------------------------------------------------
 
     def build(self, seed: int) -> None:
-        """Build the network (after removing what dead harnesses left); ``seed`` is
-        the proxy links' toxics only: the kernel draws the loss rolls (they are counted,
-        not replayable)."""
+        """Build the network (after removing what dead harnesses left), then the paths
+        through the harness the faults need; ``seed`` draws the links' toxicity rolls and
+        jitter (the kernel draws its loss rolls: counted, not replayable)."""
         sweep()
         self.network.build()
         if self.paths is not None:
@@ -164,6 +164,7 @@ class NetnsWorld(ProcessNodes):
         problems += self.network.teardown()
         reader = self.cluster._reader
         threads = [reader] if isinstance(reader, threading.Thread) else []
+        threads += self.paths.threads if self.paths is not None else []
         return leaks(self._leftovers, [], problems, threads)
 
     # --- nodes ------------------------------------------------------------------------
