@@ -25,7 +25,15 @@ from harness.proxy.client import ToxiproxyClient
 from harness.proxy.events import link_cuts, toxic_effects
 from harness.world.base import ToxicEffects, ToxicSpec, Uncounted
 
-__all__ = ["Downs", "LogRows", "ProxiedLink", "ProxiedToxic", "ProxyLinks", "make_links"]
+__all__ = [
+    "Downs",
+    "LogRows",
+    "ProxiedLink",
+    "ProxiedToxic",
+    "ProxyLinks",
+    "make_links",
+    "put_toxic",
+]
 
 #: The proxy's event log as a world reads it: None when it cannot be read.
 LogRows = list[dict[str, Any]] | None
@@ -113,6 +121,18 @@ def make_links(
     return names, ports
 
 
+def put_toxic(client: ToxiproxyClient, links: Sequence[str], toxic: ToxicSpec) -> None:
+    """Put ``toxic`` on every link of ``links`` on ``client``'s proxy (one request)."""
+    client.bulk.add_toxic(
+        links,
+        toxic.type,
+        stream=toxic.stream,
+        name=toxic.name,
+        toxicity=toxic.toxicity,
+        attributes=dict(toxic.attributes),
+    )
+
+
 @dataclass
 class ProxyLinks:
     """Toxics and link downs on the nodes' links of one proxy (``client``): ``names`` maps a
@@ -132,14 +152,7 @@ class ProxyLinks:
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
         links = [self.names[node] for node in nodes]
-        self.client.bulk.add_toxic(
-            links,
-            toxic.type,
-            stream=toxic.stream,
-            name=toxic.name,
-            toxicity=toxic.toxicity,
-            attributes=dict(toxic.attributes),
-        )
+        put_toxic(self.client, links, toxic)
         self._touched.update(nodes)
         return ProxiedToxic(
             toxic, lambda: self.client.bulk.remove_toxic(links, toxic.name), self.log, self.no_log

@@ -10,6 +10,6 @@
 * ``shell``    running ``ip``/``nft``/``tc``; what this machine can do
 
 Imports the local world's parts (:mod:`harness.world.cluster`, ``node``, ``dns``,
-``proxied``, ``store_faults``) and the embedded proxy, nothing of scenarios or runs. Nothing is imported here, so the forkserver's preload of
-``enter`` stays light.
+``proxied``, ``store_faults``) and the embedded proxy, nothing of scenarios or runs.
+Nothing is imported here, so the forkserver's preload of ``enter`` stays light.
 """
