@@ -26,7 +26,7 @@ from rdzv.errors import (
     StoreProtocolError,
     StoreTimeoutError,
 )
-from rdzv.rendezvous._round_state import Identity, format_ranks, name_ranks
+from rdzv.rendezvous._round_state import Identity, format_ranks
 from rdzv.rendezvous._static_config import StaticConfig
 
 TYPE_CHECKING = False
