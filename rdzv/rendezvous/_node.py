@@ -3,7 +3,8 @@
 The connection is dialled at the first round and kept: the store handed to users is that
 connection, scoped to the run. A connection that broke mid-round is dropped and closed, so
 the next round dials again (node 0 may be back). The hosting node also watches its members
-(:mod:`rdzv.rendezvous._lost_member`) for as long as it keeps the connection.
+(:mod:`rdzv.rendezvous._lost_member`) and how they leave (:mod:`rdzv.rendezvous._departures`)
+for as long as it keeps the connection.
 
 A round is the join (:mod:`rdzv.rendezvous._join`) followed, on the hosting node, by an exit
 barrier (:mod:`rdzv.rendezvous._exit`): after a complete round, until every member read the
