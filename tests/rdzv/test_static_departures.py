@@ -30,10 +30,10 @@ from conftest import InThread
 from rdzv.errors import RendezvousConnectionError
 from rdzv.events import EventCollector
 from rdzv.rendezvous import _exit
+from rdzv.rendezvous._departures import Departures
 from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous.static import StaticTCPRendezvous
-
-pytestmark = pytest.mark.slow
 
 READ_TIMEOUT = 900.0  # torchrun's default: the tests would hit pytest's timeout first
 JOIN_TIMEOUT = 60.0
@@ -60,6 +60,58 @@ if how == "fork":
 print("returned", flush=True)
 os.read(0, 1)
 """
+
+
+# -- the watch, fed by hand ----------------------------------------------------------------------
+
+KEYS = RoundKeys("run")
+ME = Identity("h0", 100, 0, 3, "t0", "m0")
+
+
+class _Server:
+    """Holds the callbacks of the one writer watch; the test calls them (keys as sent)."""
+
+    def watch_writers(self, selects: Any, on_close: Any, on_write: Any) -> Any:
+        self.on_close, self.on_write = on_close, on_write
+        return lambda: None
+
+    def write(self, key: str, value: bytes = b"1") -> None:
+        self.on_write(f"/{key}".encode(), value)
+
+    def close(self, key: str, value: bytes) -> None:
+        self.on_close(f"/{key}".encode(), value)
+
+
+def test_a_member_is_gone_when_its_claims_connection_closes_until_a_restart_takes_it_over() -> None:
+    server, old, new = _Server(), Identity("h1", 101, 1, 3, "t1"), Identity("h1", 102, 1, 3, "t2")
+    departures = Departures(server, "run", ME)  # type: ignore[arg-type]
+    server.write(KEYS.claim(0, 1), old.raw)
+    server.write(KEYS.of(0, "exit/2"))
+    server.close(KEYS.claim(0, 1), old.raw)
+    gone = departures.wait(0, "exit", [1, 2], 900.0, 900.0)
+    assert (gone.done, gone.gone, gone.missing, gone.ended_by) == ([2], [1], [], None)
+
+    server.write(KEYS.claim(0, 1), new.raw)  # a restarted process took the claim over
+    there = departures.wait(0, "exit", [1, 2], 0.0, 900.0)
+    assert (there.done, there.gone, there.missing, there.ended_by) == ([2], [], [1], "limit")
+
+
+def test_a_member_of_this_machine_whose_process_died_is_gone_though_its_connection_is_open() -> (
+    None
+):
+    server, probed = _Server(), []
+    dead, remote = Identity("h0", 101, 1, 3, "t1", "m0"), Identity("h9", 102, 2, 3, "t2", "m9")
+
+    def alive(pid: int) -> bool:
+        probed.append(pid)
+        return pid != dead.pid
+
+    departures = Departures(server, "run", ME, alive=alive)  # type: ignore[arg-type]
+    server.write(KEYS.claim(0, 1), dead.raw)
+    server.write(KEYS.claim(0, 2), remote.raw)  # alive or not: its pid means nothing here
+    waited = departures.wait(0, "ack", [1, 2], 900.0, 0.3)  # the first probe is at once
+    assert (waited.done, waited.gone, waited.missing, waited.ended_by) == ([], [1], [2], "quiet")
+    assert probed == [101]  # rank 2, of another machine, is never probed
 
 
 @contextlib.contextmanager
@@ -119,6 +171,7 @@ def _shut_down(nodes: list[StaticTCPRendezvous]) -> list[bool]:
     return [nodes[0].shutdown(), *(other.outcome(timeout=None) for other in others)]
 
 
+@pytest.mark.slow
 def test_node_0_keeps_the_world_when_a_member_dies_before_confirming_it_read_the_result(
     listen: tuple[int, int], events: EventCollector
 ) -> None:
@@ -158,6 +211,7 @@ def _reset_instead_of_confirming(rank: int) -> Any:
     return acknowledge
 
 
+@pytest.mark.slow
 def test_node_0_keeps_the_world_when_a_members_connection_resets_before_it_confirms(
     listen: tuple[int, int], events: EventCollector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,6 +232,7 @@ def test_node_0_keeps_the_world_when_a_members_connection_resets_before_it_confi
         assert nodes[0].shutdown() is True  # rank 2 never calls shutdown() on a live store
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["returned", "fork"])
 def test_node_0s_shutdown_does_not_wait_for_a_member_killed_after_the_round_completed(
     listen: tuple[int, int], events: EventCollector, how: str
@@ -205,6 +260,7 @@ def test_node_0s_shutdown_does_not_wait_for_a_member_killed_after_the_round_comp
     )
 
 
+@pytest.mark.slow
 def test_node_0s_shutdown_waits_for_a_silent_member_only_for_the_quiet_window(
     listen: tuple[int, int], events: EventCollector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
