@@ -42,7 +42,14 @@ if TYPE_CHECKING:
     from rdzv.store.base import Store
     from rdzv.store.server import StoreServer
 
-__all__ = ["PROBE_SECONDS", "QUIET_SECONDS", "Departures", "Waited", "watch_departures"]
+__all__ = [
+    "PROBE_SECONDS",
+    "QUIET_SECONDS",
+    "Departures",
+    "ServerKeys",
+    "Waited",
+    "watch_departures",
+]
 
 #: How long an exit barrier waits while no member it waits for says anything (it read the
 #: result, called ``shutdown()``, or its connection closed): a member that is alive but
@@ -50,6 +57,27 @@ __all__ = ["PROBE_SECONDS", "QUIET_SECONDS", "Departures", "Waited", "watch_depa
 QUIET_SECONDS: Final = 10.0
 #: How often the liveness of the silent members of this machine is probed.
 PROBE_SECONDS: Final = 0.5
+
+
+class ServerKeys:
+    """Which keys of a run's rounds a writer watch follows, as the server sees them (with the
+    TCPStore client's leading "/", torch's too): ``round/<k>/`` then ``tail`` (a regex).
+
+    :meth:`selects` is the watch's predicate (called on every write: a prefix test first);
+    :meth:`match` parses a selected key (group 1: the round).
+    """
+
+    __slots__ = ("_head", "_regex")
+
+    def __init__(self, run_id: str, tail: bytes) -> None:
+        self._head = f"/{RoundKeys(run_id).prefix}/round/".encode()
+        self._regex = re.compile(re.escape(self._head) + rb"(\d+)/" + tail)
+
+    def selects(self, key: bytes) -> bool:
+        return key.startswith(self._head) and self._regex.fullmatch(key) is not None
+
+    def match(self, key: bytes) -> re.Match[bytes] | None:
+        return self._regex.fullmatch(key)
 
 
 class Waited:
@@ -112,10 +140,7 @@ class Departures:
         self._me = me
         self._clock = clock
         self._alive = alive
-        keys = RoundKeys(run_id)
-        # Keys reach the server with the TCPStore client's leading "/" (torch's too).
-        self._head = f"/{keys.prefix}/round/".encode()
-        self._key = re.compile(re.escape(self._head) + rb"(\d+)/(claim|ack|exit)/(\d+)")
+        self._keys = ServerKeys(run_id, rb"(claim|ack|exit)/(\d+)")
         self._floor = 0  # rounds below are forgotten
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -124,7 +149,7 @@ class Departures:
         self._claims: dict[int, dict[int, bytes]] = {}  # round -> rank -> its claim
         self._gone: dict[int, set[int]] = {}  # round -> ranks gone (invariant 1)
         self._waits: list[_Wait] = []  # the waits in progress
-        self._cancel = server.watch_writers(self._selects, self._on_close, self._on_write)
+        self._cancel = server.watch_writers(self._keys.selects, self._on_close, self._on_write)
 
     def forget_before(self, round_index: int) -> None:
         """Stop keeping what happened in rounds before ``round_index``."""
@@ -215,11 +240,8 @@ class Departures:
 
     # -- on the server's loop thread --------------------------------------------------------
 
-    def _selects(self, key: bytes) -> bool:
-        return key.startswith(self._head) and self._key.fullmatch(key) is not None
-
     def _on_write(self, key: bytes, value: bytes | None) -> None:
-        match = self._key.fullmatch(key)
+        match = self._keys.match(key)
         if match is None:
             return
         round_index, kind, rank = int(match[1]), match[2].decode(), int(match[3])
@@ -235,7 +257,7 @@ class Departures:
                 self._release(round_index, kind, rank)
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
-        match = self._key.fullmatch(key)
+        match = self._keys.match(key)
         if match is None or match[2] != b"claim":
             return
         round_index, rank = int(match[1]), int(match[3])

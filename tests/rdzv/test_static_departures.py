@@ -12,20 +12,16 @@ dies is a process of its own, SIGKILLed.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from static_node_proc import wait_for_line
+from static_node_proc import python_process, wait_for_line
 
-import rdzv
 from conftest import InThread
 from rdzv.errors import RendezvousConnectionError
 from rdzv.events import EventCollector
@@ -114,26 +110,11 @@ def test_a_member_of_this_machine_whose_process_died_is_gone_though_its_connecti
     assert probed == [101]  # rank 2, of another machine, is never probed
 
 
-@contextlib.contextmanager
-def member(port: int, rank: int, world_size: int, how: str) -> Iterator[subprocess.Popen[str]]:
+def member(
+    port: int, rank: int, world_size: int, how: str
+) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
     """Rank ``rank`` in a process of its own (see ``_MEMBER``); killed on the way out."""
-    env = dict(os.environ, PYTHONPATH=str(Path(rdzv.__file__).resolve().parent.parent))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _MEMBER, str(port), str(rank), str(world_size), how],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
+    return python_process(_MEMBER, str(port), str(rank), str(world_size), how)
 
 
 @pytest.fixture
