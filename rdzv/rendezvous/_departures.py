@@ -55,7 +55,8 @@ __all__ = [
 #: result, called ``shutdown()``, or its connection closed): a member that is alive but
 #: silent holds the hosting node this long past the last one that did, not ``read_timeout``.
 QUIET_SECONDS: Final = 10.0
-#: How often the liveness of the silent members of this machine is probed.
+#: How often the liveness of the silent members of this machine is probed, while nothing is
+#: heard of any member.
 PROBE_SECONDS: Final = 0.5
 
 
@@ -149,6 +150,7 @@ class Departures:
         self._claims: dict[int, dict[int, bytes]] = {}  # round -> rank -> its claim
         self._gone: dict[int, set[int]] = {}  # round -> ranks gone (invariant 1)
         self._waits: list[_Wait] = []  # the waits in progress
+        self._pids: dict[bytes, int] = {}  # claim -> pid to probe (0: none); waits' thread
         self._cancel = server.watch_writers(self._keys.selects, self._on_close, self._on_write)
 
     def forget_before(self, round_index: int) -> None:
@@ -158,13 +160,16 @@ class Departures:
             for state in (self._written, self._claims, self._gone):
                 for k in [k for k in state if k < self._floor]:
                     del state[k]
+        self._pids.clear()
 
     def wait(
         self, round_index: int, kind: str, ranks: list[int], limit: float, quiet: float
     ) -> Waited:
         """Wait until every rank of ``ranks`` wrote ``round/<round_index>/<kind>/<rank>``
         or is gone; or until none did for ``quiet`` seconds; or ``limit`` seconds
-        (invariant 2). Costs O(len(ranks)) in all, whatever the order of events."""
+        (invariant 2). Costs O(len(ranks)) in all, whatever the order of events, plus the
+        probes of the pending members of this machine, each :data:`PROBE_SECONDS` that
+        nothing was heard of (while members answer, none is probed)."""
         start = self._clock()
         end = start + limit
         next_probe = start
@@ -182,8 +187,9 @@ class Departures:
                         written = set(self._written.get(round_index, {}).get(kind, ()))
                         gone = set(self._gone.get(round_index, ()))
                         break
-                    if now < next_probe:
-                        self._changed.wait(min(end, waiting.heard + quiet, next_probe) - now)
+                    probe_at = max(next_probe, waiting.heard + PROBE_SECONDS)
+                    if now < probe_at:
+                        self._changed.wait(min(end, waiting.heard + quiet, probe_at) - now)
                         continue
                     claims = self._claims.get(round_index, {})
                     probed = {r: claims[r] for r in waiting.pending if r in claims}
@@ -228,15 +234,22 @@ class Departures:
         this process (invariant 1)."""
         dead = []
         for rank, raw in claims.items():
-            try:
-                holder = Identity.decode(raw, "claim")
-            except RendezvousStateError:  # foreign data: not probed
-                continue
-            if holder.pid == self._me.pid or not holder.same_machine(self._me):
-                continue  # this process's handlers (and other machines) are not probed
-            if not self._alive(holder.pid):
+            pid = self._pids.get(raw)
+            if pid is None:
+                pid = self._pids[raw] = self._pid_to_probe(raw)
+            if pid and not self._alive(pid):
                 dead.append(rank)
         return dead
+
+    def _pid_to_probe(self, raw: bytes) -> int:
+        """The pid of the claimant ``raw`` if it is another process of this machine, else 0
+        (this process's handlers, other machines and foreign data are not probed)."""
+        try:
+            holder = Identity.decode(raw, "claim")
+        except RendezvousStateError:
+            return 0
+        same = holder.pid != self._me.pid and holder.same_machine(self._me)
+        return holder.pid if same else 0
 
     # -- on the server's loop thread --------------------------------------------------------
 
