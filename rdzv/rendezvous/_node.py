@@ -116,7 +116,7 @@ class Node:
             if cfg.start_daemon:
                 store.set_timeout(cfg.read_timeout)
                 timeout = cfg.read_timeout.total_seconds()
-                protocol.wait_for_readers(timeout, self._departures)
+                protocol.wait_for_readers(timeout, self._watch_departures(store))
         except RendezvousError:
             if protocol.connection_lost:
                 self.store = None  # broken: the next round dials again (node 0 may be back)
@@ -219,7 +219,13 @@ class Node:
     def _watch_members(self, store: Store) -> None:
         if self._members is None and self.cfg.start_daemon:
             self._members = watch_members(store, self.cfg, self.me, time.time)
+
+    def _watch_departures(self, store: Store) -> Departures | None:
+        """The hosting node's departures watch, started at its first exit barrier (it replays
+        what the server recorded: the join path pays nothing for it)."""
+        if self._departures is None and self._members is not None:
             self._departures = watch_departures(store, self.cfg.run_id, self.me)
+        return self._departures
 
     def _unwatch_members(self) -> None:
         members, self._members = self._members, None
