@@ -49,10 +49,22 @@ if TYPE_CHECKING:
     from rdzv.store._conn import Connection
     from rdzv.store._loop import EventLoop, Timer
 
-__all__ = ["BUDGET_BOUND", "BUFFER_BUDGET", "TRIM_MARK", "Bounds", "release_memory"]
+__all__ = [
+    "BUDGET_BOUND",
+    "BUFFER_BUDGET",
+    "READ_SIZE",
+    "SPENT_READ_SIZE",
+    "TRIM_MARK",
+    "Bounds",
+    "release_memory",
+]
 
 #: Bytes of incomplete requests all connections may hold together (default).
 BUFFER_BUDGET: Final = 64 * 1024 * 1024
+#: Bytes one read takes from a connection, and while the budget is spent: so a connection
+#: that begins a request then adds at most that much before it stops being read.
+READ_SIZE: Final = 65536
+SPENT_READ_SIZE: Final = 4096
 #: ``held`` above which memory is handed back once it falls again (module doc).
 TRIM_MARK: Final = 8 * 1024 * 1024
 _TRIM_DELAY: Final = 1.0
@@ -100,6 +112,7 @@ class Bounds:
         self.budget = budget
         self.expire = expire
         self.held = 0  # bytes of incomplete requests, all connections
+        self.read_size = READ_SIZE  # of one read (less while the budget is spent)
         self.peak = 0  # the largest ``held`` seen
         self.unvalidated: dict[Connection, float] = {}  # accepted at, in that order
         self.partials: dict[Connection, float] = {}  # incomplete since, oldest first
@@ -155,6 +168,7 @@ class Bounds:
         if held > TRIM_MARK and self._trim is False:
             self._trim = True
         if held > self.budget:
+            self.read_size = SPENT_READ_SIZE
             self._relieve(conn)
         elif after < before:
             self._fell()
@@ -169,6 +183,8 @@ class Bounds:
             self._fell()
 
     def _fell(self) -> None:
+        if self.held <= self.budget:
+            self.read_size = READ_SIZE
         if self.starved:
             if self.held <= self.budget:
                 self._resume(len(self.starved))

@@ -47,7 +47,6 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-_READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
@@ -63,6 +62,7 @@ class Connection:
     """One accepted client connection (see the module doc); registers itself."""
 
     __slots__ = (
+        "bounds",
         "closed",
         "closing",
         "decoded_any",
@@ -108,6 +108,7 @@ class Connection:
         server._conns.add(self)
         self.session = server.kv.open(self)
         self.serve_fast = server.serve_fast
+        self.bounds = server.bounds
         loop.register(sock, READ, self.on_events)
         self.events = READ
         server.bounds.accepted(self)  # the first request is due
@@ -125,7 +126,7 @@ class Connection:
         if not mask & READ or self.closing or self.reading_paused:
             return
         try:
-            data = self.sock.recv(_READ_SIZE)
+            data = self.sock.recv(self.bounds.read_size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # reset by the peer
@@ -179,7 +180,7 @@ class Connection:
         if not self.decoded_any:
             if requests:
                 self.decoded_any = True
-                self.server.bounds.greeted(self)
+                self.bounds.greeted(self)
             elif after >= _VALIDATE_SIZE:  # whatever it is, it is not VALIDATE
                 self.server.kv.close(self)
                 self.drop(
@@ -192,7 +193,7 @@ class Connection:
                 return
         if self.decoded_any and (after != self.partial or (requests and after)):
             before, self.partial = self.partial, after
-            self.server.bounds.buffered(self, before, after, bool(requests))
+            self.bounds.buffered(self, before, after, bool(requests))
         if not requests:
             if decoder.error is not None:
                 self._pump()
@@ -228,7 +229,7 @@ class Connection:
             return
         server = self.server
         server.kv.close(self)
-        server.bounds.forget(self, self.partial)
+        self.bounds.forget(self, self.partial)
         self.partial = 0
         self.pending.clear()
         server.cut(self.peername, bound, detail)
@@ -376,7 +377,7 @@ class Connection:
         self.sock.close()
         self.decoder.discard()
         server = self.server
-        server.bounds.forget(self, self.partial)
+        self.bounds.forget(self, self.partial)
         self.partial = 0
         server._conns.discard(self)
         server.kv.close(self)

@@ -30,8 +30,7 @@ from raw_peer import (
 
 from conftest import InThread
 from rdzv.store import _wire
-from rdzv.store._bounds import BUDGET_BOUND
-from rdzv.store._conn import _READ_SIZE
+from rdzv.store._bounds import BUDGET_BOUND, READ_SIZE
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
 
@@ -256,7 +255,7 @@ def test_a_spent_budget_makes_a_request_that_is_not_stalled_wait_instead_of_cutt
         assert recv_exactly(two, 4) == _wire.encode_u32(2)
         with TCPStore("127.0.0.1", server.port, timeout=10.0) as client:
             assert [len(v) for v in client.multi_get(["first", "second"])] == [900 * 1024] * 2
-        assert BUDGET < server.bounds.peak <= BUDGET + SMALL.max_frame + _READ_SIZE
+        assert BUDGET < server.bounds.peak <= BUDGET + SMALL.max_frame + READ_SIZE
         assert server.bounds.held == 0
     assert _cuts(caplog) == []
     assert server.cuts == 0

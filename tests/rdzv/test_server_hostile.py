@@ -20,16 +20,17 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
-from raw_peer import BOUND, HTTP, VALIDATE, raw, read_until_closed
+from raw_peer import BOUND, HALF_SET, HTTP, VALIDATE, greeted, raw, read_until_closed
 
 from conftest import InThread, ServerProcess
 from rdzv.errors import StoreClosedError
 from rdzv.store import _wire
+from rdzv.store._bounds import READ_SIZE, SPENT_READ_SIZE
 from rdzv.store._droplog import FULL_LINES, SUMMARY_INTERVAL
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
@@ -393,6 +394,129 @@ def test_a_flood_of_garbage_connections_logs_a_bounded_number_of_lines_that_coun
     )
     # One summary per interval (the last one at close) and the total: bounded, not per drop.
     assert len(lines) <= FULL_LINES + int(elapsed / SUMMARY_INTERVAL) + 3, lines
+
+
+# --- what hostile connections hold: bounded, and released --------------------------------------
+
+SMALL = _wire.Limits(max_value=1024 * 1024, max_frame=1024 * 1024 + 4096)
+
+
+def _send_some(sock: socket.socket, data: bytes) -> None:
+    """Send what the kernel takes now (the server may have stopped reading, or dropped us)."""
+    sock.setblocking(False)
+    with contextlib.suppress(OSError):
+        sock.send(data)
+
+
+def _on_loop(server: StoreServer, fn: Callable[[], Any]) -> Any:
+    """``fn()`` run on the server's loop thread (where its state is consistent)."""
+    done = threading.Event()
+    result: list[Any] = []
+    assert server._loop is not None
+    server._loop.call_soon_threadsafe(lambda: (result.append(fn()), done.set()))
+    assert done.wait(30), "the server's loop did not run the call"
+    return result[0]
+
+
+def _until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        time.sleep(0.05)
+
+
+def test_hostile_connections_of_every_kind_hold_at_most_the_budget_and_release_it_on_close() -> (
+    None
+):
+    _ensure_fd_limit(2500)
+    rng = random.Random(20261204)
+    budget = SMALL.max_frame
+    partial = _wire.encode_request(_wire.Set(b"/p", b"x" * 900 * 1024))[: 200 * 1024]
+    not_validate = bytes([_wire.Op.SET]) + _wire.encode_bytes(b"/k") + struct.pack("<Q", 2**23)
+    kinds: list[Callable[[int], socket.socket]] = [
+        greeted,  # then a partial frame of 200 KiB
+        raw,  # garbage
+        greeted,  # a slow sender, a few bytes at a time
+        raw,  # a first request that is not VALIDATE
+        raw,  # half a VALIDATE, never completed
+    ]
+    first = [partial, rng.randbytes(4096), HALF_SET[:3], not_validate + b"y" * 60_000, VALIDATE[:2]]
+    held: list[socket.socket] = []
+    with StoreServer(
+        "127.0.0.1", 0, limits=SMALL, buffer_budget=budget, partial_request_timeout=BOUND
+    ) as server:
+        try:
+            with TCPStore("127.0.0.1", server.port, timeout=30.0) as legit_client:
+                for i in range(500):
+                    sock = kinds[i % 5](server.port)
+                    held.append(sock)
+                    _send_some(sock, first[i % 5])
+                    if i % 5 == 2:
+                        _send_some(sock, HALF_SET[3:6])
+                    if i % 50 == 0:
+                        legit_client.set(f"k{i}", str(i))
+                for sock in held[2::5]:  # the slow senders go on, slowly
+                    _send_some(sock, HALF_SET[6:9])
+                assert legit_client.multi_get(["k0", "k450"]) == [b"0", b"450"]
+
+                def per_connection() -> tuple[int, int]:
+                    greeted_most = max(c.partial for c in server._conns)
+                    unvalidated_most = max(
+                        (c.decoder.buffered for c in server.bounds.unvalidated), default=0
+                    )
+                    return greeted_most, unvalidated_most
+
+                greeted_most, unvalidated_most = _on_loop(server, per_connection)
+                assert greeted_most <= SMALL.max_frame + READ_SIZE
+                assert unvalidated_most < len(VALIDATE)
+                # The budget, the one request read on past it, and a short read of each
+                # connection that began a request while it was spent.
+                spent_reads = SPENT_READ_SIZE * len(held)
+                assert server.bounds.peak <= budget + SMALL.max_frame + spent_reads
+                for sock in held:
+                    sock.close()
+                _until(lambda: len(server._conns) == 1, "closing every hostile connection")
+                assert legit_client.add("n", 1) == 1
+
+                def left() -> dict[str, int]:
+                    assert server._loop is not None
+                    return {
+                        "held": server.bounds.held,
+                        "partials": len(server.bounds.partials),
+                        "starved": len(server.bounds.starved),
+                        "unvalidated": len(server.bounds.unvalidated),
+                        "timers": len(server._loop._timers),
+                    }
+
+                after = _on_loop(server, left)
+                assert after["timers"] < 10, "closed connections still have timers"
+                del after["timers"]
+                assert after == dict.fromkeys(after, 0)
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_the_servers_memory_returns_after_a_thousand_partial_frames_close(
+    server_process: ServerProcess, legit: TCPStore
+) -> None:
+    _ensure_fd_limit(2500)
+    before = _rss(server_process.pid)
+    partial = _wire.encode_request(_wire.Set(b"/p", b"x" * 2**20))[: 60 * 1024]
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1000):
+            held.append(greeted(server_process.port))
+            _send_some(held[-1], partial)
+        assert legit.get("keep") == b"kept"
+    finally:
+        for sock in held:
+            sock.close()
+    assert legit.add("count", 1) == 2
+    _until(
+        lambda: _rss(server_process.pid) - before < 16 * 2**20,
+        f"the server's RSS returning to {before / 2**20:.1f} MiB + 16 MiB",
+    )
 
 
 # --- scale ----------------------------------------------------------------------------------
