@@ -1,11 +1,15 @@
-"""Raw-socket peers of a store server, for the tests of its hostile-input handling and bounds."""
+"""Raw-socket peers of a store server and a hook on its loop, for the tests of its hostile-input
+handling and bounds."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
+from typing import Any
 
 from rdzv.store import _wire
+from rdzv.store.server import StoreServer
 
 VALIDATE = _wire.encode_request(_wire.Validate())
 #: The partial-request bound (seconds) of the in-process servers that test it.
@@ -63,3 +67,18 @@ def bound_passed(port: int) -> None:
     with raw(port) as loris:
         loris.sendall(VALIDATE[:3])
         assert read_until_closed(loris, timeout=60) == b""
+
+
+def signal_when_waiting(server: StoreServer, count: int = 1) -> threading.Event:
+    """An event set (on the server's loop) once ``count`` connections are blocked waiting."""
+    event = threading.Event()
+    original = server.kv.feed
+
+    def feed(conn: Any, requests: Any, now: float) -> Any:
+        outcome = original(conn, requests, now)
+        if len(server.kv.waiting()) >= count:
+            event.set()
+        return outcome
+
+    server.kv.feed = feed  # type: ignore[method-assign]
+    return event

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -26,6 +27,7 @@ from raw_peer import (
     raw,
     read_until_closed,
     recv_exactly,
+    signal_when_waiting,
 )
 
 from conftest import InThread
@@ -193,6 +195,54 @@ def test_a_client_that_stops_reading_its_replies_past_the_bound_is_served_when_i
         for _ in range(gets):
             assert recv_exactly(sock, len(expected)) == expected
     assert strict_server.cuts == 0
+
+
+def test_clients_waiting_or_idle_longer_than_the_bound_are_never_dropped(
+    strict_server: StoreServer,
+) -> None:
+    port = strict_server.port
+    waiter_store = TCPStore("127.0.0.1", port, timeout=60.0)
+    idle = greeted(port)
+    try:
+        waiting = signal_when_waiting(strict_server)
+        waiter = InThread(waiter_store.get, "released")
+        assert waiting.wait(10), "the waiter never reached the server"
+        bound_passed(port)
+        with TCPStore("127.0.0.1", port, timeout=10.0) as setter:
+            setter.set("released", "yes")
+        assert waiter.outcome() == b"yes"
+        assert waiter_store.add("n", 1) == 1
+        idle.sendall(_wire.encode_request(_wire.Ping(2)))
+        assert recv_exactly(idle, 4) == _wire.encode_u32(2)
+    finally:
+        waiter_store.close()
+        idle.close()
+
+
+def test_hundreds_of_unfinished_handshakes_are_dropped_while_half_requests_of_clients_are_kept(
+    strict_server: StoreServer,
+) -> None:
+    port = strict_server.port
+    lorises: list[socket.socket] = []
+    slow = [greeted(port) for _ in range(20)]
+    try:
+        for sock in slow:
+            sock.sendall(HALF_SET)
+        with TCPStore("127.0.0.1", port, timeout=30.0) as legit_client:
+            for i in range(400):
+                lorises.append(raw(port))
+                lorises[-1].sendall(VALIDATE[: i % 4])
+                if i % 50 == 0:
+                    legit_client.set(f"k{i}", str(i))
+            for sock in lorises:
+                assert read_until_closed(sock, timeout=60) == b""
+            assert legit_client.multi_get(["k0", "k350"]) == [b"0", b"350"]
+        for i, sock in enumerate(slow):
+            sock.sendall(b"x" * 60 + _wire.encode_request(_wire.Ping(i)))
+            assert recv_exactly(sock, 4) == _wire.encode_u32(i)
+    finally:
+        for sock in lorises + slow:
+            sock.close()
 
 
 # --- the buffer budget --------------------------------------------------------------------------

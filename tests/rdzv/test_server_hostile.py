@@ -25,7 +25,16 @@ from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
-from raw_peer import BOUND, HALF_SET, HTTP, VALIDATE, greeted, raw, read_until_closed
+from raw_peer import (
+    BOUND,
+    HALF_SET,
+    HTTP,
+    VALIDATE,
+    greeted,
+    raw,
+    read_until_closed,
+    signal_when_waiting,
+)
 
 from conftest import InThread, ServerProcess
 from rdzv.errors import StoreClosedError
@@ -91,21 +100,6 @@ def _assert_healthy(server_process: ServerProcess, legit: TCPStore, rss_before: 
         assert legit.multi_get(["keep", "after"]) == [b"kept", b"attack"]
     grown = _rss(server_process.pid) - rss_before
     assert grown < RSS_SLACK, f"the server's RSS grew by {grown / 2**20:.1f} MiB"
-
-
-def _signal_when_waiting(server: StoreServer, count: int = 1) -> threading.Event:
-    """An event set (on the server's loop) once ``count`` connections are blocked waiting."""
-    event = threading.Event()
-    original = server.kv.feed
-
-    def feed(conn: Any, requests: Any, now: float) -> Any:
-        outcome = original(conn, requests, now)
-        if len(server.kv.waiting()) >= count:
-            event.set()
-        return outcome
-
-    server.kv.feed = feed  # type: ignore[method-assign]
-    return event
 
 
 # --- garbage on the wire ------------------------------------------------------------------
@@ -238,7 +232,7 @@ def test_add_on_a_non_integer_drops_only_that_connection(server: StoreServer) ->
     offender = TCPStore("127.0.0.1", server.port, timeout=15.0)
     bystander = TCPStore("127.0.0.1", server.port, timeout=15.0)
     try:
-        waiting = _signal_when_waiting(server)
+        waiting = signal_when_waiting(server)
         waiter = InThread(waiter_store.get, "released")
         assert waiting.wait(10), "the waiter never reached the server"
         bystander.set("word", "abc")
@@ -265,7 +259,7 @@ def test_an_unknown_opcode_drops_only_that_connection(server: StoreServer, prelu
     waiter_store = TCPStore("127.0.0.1", server.port, timeout=15.0)
     bystander = TCPStore("127.0.0.1", server.port, timeout=15.0)
     try:
-        waiting = _signal_when_waiting(server)
+        waiting = signal_when_waiting(server)
         waiter = InThread(waiter_store.get, "released")
         assert waiting.wait(10), "the waiter never reached the server"
         with raw(server.port) as sock:
@@ -316,7 +310,7 @@ def test_waiting_clients_get_store_closed_promptly_when_the_server_closes(
 ) -> None:
     clients = [TCPStore("127.0.0.1", server.port, timeout=60.0) for _ in range(4)]
     try:
-        waiting = _signal_when_waiting(server, count=4)
+        waiting = signal_when_waiting(server, count=4)
         blocked = [
             InThread(clients[0].get, "never"),
             InThread(clients[1].wait, ["never", "nor-this"]),
