@@ -89,8 +89,9 @@ def _mib(size: int) -> str:
 class Bounds:
     """The handshake deadline and the buffer budget of one server (see the module doc).
 
+    :attr:`loop` (the server's loop: its clock and timers) is set when the server starts.
+
     Args:
-        loop: the server's loop (its clock and timers).
         handshake_timeout: seconds a connection may take to complete its first request.
         stall_timeout: seconds a request must have been incomplete before the budget may
             cut its connection.
@@ -100,13 +101,12 @@ class Bounds:
 
     def __init__(
         self,
-        loop: EventLoop,
         handshake_timeout: float,
         stall_timeout: float,
         budget: int,
         expire: Callable[[Connection], None],
     ) -> None:
-        self.loop = loop
+        self.loop: EventLoop  # set by the server's start()
         self.handshake_timeout = handshake_timeout
         self.stall_timeout = stall_timeout
         self.budget = budget

@@ -105,7 +105,12 @@ class StoreServer:
                 f"limits.max_frame ({self.limits.max_frame} bytes)"
             )
         self.buffer_budget = buffer_budget
-        self.bounds: Bounds  # made by start(), with the loop
+        self.bounds = Bounds(
+            partial_request_timeout,
+            partial_request_timeout,
+            buffer_budget,
+            lambda conn: conn.expire(partial_request_timeout),
+        )
         self.cuts = 0  # connections that spoke the protocol, cut by a bound
         self.drops = DropLog()
         self._summary_timer: Timer | None = None
@@ -147,13 +152,7 @@ class StoreServer:
                 sock.close()
             raise
         self._loop = loop
-        self.bounds = Bounds(
-            loop,
-            self.partial_request_timeout,
-            self.partial_request_timeout,
-            self.buffer_budget,
-            lambda conn: conn.expire(self.partial_request_timeout),
-        )
+        self.bounds.loop = loop
         self._thread = threading.Thread(
             target=loop.run_forever, name=f"rdzv-store:{self.port}", daemon=True
         )
