@@ -13,19 +13,24 @@ slow:
   (:attr:`Bounds.unvalidated` is in order of acceptance), so a closed connection is freed at
   once, not when a timer of its own would have been due.
 * **The buffer budget.** The bytes of incomplete requests held by all connections together
-  (:attr:`Bounds.held`) may not exceed ``budget``. A connection whose read takes the total
+  (:attr:`Bounds.held`) should not exceed ``budget``. A connection whose read takes the total
   over it is first relieved by cutting the connections whose request has been incomplete
   for ``stall_timeout`` seconds or longer, oldest first; if that does not suffice, the
   connection stops being read (the kernel's socket buffers and the peer's ``send`` wait)
-  until the total falls, and resumes then. So a slow client is cut only while the server
-  is short of buffer memory, only when its request has been stalled that long, and is
-  logged with the bound named; one that merely stalls, with memory to spare, is kept however
-  long it stalls. ``budget`` is at least one frame (``Limits.max_frame``), so any single
-  request within the limits can complete.
+  until the total falls, unless its request is the oldest one still read: that one goes on,
+  so some request always completes (a timer looks again when the oldest would count as
+  stalled). While the budget is spent every read takes at most :data:`SPENT_READ_SIZE`
+  bytes, so a connection that begins a request then adds at most that before it stops
+  being read. The total is therefore at most ``budget``, one frame, and
+  :data:`SPENT_READ_SIZE` per connection. So a slow client is cut only while the server is
+  short of buffer memory, only when its request has been stalled that long, and is logged
+  with the bound named; one that merely stalls, with memory to spare, is kept however long
+  it stalls. ``budget`` is at least one frame (``Limits.max_frame``), so any single request
+  within the limits can complete.
 
 Each connection holds at most ``Limits.max_frame`` bytes of an incomplete request (the
-decoder's bound) and, before its first request completed, fewer than 5 (a longer first
-request is not ``VALIDATE``, and the connection is dropped at once).
+decoder's bound, plus one read) and, before its first request completed, fewer than 5 (a
+longer first request is not ``VALIDATE``, and the connection is dropped at once).
 
 Memory returns after an attack: the process's allocator keeps what the connections freed
 (glibc's returns little of it by itself: 37 MiB stayed resident after 10,000 hostile
@@ -34,7 +39,8 @@ connections, of which Python still used under 1 MiB), so once ``held`` has been 
 pages back to the system, a second later.
 
 Runs on the server's loop thread. The connections are :class:`rdzv.store._conn.Connection`
-objects; this module calls their :meth:`cut`, :meth:`starve` and :meth:`feed_resumed`.
+objects; this module reads their ``partial`` and ``reading_paused`` and calls their
+:meth:`~rdzv.store._conn.Connection.cut` and :meth:`~rdzv.store._conn.Connection.starve`.
 """
 
 from __future__ import annotations
