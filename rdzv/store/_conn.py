@@ -11,11 +11,12 @@ Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking so
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
   leaves more than ``_HIGH_WATER`` bytes of replies unread; reading pauses too, and resumes
   once the peer has read all but ``_LOW_WATER`` of them. A peer may send at most
-  ``_MAX_HELD_BYTES`` while it waits. ``partial`` is the size of the incomplete request the
-  decoder holds (counted once the first request completed; before that a connection holds
-  fewer than 5 bytes: a longer first request is not VALIDATE and is dropped at once). The
-  server's :class:`~rdzv.store._bounds.Bounds` sums it over the connections, keeps the sum
-  within its budget and applies the handshake deadline (the only bound in time alone).
+  ``_MAX_HELD_BYTES`` while it waits, and as much again as the keys it waits for.
+  ``partial`` is the size of the incomplete request the decoder holds (counted once the
+  first request completed; before that a connection holds fewer than 5 bytes: a longer
+  first request is not VALIDATE and is dropped at once). The server's
+  :class:`~rdzv.store._bounds.Bounds` sums it over the connections, keeps the sum within
+  its budget and applies the handshake deadline (the only bound in time alone).
 * **Closing.** A dropped connection stops reading at once and is closed in the next loop
   iteration (never inside another connection's batch); then the KV forgets its session and
   the writer watches hear of the close (:meth:`Connection.lost`), and every buffer it held
@@ -166,10 +167,11 @@ class Connection:
         the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
-            if self.held_bytes > _MAX_HELD_BYTES:
+            if self.held_bytes > _MAX_HELD_BYTES and self.held_bytes > self._may_hold():
                 self.cut(
                     _OVERSENT_BOUND,
-                    f"it sent more than {_MAX_HELD_BYTES} bytes while waiting for keys",
+                    f"it sent {self.held_bytes} bytes while waiting for keys, more than "
+                    f"{self._may_hold()} (1 MiB and as much again as its wait's keys)",
                 )
                 return
         else:
@@ -207,6 +209,13 @@ class Connection:
             self._pump()
 
     # --- the bounds (rdzv.store._bounds) ----------------------------------------------
+
+    def _may_hold(self) -> int:
+        """Bytes this connection may send while it waits: 1 MiB, and as much again as the
+        keys of its wait (rdzv's client follows a WAIT with a MULTI_GET of the same keys)."""
+        waiting = self.session.waiting
+        keys = waiting.keys if waiting is not None else ()
+        return _MAX_HELD_BYTES + sum(map(len, keys)) + 8 * len(keys) + 9
 
     def expire(self, bound: float) -> None:
         """The handshake deadline passed before the first request completed: drop."""

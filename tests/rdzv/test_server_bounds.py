@@ -245,6 +245,25 @@ def test_hundreds_of_unfinished_handshakes_are_dropped_while_half_requests_of_cl
             sock.close()
 
 
+def test_a_multi_get_of_25000_keys_that_waits_is_served_when_the_keys_arrive(
+    strict_server: StoreServer,
+) -> None:
+    # rdzv's client sends WAIT and MULTI_GET of the same keys in one write: 1.5 MiB that
+    # arrives while the connection waits (the bound on bytes sent while waiting was 1 MiB).
+    keys = [f"__rdzv__/a-job-with-a-long-name/round/0/ack/{rank:06d}" for rank in range(25000)]
+    with (
+        TCPStore("127.0.0.1", strict_server.port, timeout=60.0) as reader,
+        TCPStore("127.0.0.1", strict_server.port, timeout=60.0) as writer,
+    ):
+        waiting = signal_when_waiting(strict_server)
+        values = InThread(reader.multi_get, keys)
+        assert waiting.wait(30), "the multi_get never reached the server"
+        bound_passed(strict_server.port)
+        writer.multi_set(keys, [str(i) for i in range(len(keys))])
+        assert values.outcome(timeout=60) == [str(i).encode() for i in range(len(keys))]
+    assert strict_server.cuts == 0
+
+
 # --- the buffer budget --------------------------------------------------------------------------
 
 
