@@ -13,6 +13,9 @@ Event names used by rdzv:
 * ``bind_fallback`` (store server): ``host``, ``reason``, ``addresses``
 * ``store_client_cut`` (store server, WARNING): ``peer``, ``bound``, ``message``: a bound cut a
   connection that had spoken the protocol (see docs/store.md)
+* ``store_connection_dropped`` (store server, WARNING): ``peer``, ``message``: a connection
+  that broke the protocol was dropped (the first few of a burst);
+  ``store_connections_dropped`` (``message``): the summary of the rest
 * rendezvous events (``joined``, ``complete``, ``failed``, ...) are documented in
   :mod:`rdzv.rendezvous.static`.
 

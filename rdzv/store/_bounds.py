@@ -224,7 +224,7 @@ class Bounds:
             other.cut(
                 BUDGET_BOUND,
                 f"{detail}, and this connection's request had been incomplete for "
-                f"{age:.0f} s ({other.partial} bytes of it received)",
+                f"{age:.1f} s ({other.partial} bytes of it received)",
             )
         partials = self.partials
         if (

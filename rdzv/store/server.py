@@ -198,7 +198,7 @@ class StoreServer:
             self._summary_timer.cancel()
             self._summary_timer = None
         for line in self.drops.close(loop.time()):
-            _log.warning("%s (store server on port %s closing)", line, self.port)
+            _dropped_event(f"{line} (store server on port {self.port} closing)")
         loop.stop()
 
     def _acceptor(self, listener: socket.socket) -> Handler:
@@ -251,7 +251,7 @@ class StoreServer:
         assert loop is not None
         line = self.drops.record(loop.time(), peer, host, reason, str(error))
         if line is not None:
-            _log.warning("%s", line)
+            _dropped_event(line, peer)
         elif self._summary_timer is None:
             due = self.drops.summary_due
             assert due is not None
@@ -275,7 +275,7 @@ class StoreServer:
         assert self._loop is not None
         line = self.drops.summary(self._loop.time())
         if line is not None:
-            _log.warning("%s", line)
+            _dropped_event(line)
             release_memory()  # a flood of dropped connections left freed memory behind
 
     @property
@@ -325,6 +325,15 @@ class StoreServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dropped_event(line: str, peer: str | None = None) -> None:
+    """Log a line of the drop log as a WARNING event: ``store_connection_dropped`` for one
+    connection (with its ``peer``), ``store_connections_dropped`` for a summary."""
+    if peer is None:
+        emit(_log, "store_connections_dropped", WARNING, message=line)
+    else:
+        emit(_log, "store_connection_dropped", WARNING, message=line, peer=peer)
 
 
 def _peer(peername: object) -> tuple[str, str]:

@@ -82,3 +82,19 @@ def signal_when_waiting(server: StoreServer, count: int = 1) -> threading.Event:
 
     server.kv.feed = feed  # type: ignore[method-assign]
     return event
+
+
+def server_events(records: list[Any], *names: str) -> list[dict[str, Any]]:
+    """The store server's events called one of ``names`` among log ``records``, in order
+    (each once: a handler that forwards ``rdzv``'s records elsewhere may log them twice)."""
+    return [
+        r.rdzv_event
+        for r in records
+        if r.name == "rdzv.server" and getattr(r, "rdzv_event", {}).get("event") in names
+    ]
+
+
+def drop_lines(records: list[Any]) -> list[str]:
+    """The lines of the store server's drop log among log ``records``."""
+    events = server_events(records, "store_connection_dropped", "store_connections_dropped")
+    return [e["message"] for e in events]

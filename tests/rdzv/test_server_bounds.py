@@ -23,10 +23,12 @@ from raw_peer import (
     HALF_SET,
     VALIDATE,
     bound_passed,
+    drop_lines,
     greeted,
     raw,
     read_until_closed,
     recv_exactly,
+    server_events,
     signal_when_waiting,
 )
 
@@ -45,18 +47,6 @@ def strict_server() -> Iterator[StoreServer]:
     """An in-process StoreServer on 127.0.0.1 whose partial-request bound is BOUND s."""
     with StoreServer("127.0.0.1", 0, partial_request_timeout=BOUND) as running:
         yield running
-
-
-def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
-
-
-def _cuts(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    return [
-        r.rdzv_event
-        for r in caplog.records
-        if getattr(r, "rdzv_event", {}).get("event") == "store_client_cut"
-    ]
 
 
 def _big_set(key: bytes, size: int) -> bytes:
@@ -100,7 +90,7 @@ def test_a_connection_that_never_completes_its_first_request_is_dropped_after_th
     with raw(strict_server.port) as sock:
         sock.sendall(sent)
         assert read_until_closed(sock, timeout=60) == b""
-    (line,) = _messages(caplog)
+    (line,) = drop_lines(caplog.records)
     assert re.match(r"dropping store connection from 127\.0\.0\.1:\d+: ", line), line
     assert re.search(logged, line), line
     with TCPStore("127.0.0.1", strict_server.port, timeout=10.0) as client:
@@ -114,7 +104,7 @@ def test_a_first_request_that_is_not_validate_is_dropped_at_once_holding_nothing
     with StoreServer("127.0.0.1", 0) as server, raw(server.port) as sock:  # a 30 s bound
         sock.sendall(_big_set(b"/k", 8 * 1024 * 1024)[: 64 * 1024])
         assert read_until_closed(sock, timeout=15) == b""
-        (line,) = _messages(caplog)
+        (line,) = drop_lines(caplog.records)
         assert re.search(r"its first request \(opcode 1, \d+ bytes so far\) is not VALIDATE", line)
         assert server.bounds.peak == 0, "an unvalidated connection was allowed to buffer"
 
@@ -175,7 +165,10 @@ def test_a_validated_client_that_stalls_mid_request_past_the_bound_is_served_whe
             with TCPStore("127.0.0.1", strict_server.port, timeout=10.0) as other:
                 other.set("k", "there")
         assert recv_exactly(sock, len(reply)) == reply
-    assert not [m for m in _messages(caplog) if f":{port}" in m], "the slow client was cut"
+    cut_lines = [e["message"] for e in server_events(caplog.records, "store_client_cut")]
+    assert not [m for m in drop_lines(caplog.records) + cut_lines if f":{port}" in m], (
+        "the slow client was cut"
+    )
     assert strict_server.cuts == 0
 
 
@@ -286,14 +279,14 @@ def test_a_spent_budget_cuts_the_request_stalled_past_the_bound_and_logs_the_bou
         pusher.sendall(big + _wire.encode_request(_wire.Ping(9)))  # over the budget
         assert recv_exactly(pusher, 4) == _wire.encode_u32(9)
         assert read_until_closed(staller, timeout=30) == b""
-        (cut,) = _cuts(caplog)
+        (cut,) = server_events(caplog.records, "store_client_cut")
         assert cut["bound"] == BUDGET_BOUND
         assert cut["peer"] == f"127.0.0.1:{staller.getsockname()[1]}"
         assert re.search(
             rf"cutting store client 127\.0\.0\.1:{staller.getsockname()[1]} .*bound "
             r"'buffer budget' exceeded: the server holds [\d.]+ MiB of incomplete requests, "
             r"over its budget of 1\.00391 MiB, and this connection's request had been "
-            r"incomplete for \d+ s \(614400 bytes of it received\)",
+            r"incomplete for [\d.]+ s \(614400 bytes of it received\)",
             cut["message"],
         ), cut["message"]
         with TCPStore("127.0.0.1", server.port, timeout=10.0) as client:
@@ -326,5 +319,5 @@ def test_a_spent_budget_makes_a_request_that_is_not_stalled_wait_instead_of_cutt
             assert [len(v) for v in client.multi_get(["first", "second"])] == [900 * 1024] * 2
         assert BUDGET < server.bounds.peak <= BUDGET + SMALL.max_frame + READ_SIZE
         assert server.bounds.held == 0
-    assert _cuts(caplog) == []
+    assert server_events(caplog.records, "store_client_cut") == []
     assert server.cuts == 0
