@@ -73,6 +73,14 @@ class StoreServer:
         buffer_budget: bytes of incomplete requests all connections may hold together; at
             least ``limits.max_frame``.
 
+    Attributes:
+        bounds: the handshake deadline and the buffer budget
+            (:class:`rdzv.store._bounds.Bounds`); ``bounds.held`` and ``bounds.peak`` are the
+            bytes of incomplete requests held now and at most so far.
+        cuts: connections that spoke the protocol and were cut by a bound (each logged as a
+            ``store_client_cut`` event).
+        drops: the log of connections dropped for breaking the protocol.
+
     Raises:
         ValueError: ``port`` is outside 0..65535, ``partial_request_timeout`` is not a
             positive finite number, or ``buffer_budget`` is below ``limits.max_frame``.
