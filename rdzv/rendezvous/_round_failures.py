@@ -22,6 +22,7 @@ from rdzv.errors import (
     RendezvousStateError,
     RendezvousTimeoutError,
     StoreBindError,
+    StoreConnectionError,
     StoreError,
     StoreProtocolError,
     StoreTimeoutError,
@@ -55,6 +56,38 @@ _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
     "timeout": RendezvousTimeoutError,
     "connection_lost": RendezvousConnectionError,
     "member_lost": RendezvousConnectionError,
+}
+
+#: What to check when no store answered, by the cause the connect observed
+#: (``StoreConnectionError.connect_cause``, from :func:`rdzv.store._causes.classify`). A
+#: store that failed to bind on a live host is refused, never silent nor unreachable.
+_CONNECT_ADVICE: Final[dict[str | None, str]] = {
+    "refused": (
+        "Nothing listens on that port of that host: check that node 0 started, that it could "
+        "bind the port (its log says), and that every node was given the same host:port."
+    ),
+    "no answer": (
+        "Nothing came back at all, not even a refusal: a firewall dropping that port (a "
+        "security group, a network policy), or the host is down; check that the port is "
+        "open from this node to node 0's host, and that the host is up."
+    ),
+    "no route": (
+        "This node has no route to that address: check the addressing (is it an address of "
+        "node 0 on a network this node reaches?) and the routing between the hosts."
+    ),
+    "reset": (
+        "Something on the path reset the connection: a proxy, a firewall, or a different "
+        "service on that port; check what listens there and what lies between the hosts."
+    ),
+    "unresolvable": (
+        "The host name does not resolve on this node: check the name and this node's DNS "
+        "(a name that is created with node 0 may not exist yet)."
+    ),
+    "not a store": (
+        "Check that host:port is node 0's rendezvous endpoint: another service, or a "
+        "stalled store, holds that port."
+    ),
+    None: "Node 0 hosts the store: check that it started and could bind the port.",
 }
 
 
@@ -219,14 +252,19 @@ def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> Rendezvo
                 f"{format_waited(waited, _seconds(cfg))} s (join timeout {timeout}): {exc}",
             )
         )
-    if isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
+    cause, detail = None, str(exc)
+    if isinstance(exc, StoreConnectionError) and exc.detail is not None:
+        cause, detail = exc.connect_cause, exc.detail  # the endpoint is said below, once
+    elif isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
+        cause = "not a store"
+    if cause == "not a store":
         head = f"something answered at {cfg.endpoint}, but it is not a rendezvous store"
     else:
         head = f"no rendezvous server answered at {cfg.endpoint}"
     return RendezvousConnectionError(
         _msg(
-            f"rank {cfg.rank}: {head} within the join timeout ({timeout}): {str(exc).rstrip('.')}.",
-            "Node 0 hosts the store: check that it started and could bind the port.",
+            f"rank {cfg.rank}: {head} within the join timeout ({timeout}): {detail.rstrip('.')}.",
+            _CONNECT_ADVICE.get(cause, _CONNECT_ADVICE[None]),
         )
     )
 

@@ -1,4 +1,5 @@
-"""The final connect error says what the network did: refused, reset, no answer, no route.
+"""The final connect error says what the network did (refused, reset, no answer, no route,
+a name that does not resolve), and the rendezvous's advice follows that cause.
 
 The causes are fed in at the dial (the kernel's errors as the socket raises them); the
 netns world's scenarios make "no answer" and "no route" real (tests/netns/).
@@ -7,23 +8,35 @@ netns world's scenarios make "no answer" and "no route" real (tests/netns/).
 from __future__ import annotations
 
 import errno
+import pickle
 import random
 import socket
 
 import pytest
+from round_config import round_cfg
 
-from rdzv.errors import StoreConnectionError
-from rdzv.store import _connect, _wire
+from rdzv.errors import RendezvousConnectionError, StoreConnectionError, StoreProtocolError
+from rdzv.rendezvous._round_failures import connect_error
+from rdzv.store import _causes, _connect, _wire
 
 
-def _fail_with(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> str:
-    def dial(host: str, port: int, deadline: float | None) -> socket.socket:
+def _failure(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> StoreConnectionError:
+    def dial(host: str, port: int, deadline: float | None, bound: float) -> socket.socket:
         raise error
 
     monkeypatch.setattr(_connect, "_dial", dial)
     with pytest.raises(StoreConnectionError) as info:
         _connect.connect("198.18.0.10", 29500, 0.05, random.Random(1), _wire.Limits())
-    return str(info.value)
+    return info.value
+
+
+def _fail_with(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> str:
+    return str(_failure(monkeypatch, error))
+
+
+def _advice(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """Raise the rendezvous error rank 1 gets when its connect failed with ``error``."""
+    raise connect_error(round_cfg(1), _failure(monkeypatch, error), 0.05)
 
 
 def test_a_refused_connect_is_called_refused_and_says_nothing_listens(
@@ -63,5 +76,128 @@ def test_a_dial_that_times_out_reports_no_answer_not_a_bare_timeout(
         raise TimeoutError("timed out")
 
     monkeypatch.setattr(socket.socket, "connect", connect)
-    with pytest.raises(_connect._NoAnswer, match=r"no answer to the connection attempt within"):
-        _connect._dial("127.0.0.1", 9, None)
+    with pytest.raises(_causes._NoAnswer, match=r"no answer to the connection attempt within"):
+        _connect._dial("127.0.0.1", 9, None, 1.0)
+
+
+def test_a_name_that_does_not_resolve_is_called_unresolvable_with_the_resolver_as_cause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    refusal = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    def getaddrinfo(*args: object, **kwargs: object) -> list[object]:
+        raise refusal
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    with pytest.raises(StoreConnectionError) as info:
+        _connect.connect("store.rdzv.test", 29500, 0.05, random.Random(1), _wire.Limits())
+    assert info.value.connect_cause == "unresolvable"
+    assert info.value.__cause__ is refusal
+    assert "last cause: 'store.rdzv.test' did not resolve: [Errno" in str(info.value)
+    assert "(the host name does not resolve here (DNS))" in str(info.value)
+
+
+def test_a_connect_failure_survives_pickling_with_its_parts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    failure = _failure(monkeypatch, ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+    copy = pickle.loads(pickle.dumps(failure))
+    assert (str(copy), copy.detail, copy.connect_cause) == (str(failure), failure.detail, "refused")
+
+
+# --- the rendezvous's advice follows the cause ------------------------------------------
+
+
+def test_a_refusal_sends_the_user_to_node_0s_start_bind_and_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"\(refused: .*\)\. Nothing listens on that port of that host: check that node 0 "
+        r"started, that it could bind the port .* the same host:port\.$",
+    ):
+        _advice(monkeypatch, ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+
+
+def test_no_answer_sends_the_user_to_a_firewall_dropping_the_port_or_a_host_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"Nothing came back at all, not even a refusal: a firewall dropping that port "
+        r".*or the host is down; check that the port is open from this node",
+    ) as info:
+        _advice(monkeypatch, _causes._NoAnswer("no answer within 0.05 s"))
+    assert "bind" not in str(info.value)
+
+
+@pytest.mark.parametrize("code", [errno.EHOSTUNREACH, errno.ENETUNREACH])
+def test_no_route_sends_the_user_to_addressing_and_routing(
+    monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"This node has no route to that address: check the addressing .* and the "
+        r"routing between the hosts\.$",
+    ):
+        _advice(monkeypatch, OSError(code, "unreachable"))
+
+
+def test_a_reset_sends_the_user_to_something_on_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"Something on the path reset the connection: a proxy, a firewall, or a "
+        r"different service on that port",
+    ):
+        _advice(monkeypatch, ConnectionResetError(errno.ECONNRESET, "reset"))
+
+
+def test_an_unresolvable_name_sends_the_user_to_dns(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"The host name does not resolve on this node: check the name and this "
+        r"node's DNS",
+    ):
+        _advice(monkeypatch, _causes._Unresolvable("'store' did not resolve: no such name"))
+
+
+def test_a_peer_that_is_not_a_store_sends_the_user_to_what_holds_the_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ends: list[socket.socket] = []
+
+    def dial(host: str, port: int, deadline: float | None, bound: float) -> socket.socket:
+        ends.extend(socket.socketpair())
+        return ends[-2]
+
+    def handshake(channel: object, timeout: float | None, deadline: float | None) -> bool:
+        raise StoreProtocolError("not a rendezvous store: the PING reply was b'HTTP'")
+
+    monkeypatch.setattr(_connect, "_dial", dial)
+    monkeypatch.setattr(_connect, "_handshake", handshake)
+    try:
+        with pytest.raises(StoreConnectionError) as info:
+            _connect.connect("198.18.0.10", 29500, 0.05, random.Random(1), _wire.Limits())
+    finally:
+        for end in ends:
+            end.close()
+    assert info.value.connect_cause == "not a store"
+    with pytest.raises(
+        RendezvousConnectionError,
+        match=r"^rank 1: something answered at 127\.0\.0\.1:29400, but it is not a rendezvous "
+        r"store .*another service, or a stalled store, holds that port\.$",
+    ):
+        raise connect_error(round_cfg(1), info.value, 0.05)
+
+
+def test_the_rendezvous_error_names_the_endpoint_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RendezvousConnectionError) as info:
+        _advice(monkeypatch, ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
+    message = str(info.value)
+    assert message.startswith(
+        "rank 1: no rendezvous server answered at 127.0.0.1:29400 within the join timeout "
+        "(5 s): gave up after "
+    )
+    assert message.count("answered at") == 1
