@@ -63,25 +63,24 @@ _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
 #: store that failed to bind on a live host is refused, never silent nor unreachable.
 _CONNECT_ADVICE: Final[dict[str | None, str]] = {
     "refused": (
-        "Nothing listens on that port of that host: check that node 0 started, that it could "
-        "bind the port (its log says), and that every node was given the same host:port."
+        "Nothing listens there: check that node 0 started and could bind the port (its log "
+        "says), and that every node was given the same host:port."
     ),
     "no answer": (
-        "Nothing came back at all, not even a refusal: a firewall dropping that port (a "
-        "security group, a network policy), or the host is down; check that the port is "
-        "open from this node to node 0's host, and that the host is up."
+        "A firewall dropping the port, or a host that is down, looks like this: check that "
+        "the port is open from this node to node 0's host (firewalls, security groups, "
+        "network policies) and that the host is up."
     ),
     "no route": (
-        "This node has no route to that address: check the addressing (is it an address of "
-        "node 0 on a network this node reaches?) and the routing between the hosts."
+        "Check the addressing (is that an address of node 0 on a network this node reaches?) "
+        "and the routing between the hosts."
     ),
     "reset": (
-        "Something on the path reset the connection: a proxy, a firewall, or a different "
-        "service on that port; check what listens there and what lies between the hosts."
+        "Something on the path reset it: check what lies between the hosts (a proxy, a "
+        "firewall) and what listens on that port (a different service?)."
     ),
     "unresolvable": (
-        "The host name does not resolve on this node: check the name and this node's DNS "
-        "(a name that is created with node 0 may not exist yet)."
+        "Check the host name and this node's DNS (a name created with node 0 may not exist yet)."
     ),
     "not a store": (
         "Check that host:port is node 0's rendezvous endpoint: another service, or a "

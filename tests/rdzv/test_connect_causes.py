@@ -113,8 +113,8 @@ def test_a_refusal_sends_the_user_to_node_0s_start_bind_and_port(
 ) -> None:
     with pytest.raises(
         RendezvousConnectionError,
-        match=r"\(refused: .*\)\. Nothing listens on that port of that host: check that node 0 "
-        r"started, that it could bind the port .* the same host:port\.$",
+        match=r"\(refused: .*\)\. Nothing listens there: check that node 0 started and could "
+        r"bind the port .* the same host:port\.$",
     ):
         _advice(monkeypatch, ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
 
@@ -124,8 +124,8 @@ def test_no_answer_sends_the_user_to_a_firewall_dropping_the_port_or_a_host_down
 ) -> None:
     with pytest.raises(
         RendezvousConnectionError,
-        match=r"Nothing came back at all, not even a refusal: a firewall dropping that port "
-        r".*or the host is down; check that the port is open from this node",
+        match=r"A firewall dropping the port, or a host that is down, looks like this: check "
+        r"that the port is open from this node to node 0's host .* and that the host is up\.$",
     ) as info:
         _advice(monkeypatch, _causes._NoAnswer("no answer within 0.05 s"))
     assert "bind" not in str(info.value)
@@ -137,8 +137,8 @@ def test_no_route_sends_the_user_to_addressing_and_routing(
 ) -> None:
     with pytest.raises(
         RendezvousConnectionError,
-        match=r"This node has no route to that address: check the addressing .* and the "
-        r"routing between the hosts\.$",
+        match=r"\(no route to the host: .*\)\. Check the addressing .* and the routing between "
+        r"the hosts\.$",
     ):
         _advice(monkeypatch, OSError(code, "unreachable"))
 
@@ -148,8 +148,8 @@ def test_a_reset_sends_the_user_to_something_on_the_path(
 ) -> None:
     with pytest.raises(
         RendezvousConnectionError,
-        match=r"Something on the path reset the connection: a proxy, a firewall, or a "
-        r"different service on that port",
+        match=r"Something on the path reset it: check what lies between the hosts \(a proxy, a "
+        r"firewall\) and what listens on that port",
     ):
         _advice(monkeypatch, ConnectionResetError(errno.ECONNRESET, "reset"))
 
@@ -157,8 +157,7 @@ def test_a_reset_sends_the_user_to_something_on_the_path(
 def test_an_unresolvable_name_sends_the_user_to_dns(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(
         RendezvousConnectionError,
-        match=r"The host name does not resolve on this node: check the name and this "
-        r"node's DNS",
+        match=r"Check the host name and this node's DNS",
     ):
         _advice(monkeypatch, _causes._Unresolvable("'store' did not resolve: no such name"))
 
