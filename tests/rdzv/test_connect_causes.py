@@ -108,58 +108,53 @@ def test_a_connect_failure_survives_pickling_with_its_parts(
 # --- the rendezvous's advice follows the cause ------------------------------------------
 
 
-def test_a_refusal_sends_the_user_to_node_0s_start_bind_and_port(
-    monkeypatch: pytest.MonkeyPatch,
+_NO_ROUTE = r"\(no route to the host: .*\)\. Check the addressing .* and the routing between the"
+
+
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        pytest.param(
+            ConnectionRefusedError(errno.ECONNREFUSED, "refused"),
+            r"\(refused: .*\)\. Nothing listens there: check that node 0 started and could bind "
+            r"the port .* the same host:port\.$",
+            id="refused-nothing-listens-did-node-0-start-and-bind",
+        ),
+        pytest.param(
+            _causes._NoAnswer("no answer within 0.05 s"),
+            r"A firewall dropping the port, or a host that is down, looks like this: check that "
+            r"the port is open from this node to node 0's host .* and that the host is up\.$",
+            id="no-answer-a-firewall-dropping-the-port-or-the-host-down",
+        ),
+        pytest.param(
+            OSError(errno.EHOSTUNREACH, "unreachable"),
+            _NO_ROUTE,
+            id="host-unreachable-addressing-or-routing",
+        ),
+        pytest.param(
+            OSError(errno.ENETUNREACH, "unreachable"),
+            _NO_ROUTE,
+            id="network-unreachable-addressing-or-routing",
+        ),
+        pytest.param(
+            ConnectionResetError(errno.ECONNRESET, "reset"),
+            r"Something on the path reset it: check what lies between the hosts \(a proxy, a "
+            r"firewall\) and what listens on that port \(a different service\?\)\.$",
+            id="reset-something-on-the-path",
+        ),
+        pytest.param(
+            _causes._Unresolvable("'store' did not resolve: no such name"),
+            r"Check the host name and this node's DNS",
+            id="unresolvable-dns",
+        ),
+    ],
+)
+def test_the_advice_follows_the_cause_and_only_a_refusal_points_at_node_0s_bind(
+    monkeypatch: pytest.MonkeyPatch, error: BaseException, advice: str
 ) -> None:
-    with pytest.raises(
-        RendezvousConnectionError,
-        match=r"\(refused: .*\)\. Nothing listens there: check that node 0 started and could "
-        r"bind the port .* the same host:port\.$",
-    ):
-        _advice(monkeypatch, ConnectionRefusedError(errno.ECONNREFUSED, "refused"))
-
-
-def test_no_answer_sends_the_user_to_a_firewall_dropping_the_port_or_a_host_down(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with pytest.raises(
-        RendezvousConnectionError,
-        match=r"A firewall dropping the port, or a host that is down, looks like this: check "
-        r"that the port is open from this node to node 0's host .* and that the host is up\.$",
-    ) as info:
-        _advice(monkeypatch, _causes._NoAnswer("no answer within 0.05 s"))
-    assert "bind" not in str(info.value)
-
-
-@pytest.mark.parametrize("code", [errno.EHOSTUNREACH, errno.ENETUNREACH])
-def test_no_route_sends_the_user_to_addressing_and_routing(
-    monkeypatch: pytest.MonkeyPatch, code: int
-) -> None:
-    with pytest.raises(
-        RendezvousConnectionError,
-        match=r"\(no route to the host: .*\)\. Check the addressing .* and the routing between "
-        r"the hosts\.$",
-    ):
-        _advice(monkeypatch, OSError(code, "unreachable"))
-
-
-def test_a_reset_sends_the_user_to_something_on_the_path(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    with pytest.raises(
-        RendezvousConnectionError,
-        match=r"Something on the path reset it: check what lies between the hosts \(a proxy, a "
-        r"firewall\) and what listens on that port",
-    ):
-        _advice(monkeypatch, ConnectionResetError(errno.ECONNRESET, "reset"))
-
-
-def test_an_unresolvable_name_sends_the_user_to_dns(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(
-        RendezvousConnectionError,
-        match=r"Check the host name and this node's DNS",
-    ):
-        _advice(monkeypatch, _causes._Unresolvable("'store' did not resolve: no such name"))
+    with pytest.raises(RendezvousConnectionError, match=advice) as info:
+        _advice(monkeypatch, error)
+    assert ("bind the port" in str(info.value)) == isinstance(error, ConnectionRefusedError)
 
 
 def test_a_peer_that_is_not_a_store_sends_the_user_to_what_holds_the_port(
