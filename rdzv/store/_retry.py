@@ -28,7 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
-import random
+from typing import Protocol
 
 from rdzv.store._causes import _NoAnswer
 
@@ -43,9 +43,17 @@ __all__ = [
     "FAST_WINDOW",
     "NO_ANSWER_PAUSE",
     "Backoff",
+    "Draws",
     "Schedule",
     "retry_pause",
 ]
+
+
+class Draws(Protocol):
+    """Where the jitter comes from: the caller's ``random.Random``."""
+
+    def uniform(self, a: float, b: float, /) -> float: ...
+
 
 #: Seconds from the start of a connect during which a refused attempt is retried after
 #: :data:`FAST_RETRY` (with jitter: between half of it and all of it).
@@ -65,7 +73,7 @@ class Backoff:
     __slots__ = ("attempt", "cap", "initial", "rng")
 
     def __init__(
-        self, rng: random.Random, initial: float = 0.025, cap: float = 1.0, attempt: int = 0
+        self, rng: Draws, initial: float = 0.025, cap: float = 1.0, attempt: int = 0
     ) -> None:
         self.rng = rng
         self.initial = initial
@@ -96,7 +104,7 @@ class Schedule:
 
     __slots__ = ("backoff", "unanswered")
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: Draws) -> None:
         self.backoff = Backoff(rng)
         self.unanswered = 0  # attempts so far that got no answer at all
 
