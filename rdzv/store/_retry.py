@@ -28,13 +28,17 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from rdzv.store._causes import _NoAnswer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Final
+    from typing import Final, Protocol
+
+    class Draws(Protocol):
+        """Where the jitter comes from: the caller's ``random.Random``."""
+
+        def uniform(self, a: float, b: float, /) -> float: ...
+
 
 __all__ = [
     "ATTEMPT_CAP",
@@ -43,16 +47,9 @@ __all__ = [
     "FAST_WINDOW",
     "NO_ANSWER_PAUSE",
     "Backoff",
-    "Draws",
     "Schedule",
     "retry_pause",
 ]
-
-
-class Draws(Protocol):
-    """Where the jitter comes from: the caller's ``random.Random``."""
-
-    def uniform(self, a: float, b: float, /) -> float: ...
 
 
 #: Seconds from the start of a connect during which a refused attempt is retried after
