@@ -80,18 +80,15 @@ class StoreTimeoutError(StoreError, TimeoutError):
 class StoreConnectionError(StoreError, ConnectionError):
     """The store could not be reached, or the connection to it was lost.
 
-    Attributes (set when no store could be reached at connect time, else None):
-        connect_cause: what the last connection attempt met: ``"refused"`` (nothing
-            listens there), ``"no answer"`` (nothing came back at all: a firewall that drops,
-            or the host is down), ``"no route"``, ``"reset"`` (something on the path),
-            ``"unresolvable"`` (the host name), ``"not a store"`` (something else answered
-            there), or None (none of these).
-        detail: the message without the endpoint's part: the attempts, the time, the
-            timeout and the last cause with what it means.
+    Attributes:
+        connect_cause: when no store could be reached at connect time, what the last
+            connection attempt met: ``"refused"`` (nothing listens there), ``"no answer"``
+            (nothing came back at all: a firewall that drops, or the host is down), ``"no
+            route"``, ``"reset"`` (something on the path), ``"unresolvable"`` (the host
+            name), ``"not a store"`` (something else answered there); else None.
     """
 
     connect_cause: str | None = None
-    detail: str | None = None
 
 
 class StoreClosedError(StoreConnectionError):

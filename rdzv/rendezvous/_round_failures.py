@@ -251,18 +251,15 @@ def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> Rendezvo
                 f"{format_waited(waited, _seconds(cfg))} s (join timeout {timeout}): {exc}",
             )
         )
-    cause, detail = None, str(exc)
-    if isinstance(exc, StoreConnectionError) and exc.detail is not None:
-        cause, detail = exc.connect_cause, exc.detail  # the endpoint is said below, once
-    elif isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
+    cause = exc.connect_cause if isinstance(exc, StoreConnectionError) else None
+    if isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
         cause = "not a store"
-    if cause == "not a store":
-        head = f"something answered at {cfg.endpoint}, but it is not a rendezvous store"
-    else:
-        head = f"no rendezvous server answered at {cfg.endpoint}"
+    said = str(exc).rstrip(".")
+    if cfg.endpoint not in said:  # the store's message names the endpoint it dialled, once
+        said = f"the rendezvous store at {cfg.endpoint}: {said}"
     return RendezvousConnectionError(
         _msg(
-            f"rank {cfg.rank}: {head} within the join timeout ({timeout}): {detail.rstrip('.')}.",
+            f"rank {cfg.rank} (join timeout {timeout}): {said}.",
             _CONNECT_ADVICE.get(cause, _CONNECT_ADVICE[None]),
         )
     )

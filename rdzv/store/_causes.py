@@ -87,10 +87,9 @@ MEANING: Final[dict[Cause, str]] = {
 }
 
 
-def connect_failure(head: str, detail: str, cause: Cause | None) -> StoreConnectionError:
-    """The error of a connect that reached no store: ``"<head>: <detail>"``, carrying
-    ``cause`` and ``detail`` for whoever advises on it (``connect_cause``, ``detail``)."""
-    error = StoreConnectionError(f"{head}: {detail}")
+def connect_failure(message: str, cause: Cause | None) -> StoreConnectionError:
+    """The error of a connect that reached no store, carrying ``cause`` (as
+    ``connect_cause``) for whoever advises on it."""
+    error = StoreConnectionError(message)
     error.connect_cause = cause
-    error.detail = detail
     return error

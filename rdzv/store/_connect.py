@@ -7,7 +7,7 @@ for an answer for a bounded time, and the pauses between attempts follow the sch
 :mod:`rdzv.store._retry` (jitter drawn from the caller's ``random.Random``): a path that
 heals is used within about a second, a store that is starting within a few ms, and a host
 nobody reaches gets about one SYN a second from each node. The final error (a
-``StoreConnectionError`` carrying ``connect_cause`` and ``detail``) names the endpoint, the
+``StoreConnectionError`` carrying ``connect_cause``) names the endpoint, the
 attempt count, the elapsed time (measured from the start, never shown below the timeout once
 it passed), the timeout and the last cause, in words or with a public exception name, and what
 that cause means (:mod:`rdzv.store._causes`). Peers are never reverse-resolved.
@@ -246,9 +246,8 @@ def _give_up(
     cause = classify(last)
     meaning = "" if cause is None else f" ({MEANING[cause]})"
     error = connect_failure(
-        head,
-        f"gave up after {tries} in {format_elapsed(shown)} s (timeout {_seconds(timeout)}); "
-        f"last cause: {describe(last)}{meaning}",
+        f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
+        f"(timeout {_seconds(timeout)}); last cause: {describe(last)}{meaning}",
         "not a store" if foreign is not None else cause,
     )
     # The cause a user can act on: an OSError or a protocol error, never this package's
