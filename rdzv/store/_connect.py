@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 
-from rdzv.errors import StoreConnectionError, StoreProtocolError
+from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store import _wire
 from rdzv.store._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
@@ -244,10 +244,13 @@ def _give_up(
     shown = elapsed if timeout is None else max(elapsed, timeout)  # the deadline passed
     tries = "1 connection attempt" if attempts == 1 else f"{attempts} connection attempts"
     cause = classify(last)
-    meaning = "" if cause is None else f" ({MEANING[cause]})"
+    meaning = None if cause is None else MEANING.get(cause)
+    if isinstance(last, StoreClosedError):  # its message already says what it means
+        meaning = None
     error = connect_failure(
         f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
-        f"(timeout {_seconds(timeout)}); last cause: {describe(last)}{meaning}",
+        f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
+        + (f" ({meaning})" if meaning else ""),
         "not a store" if foreign is not None else cause,
     )
     # The cause a user can act on: an OSError or a protocol error, never this package's

@@ -15,7 +15,12 @@ import socket
 import pytest
 from round_config import round_cfg
 
-from rdzv.errors import RendezvousConnectionError, StoreConnectionError, StoreProtocolError
+from rdzv.errors import (
+    RendezvousConnectionError,
+    StoreClosedError,
+    StoreConnectionError,
+    StoreProtocolError,
+)
 from rdzv.rendezvous._round_failures import connect_error
 from rdzv.store import _causes, _connect, _wire
 
@@ -59,6 +64,19 @@ def test_a_connect_without_any_answer_says_filtered_or_host_down(
     assert "no answer to the connection attempt" in message
     assert "a filtered port?" in message and "the host is down" in message
     assert "_NoAnswer" not in message
+
+
+def test_a_reset_during_the_handshake_is_called_reset_and_explained_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reset = StoreClosedError(
+        "connection reset by peer at 127.0.0.1:29400 during handshake: ... or something on "
+        "the network path (a proxy, a firewall) reset it"
+    )
+    reset.seen = "reset"
+    failure = _failure(monkeypatch, reset)
+    assert failure.connect_cause == "reset"
+    assert "(reset: the host" not in str(failure)  # the store's own words already say it
 
 
 @pytest.mark.parametrize("code", [errno.EHOSTUNREACH, errno.ENETUNREACH])
