@@ -6,8 +6,8 @@ connect. One ``connect()`` for the whole budget would send its SYNs at 0, 1, 2, 
 and next at 11 s (0, 1, 3, 7, 15 s on older kernels): it would miss the heal. Bounded
 attempts send one about every second and connect within about a second of it.
 
-Skipped where the machine cannot host it (not root, no nft). The namespace goes, with its
-rule, also on failure.
+Marked ``netns`` (run by ``tox -e netns``); skipped where the machine cannot host it (not
+root, no nft). The namespace goes, with its rule, also on failure.
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ import pytest
 from harness.world.netns import naming
 from harness.world.netns.shell import in_namespace, run, why_not
 
-pytestmark = pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+# netns: it creates a namespace, so a plain pytest leaves it to `tox -e netns`.
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(why_not() is not None, reason=str(why_not())),
+]
 
 _CHILD = """
 import json, random, sys
