@@ -34,7 +34,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.run.checks import check
-from harness.run.context import FaultContext, NodeState
+from harness.run.context import FaultContext, NodeState, PendingStart
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
 from harness.run.startup import await_ready, release_skew
@@ -78,7 +78,7 @@ class _Run:
         self.heals: dict[int, Callable[[], None]] = {}  # pending heals, by ticket
         self._tickets = itertools.count()
         self.starting = True  # until the first nodes start
-        self.deferred: dict[int, tuple[float, Callable[[], None]]] = {}
+        self.deferred: dict[int, tuple[float, Callable[[], None], int]] = {}
         self.t0 = 0.0
         self.released = False  # the clock reads 0 until the nodes are released
         self.first: list[int] = []  # the nodes released together
@@ -113,6 +113,7 @@ class _Run:
             world_size=world_size,
             join_timeout=sc.timeouts.join,
             config=config,
+            incarnation=max(1, self.nodes[node].incarnation),
         )
         for _, fault in self.faults:
             launch = fault.prepare(launch)
@@ -122,7 +123,7 @@ class _Run:
         """Start nodes, a few at a time, then arm each one's hard deadline."""
         for node in nodes:
             state = self.nodes[node]
-            state.pending_start = False
+            state.pending = None
             state.outcome, state.status, state.finished = None, None, None
             state.incarnation += 1
         if len(nodes) == 1:
@@ -144,17 +145,44 @@ class _Run:
         state.started = self.now()
         self.world.start(state.launch)
 
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
-        """Start ``node`` (again) at ``t``; before the nodes start, the last call wins."""
+    def start_at(self, node: int, t: float, started: Callable[[], None], owner: int) -> int | None:
+        """Start ``node`` (again) at ``t`` for fault ``owner``; before the nodes start, the
+        last call wins. One incarnation at a time: a start asked for while another is
+        pending merges with it (one start, at the later time); returns the owner of the
+        start merged with (None: none)."""
         if self.starting:
-            self.deferred[node] = (t, started)
-            return
-        self.nodes[node].pending_start = True
-        self.schedule.at(t, partial(self._start_later, node, started))
+            self.deferred[node] = (t, started, owner)
+            return None
+        state = self.nodes[node]
+        if state.pending is not None:
+            pending = state.pending
+            pending.started.append(started)
+            if t > pending.t:
+                pending.t = t
+                self.schedule.at(t, partial(self._start_due, node, t))
+            return pending.owner
+        self._pend(node, t, started, owner)
+        return None
 
-    def _start_later(self, node: int, started: Callable[[], None]) -> None:
+    def _pend(self, node: int, t: float, started: Callable[[], None], owner: int) -> None:
+        self.nodes[node].pending = PendingStart(t, owner, [started])
+        self.schedule.at(t, partial(self._start_due, node, t))
+
+    def _start_due(self, node: int, t: float) -> None:
+        pending = self.nodes[node].pending
+        if pending is None or pending.t != t:
+            return  # cancelled, or moved later by a merged start
         self.start_nodes([node])
-        started()
+        for started in pending.started:
+            started()
+
+    def cancel_start(self, node: int) -> int | None:
+        """Cancel ``node``'s pending restart (not a first start); its owner, or None."""
+        state = self.nodes[node]
+        if state.pending is None or state.incarnation == 0:
+            return None
+        owner, state.pending = state.pending.owner, None
+        return owner
 
     def never_start(self, nodes: Sequence[int]) -> int:
         """Mark ``nodes`` absent; how many were not already."""
@@ -261,9 +289,7 @@ class _Run:
             if state.status == "absent":
                 continue
             if node in self.deferred:
-                t, started = self.deferred[node]
-                state.pending_start = True
-                self.schedule.at(t, partial(self._start_later, node, started))
+                self._pend(node, *self.deferred[node])
             else:
                 now.append(node)
         self.starting = False
