@@ -34,9 +34,10 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.run.checks import check
-from harness.run.context import FaultContext, NodeState, PendingStart
+from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
+from harness.run.starts import Starts
 from harness.run.startup import await_ready, release_skew
 from harness.run.unfired import unfired_records
 from harness.run.worlds import check_supported, worlds_for
@@ -72,6 +73,7 @@ class _Run:
             self.world.interrupt_on(self.stop)
         self.nodes = {i: NodeState() for i in range(scenario.nodes)}
         self.schedule = Schedule()
+        self.starts = Starts(self.schedule, self.nodes, lambda node: self.start_nodes([node]))
         self.records: list[FaultRecord] = []
         self.tallies: list[Callable[[], None]] = []
         self.triggers: dict[tuple[int, str], list[Callable[[], None]]] = {}
@@ -147,42 +149,14 @@ class _Run:
 
     def start_at(self, node: int, t: float, started: Callable[[], None], owner: int) -> int | None:
         """Start ``node`` (again) at ``t`` for fault ``owner``; before the nodes start, the
-        last call wins. One incarnation at a time: a start asked for while another is
-        pending merges with it (one start, at the later time); returns the owner of the
-        start merged with (None: none)."""
+        last call wins. During the run a start merges with one pending (:mod:`.starts`)."""
         if self.starting:
             self.deferred[node] = (t, started, owner)
             return None
-        state = self.nodes[node]
-        if state.pending is not None:
-            pending = state.pending
-            pending.started.append(started)
-            if t > pending.t:
-                pending.t = t
-                self.schedule.at(t, partial(self._start_due, node, t))
-            return pending.owner
-        self._pend(node, t, started, owner)
-        return None
-
-    def _pend(self, node: int, t: float, started: Callable[[], None], owner: int) -> None:
-        self.nodes[node].pending = PendingStart(t, owner, [started])
-        self.schedule.at(t, partial(self._start_due, node, t))
-
-    def _start_due(self, node: int, t: float) -> None:
-        pending = self.nodes[node].pending
-        if pending is None or pending.t != t:
-            return  # cancelled, or moved later by a merged start
-        self.start_nodes([node])
-        for started in pending.started:
-            started()
+        return self.starts.ask(node, t, started, owner)
 
     def cancel_start(self, node: int) -> int | None:
-        """Cancel ``node``'s pending restart (not a first start); its owner, or None."""
-        state = self.nodes[node]
-        if state.pending is None or state.incarnation == 0:
-            return None
-        owner, state.pending = state.pending.owner, None
-        return owner
+        return self.starts.cancel(node)
 
     def never_start(self, nodes: Sequence[int]) -> int:
         """Mark ``nodes`` absent; how many were not already."""
@@ -289,7 +263,7 @@ class _Run:
             if state.status == "absent":
                 continue
             if node in self.deferred:
-                self._pend(node, *self.deferred[node])
+                self.starts.pend(node, *self.deferred[node])
             else:
                 now.append(node)
         self.starting = False
