@@ -220,9 +220,10 @@ class LocalCluster:
         return self.signal(node, signal.SIGKILL)
 
     def stopped(self, node: int) -> bool:
-        """True while the node's current process is stopped (by SIGSTOP), per the kernel."""
+        """True while the node's current process is stopped (by SIGSTOP), per the kernel
+        (False once it was killed here)."""
         current = self._current(node)
-        if current is None or not current.process.is_alive():
+        if current is None or current.stopped or not current.process.is_alive():
             return False
         try:
             return bool(psutil.Process(current.process.pid).status() == psutil.STATUS_STOPPED)
