@@ -7,9 +7,10 @@ node now act on what the other left: a second restart merges with the pending on
 cancels it, a pause finds the node down; every record says which happened.
 
 The property test draws kills, restarts and pauses of one node at the same or close
-instants and watches the world: each time a world verb returns and each time a node process
-says ``ready``, no node has two incarnations running -- by the world's own count and, in the
-local world, by the processes themselves (psutil).
+instants and watches the world (local, and packed 2 per process): each time a world verb
+returns and each time a node says ``ready``, no node has two incarnations running -- by the
+world's own count and, in the local world, by the processes themselves (psutil; a packed
+node's incarnations share their process).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import load, parse
 from harness.world.base import Launch, Layout, Message, OnMessage, World, WorldFactory
 from harness.world.local import LocalWorlds
+from harness.world.packed import PackedWorlds
 
 DATA = Path(__file__).resolve().parent / "fuzz_data"
 NODE = 1  # the node the faults meet on
@@ -207,10 +209,12 @@ class _WatchedWorlds:
 
 
 @contextmanager
-def _watched_local() -> Iterator[tuple[_WatchedWorlds, _Watch]]:
+def _watched(pack: int | None) -> Iterator[tuple[_WatchedWorlds, _Watch]]:
+    """The local world (``pack`` None: a process per node), or the packed world, watched."""
     watch = _Watch()
     with embedded_proxy() as client:
-        yield _WatchedWorlds(LocalWorlds(client), watch), watch
+        inner = LocalWorlds(client) if pack is None else PackedWorlds(client, pack)
+        yield _WatchedWorlds(inner, watch), watch
 
 
 #: Few instants, so that faults often meet: on one event, a moment apart, or at a time.
@@ -234,12 +238,14 @@ _FAULTS = st.lists(
 )
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("pack", [None, 2], ids=["local", "packed"])
 @settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(_FAULTS)
 @example([{"kind": "restart", "duration": 0.1, **_ON_JOINED}] * 2)  # issue 30's pair
 @example([{"kind": "restart", "duration": 0.05, **_ON_JOINED}, {"kind": "kill", **_ON_JOINED}])
 def test_process_faults_meeting_on_a_node_never_leave_it_two_live_incarnations(
-    faults: list[dict[str, Any]],
+    pack: int | None, faults: list[dict[str, Any]]
 ) -> None:
     data = {
         "name": "overlapping-faults",
@@ -249,7 +255,7 @@ def test_process_faults_meeting_on_a_node_never_leave_it_two_live_incarnations(
         "fault": faults,
     }
     note(tomli_w.dumps(data))
-    with _watched_local() as (worlds, watch):
+    with _watched(pack) as (worlds, watch):
         report = run_scenario(parse(data, "<overlapping>"), worlds, seed=1)
 
     assert watch.problems == []
