@@ -17,7 +17,8 @@ kill      every socket of the node is reset (the peer sees a RST), its handler i
 pause     both directions of the node's link hold their data (a ``latency`` toxic of a
           year; removing it hands on what it held, in order) -- the node's own clock and
           code go on; a node launched paused waits in its thread until resumed
-restart   a new incarnation (a new thread in the same process), same node id and rank
+restart   a new incarnation (a new thread in the same process), same node id and rank;
+          one still live is killed first (a node is one incarnation at a time)
 ========  ==========================================================================
 
 Every node's report says where it ran (``placement``); the maxrss a packed node reports is
