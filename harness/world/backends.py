@@ -29,6 +29,7 @@ from harness.world.torch_backends import (
     TORCH_C10D,
     TORCH_MODULES,
     TORCH_STATIC,
+    HandlerArgs,
     create_torch_handler,
 )
 
@@ -147,16 +148,8 @@ def create_handler(
         Exception: whatever the backend's own constructor raises (the node reports it).
     """
     if backend in TORCH_MODULES:
-        return create_torch_handler(
-            backend,
-            endpoint=endpoint,
-            run_id=run_id,
-            rank=rank,
-            world_size=world_size,
-            timeout=timeout,
-            config=config,
-            listen_fd=listen_fd,
-        )
+        args = HandlerArgs(endpoint, run_id, rank, world_size, timeout, config, listen_fd)
+        return create_torch_handler(backend, args)
     from rdzv import RendezvousParameters
 
     settings: dict[str, Any] = {"rank": rank, "timeout": timeout, **config}

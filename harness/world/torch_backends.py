@@ -22,9 +22,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TORCH_C10D", "TORCH_MODULES", "TORCH_STATIC", "Deferred", "create_torch_handler"]
+__all__ = [
+    "TORCH_C10D",
+    "TORCH_MODULES",
+    "TORCH_STATIC",
+    "Deferred",
+    "HandlerArgs",
+    "create_torch_handler",
+]
 
 TORCH_STATIC = "torch-static"
 TORCH_C10D = "torch-c10d"
@@ -65,47 +73,50 @@ class Deferred:
         return bool(self.handler.shutdown()) if self.handler is not None else False
 
 
-def create_torch_handler(
-    backend: str,
-    *,
-    endpoint: str,
-    run_id: str,
-    rank: int,
-    world_size: int,
-    timeout: float,
-    config: dict[str, Any],
-    listen_fd: int | None,
-) -> Any:
+@dataclass(frozen=True)
+class HandlerArgs:
+    """What a node's handler is built from (:func:`harness.world.backends.create_handler`)."""
+
+    endpoint: str
+    run_id: str
+    rank: int
+    world_size: int
+    timeout: float
+    config: dict[str, Any]
+    listen_fd: int | None
+
+
+def create_torch_handler(backend: str, args: HandlerArgs) -> Any:
     """The handler of torch's ``backend`` (``torch-static`` or ``torch-c10d``) for one node.
 
-    ``config`` (the scenario's per-node keys) goes to torch as its rendezvous config, after
-    what the harness sets, so a scenario can override any of it; its ``timeout`` is the join
-    timeout (on ``torch-static`` the scenario's join timeout wins, as it always has).
+    ``args.config`` (the scenario's per-node keys) goes to torch as its rendezvous config,
+    after what the harness sets, so a scenario can override any of it; its ``timeout`` is the
+    join timeout (on ``torch-static`` the scenario's join timeout wins, as it always has).
     """
     from torch.distributed.elastic.rendezvous import RendezvousParameters, registry
 
+    endpoint, run_id, size, listen_fd = args.endpoint, args.run_id, args.world_size, args.listen_fd
     if backend == TORCH_STATIC:
         if listen_fd is not None:
             _serve_on(_STATIC_MODULE, listen_fd)
-        settings: dict[str, Any] = {"rank": rank, **config, "timeout": _seconds(timeout)}
-        params = RendezvousParameters(
-            "static", endpoint, run_id, world_size, world_size, **settings
-        )
+        settings: dict[str, Any] = {"rank": args.rank, **args.config}
+        settings["timeout"] = _seconds(args.timeout)
+        params = RendezvousParameters("static", endpoint, run_id, size, size, **settings)
         return registry.get_rendezvous_handler(params)
     if backend != TORCH_C10D:
         raise ValueError(
             f"not a torch backend: {backend!r} (expected {TORCH_STATIC!r} or {TORCH_C10D!r})"
         )
-    config = dict(config)
-    join = _seconds(config.pop("timeout", timeout))  # the harness's own key: the join timeout
+    config = dict(args.config)
+    join = _seconds(config.pop("timeout", args.timeout))  # the harness's key: the join timeout
     settings = {
-        "is_host": rank == 0,
+        "is_host": args.rank == 0,
         "join_timeout": join,
         "read_timeout": join,
         "last_call_timeout": _LAST_CALL_SECONDS,
         **config,
     }
-    params = RendezvousParameters("c10d", endpoint, run_id, world_size, world_size, **settings)
+    params = RendezvousParameters("c10d", endpoint, run_id, size, size, **settings)
 
     def build() -> Any:
         if listen_fd is not None and settings["is_host"]:

@@ -114,14 +114,20 @@ def test_run_skips_scenarios_a_backend_cannot_run_says_why_and_is_not_a_success(
 
 @pytest.mark.torch
 @pytest.mark.long  # torch's first import in the forkserver: tens of seconds on 2 cores
-def test_torch_static_serves_on_the_harness_socket_and_every_node_joins(
-    harness_cluster: HarnessCluster,
+@pytest.mark.parametrize("backend", ["torch-static", "torch-c10d"])
+def test_torch_nodes_serve_on_the_harness_socket_all_join_and_the_report_names_each_rank(
+    harness_cluster: HarnessCluster, backend: str
 ) -> None:
     pytest.importorskip("torch")
-    report = harness_cluster(nodes=3, backend="torch-static", timeouts={"join": 20})
+    report = harness_cluster(nodes=3, backend=backend, timeouts={"join": 20})
     assert report.passed, report.violations
-    assert sorted(o.rank for o in report.outcomes) == [0, 1, 2]
-    assert all(o.shared_store_ok for o in report.outcomes)
+    ranks = {o.node: o.rank for o in report.outcomes}
+    # c10d in some order: torch ranks its nodes by host name and PID
+    assert sorted(ranks.values()) == [0, 1, 2]
+    assert all(o.shared_store_ok and o.world_size == 3 for o in report.outcomes)
+    shown = detail_lines(report)
+    for node, rank in ranks.items():
+        assert any(line.startswith(f"node {node}: ok, rank {rank}, world size 3") for line in shown)
 
 
 @pytest.mark.torch
@@ -182,19 +188,3 @@ def test_building_a_torch_c10d_node_does_not_connect_its_rendezvous_does() -> No
         with pytest.raises(RendezvousConnectionError):
             handler.next_rendezvous()
     assert handler.shutdown() is False  # nothing was built: nothing to shut down
-
-
-@pytest.mark.torch
-@pytest.mark.long  # torch's first import in the forkserver: tens of seconds on 2 cores
-def test_torch_c10d_nodes_all_join_with_ranks_of_torchs_choosing_and_the_report_names_them(
-    harness_cluster: HarnessCluster,
-) -> None:
-    pytest.importorskip("torch")
-    report = harness_cluster(nodes=3, backend="torch-c10d", timeouts={"join": 20})
-    assert report.passed, report.violations
-    ranks = {o.node: o.rank for o in report.outcomes}
-    assert sorted(ranks.values()) == [0, 1, 2]  # some order: torch ranks by host name and PID
-    assert all(o.shared_store_ok and o.world_size == 3 for o in report.outcomes)
-    shown = detail_lines(report)
-    for node, rank in ranks.items():
-        assert any(line.startswith(f"node {node}: ok, rank {rank}, world size 3") for line in shown)
