@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from harness.scenario.faults.fuzzing import Outline
 
-__all__ = ["Table", "built", "links", "subset", "tenths", "trigger", "window"]
+__all__ = ["Table", "built", "links", "subset", "tenths", "trigger", "window", "windowed"]
 
 #: A ``[[fault]]`` table as a plain dict (the TOML form).
 Table = dict[str, Any]
@@ -68,3 +68,9 @@ def window(outline: Outline) -> st.SearchStrategy[Table]:
         lambda found: {"duration": found[0], **found[1]}
     )
     return st.one_of(st.just({}), timed)
+
+
+def windowed(outline: Outline, kind: str, keys: dict[str, Any]) -> st.SearchStrategy[Table]:
+    """Tables of ``kind`` with ``keys`` (each a strategy) in place for a :func:`window`."""
+    table = st.fixed_dictionaries({"kind": st.just(kind), **keys})
+    return st.tuples(table, window(outline)).map(lambda found: {**found[0], **found[1]})

@@ -115,21 +115,14 @@ class _Kernel(Timed):
     def _drawn(
         cls, outline: Outline, kind: str, keys: dict[str, Any]
     ) -> SearchStrategy[dict[str, Any]] | None:
-        """Tables of ``kind`` with ``keys`` (each a strategy), in place from start-up to the
-        end or for a while from a trigger (:func:`~harness.scenario.faults.draws.window`);
-        ``None`` when the scenario has no worker to aim at."""
-        if not outline.workers:
-            return None
-        from hypothesis import strategies as st
+        """Tables of ``kind`` with ``keys`` (strategies) from start-up to the end, or for a
+        while from a trigger; ``None`` when the scenario has no worker to aim at."""
+        from harness.scenario.faults.draws import windowed
 
-        from harness.scenario.faults.draws import window
-
-        table = st.fixed_dictionaries({"kind": st.just(kind), **keys})
-        return st.tuples(table, window(outline)).map(lambda found: {**found[0], **found[1]})
+        return windowed(outline, kind, keys) if outline.workers else None
 
     def _close_hidden(self, outline: Outline, nodes: Nodes) -> frozenset[int]:
-        """``nodes``, or every node when node 0 is among them (then it may miss anyone's
-        close)."""
+        """``nodes``; every node when node 0 is one (it may then miss anyone's close)."""
         chosen = frozenset(targets(outline.count, nodes))
         return frozenset(range(outline.count)) if 0 in chosen else chosen
 
@@ -166,8 +159,6 @@ class _ToPorts(_Kernel):
         cls, outline: Outline, kind: str, **keys: Any
     ) -> SearchStrategy[dict[str, Any]] | None:
         """Some workers' connection attempts (or all their packets) to node 0's store."""
-        if not outline.workers:
-            return None
         from hypothesis import strategies as st
 
         from harness.scenario.faults.draws import links
@@ -251,8 +242,6 @@ class PartitionFault(_Kernel):
     @classmethod
     def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
         """Node 0 or some workers cut off from every other node, both ways or one way."""
-        if not outline.workers:
-            return None
         from hypothesis import strategies as st
 
         from harness.scenario.faults.draws import subset
