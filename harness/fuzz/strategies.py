@@ -196,10 +196,27 @@ def fault_schedules(
         if not options:
             break
         table = draw(draw(st.sampled_from(options)))
-        tables.append(table)
-        faults.append(FAULTS.validate(table))
+        fault = FAULTS.validate(table)
+        tables.append(_tidy(table, fault))
+        faults.append(fault)
         outline = _after(outline, faults)
     return tables
+
+
+#: Where a key goes in a written fault table: the kind first, when it acts last.
+_LAST = ("at", "on", "on_node", "after", "duration")
+
+
+def _tidy(table: dict[str, Any], fault: Fault) -> dict[str, Any]:
+    """``table`` with its keys in the order a person writes them: ``kind``, then the kind's
+    own keys in the order its class declares them, then when it acts and for how long."""
+    fields = list(type(fault).model_fields)
+
+    def place(key: str) -> tuple[int, int]:
+        at = fields.index(key) if key in fields else len(fields)
+        return (0 if key == "kind" else 2 if key in _LAST else 1, at)
+
+    return {key: table[key] for key in sorted(table, key=place)}
 
 
 @st.composite
