@@ -9,13 +9,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import pytest
+from crash_kind import CrashFault
 from hypothesis import HealthCheck, Phase, find, given, settings
-from hypothesis import strategies as st
-from hypothesis.strategies import SearchStrategy
-from pydantic import Field
 
 from harness.fuzz.loop import fuzz
 from harness.fuzz.oracle import allowed_for, expect_for, summary
@@ -24,12 +22,12 @@ from harness.fuzz.strategies import fault_schedules, scenarios
 from harness.run.model import NodeOutcome, Report
 from harness.run.suite import embedded_proxy, run_one
 from harness.run.worlds import capabilities_of
-from harness.scenario.faults.base import Context, Fault, Timed
-from harness.scenario.faults.fuzzing import Effect, Outline
+from harness.scenario.faults.base import Context, Fault
+from harness.scenario.faults.fuzzing import Outline
 from harness.scenario.faults.registry import FAULTS
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.base import KILL, World
+from harness.world.base import World
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Settings of ``find``: the first example found, not shrunk (shrinking redraws hundreds).
@@ -41,36 +39,6 @@ FOUND = settings(
     phases=(Phase.generate,),
     suppress_health_check=list(HealthCheck),
 )
-
-
-class CrashFault(Timed):
-    """This test's own kind: one node ends at once, for a reason the report shows."""
-
-    kind: Literal["crash"]
-    node: int = Field(ge=0)
-    reason: str = Field(min_length=1)
-    needs: ClassVar[frozenset[str]] = frozenset({KILL})
-
-    @classmethod
-    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]]:
-        return st.fixed_dictionaries(
-            {
-                "kind": st.just("crash"),
-                "node": st.sampled_from(outline.present),
-                "reason": st.sampled_from(["disk on fire", "cosmic ray"]),
-                "at": st.sampled_from([0.0, 0.5]),
-            }
-        )
-
-    def effect(self, outline: Outline) -> Effect:
-        return Effect.killing([self.node])
-
-    def inject(self, world: World, ctx: Context) -> None:
-        record = ctx.record([self.node], self.reason)
-        if world.kill(self.node):
-            record.count("nodes crashed")
-            ctx.finish(self.node, "killed", f"crashed: {self.reason}")
-        record.end = record.start
 
 
 class QuietFault(Fault):
