@@ -64,6 +64,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"where the failing scenario is written (default {DEFAULT_OUT}/)",
     )
     fuzzing.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="also write every drawn scenario that ran (passing ones too) to DIR, as a "
+        "scenario file with its seed that `harness run` runs again",
+    )
+    fuzzing.add_argument(
         "--backend",
         type=backend_arg,
         metavar="B",
@@ -75,9 +82,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--world",
         choices=FUZZ_WORLDS,
         help="the world every scenario runs in: local (default; faults through the proxy) or "
-        "netns (a network namespace per node, needs root and nft; kernel faults: drop, "
-        "reject, partition, loss, filter, bandwidth); only the fault kinds the world can "
-        "carry out are drawn",
+        "netns (a network namespace per node, needs root and nft; the kernel faults drop, "
+        "reject, partition, loss, filter and bandwidth besides the proxy's); only the fault "
+        "kinds the world can carry out are drawn",
     )
     fuzzing.set_defaults(func=_fuzz_command)
     replaying = commands.add_parser(
@@ -98,15 +105,18 @@ def _fuzz_command(args: argparse.Namespace) -> int:
     from harness.fuzz.loop import fuzz  # hypothesis is imported only when fuzzing
 
     seed = args.seed if args.seed is not None else secrets.randbits(32)
-    where = f", world {args.world}" if args.world is not None else ""
-    say(f"harness fuzz: seed {seed}, budget {args.budget}{where}")
+    in_world = f", world {args.world}" if args.world is not None else ""
+    say(f"harness fuzz: seed {seed}, budget {args.budget}{in_world}")
     try:
-        result = fuzz(args.budget, seed, args.out, say, args.backend, world=args.world)
+        result = fuzz(
+            args.budget, seed, args.out, say, args.backend, world=args.world, keep=args.keep
+        )
     except KeyboardInterrupt:
         print("harness fuzz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:
-        print(f"harness fuzz: cannot write to --out {args.out}: {exc}", file=sys.stderr)
+        where = f"--out {args.out}" + (f" or --keep {args.keep}" if args.keep else "")
+        print(f"harness fuzz: cannot write to {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if result.skipped is not None and not result.examples:
         return EXIT_USAGE  # nothing ran (the last line says why)

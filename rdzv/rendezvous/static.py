@@ -181,6 +181,12 @@ class StaticTCPRendezvous(RendezvousHandler):
         return self._cfg.join_timeout
 
     @property
+    def next_round(self) -> int:
+        """The index of the round the next :meth:`next_rendezvous` joins (an rdzv
+        extension: 0 before the first; every call is a new round)."""
+        return self._node.next_round
+
+    @property
     def config(self) -> StaticConfig:
         """Every validated setting (an rdzv extension)."""
         return self._cfg
@@ -277,9 +283,9 @@ class StaticTCPRendezvous(RendezvousHandler):
         if store is None:
             return 0
         count = self._node.keys.of(self._node.next_round, "count")
-        if not self._store_call("counting waiting nodes", store.check, [count]):
-            return 0
-        waiting = int(self._store_call("counting waiting nodes", store.get, count))
+        # one round trip (torchrun polls this every 0.1 s): adding 0 reads the count, and a
+        # count made 0 here is what a join's first add would start from anyway
+        waiting = int(self._store_call("counting waiting nodes", store.add, count, 0))
         return min(waiting, self._cfg.world_size)  # a takeover counts a rank twice
 
     def get_run_id(self) -> str:
