@@ -7,9 +7,9 @@
 * ``loop``        the fuzz loop: run, shrink, write the minimal failing scenario; replay
 
 Nothing here knows a fault kind by name (but ``ordered``'s schedules, which are about
-kills): each kind draws itself and says what it may do to the outcomes
-(:meth:`~harness.scenario.faults.base.Fault.draw`, :meth:`~harness.scenario.faults.base.Fault.
-effect`); the strategies and the oracle ask the registry
+kills): each kind draws itself and says what it may do to the outcomes (its ``draw`` and
+``effect`` hooks, :class:`~harness.scenario.faults.base.Fault`); the strategies and the
+oracle ask the registry
 (:data:`~harness.scenario.faults.registry.FAULTS`), and draw only the kinds the chosen
 world can carry out.
 

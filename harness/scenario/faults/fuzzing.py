@@ -1,8 +1,8 @@
 """What a fault kind tells the fuzzer: the scenario it is drawn for, and what it may do.
 
-:meth:`~harness.scenario.faults.base.Fault.draw` gets an :class:`Outline` and returns a
-hypothesis strategy of the kind's ``[[fault]]`` tables; :meth:`~harness.scenario.faults.base.
-Fault.effect` gets the :class:`Outline` of the scenario the fault is in and returns its
+A kind's ``draw`` hook (:class:`~harness.scenario.faults.base.Fault`) gets an
+:class:`Outline` and returns a hypothesis strategy of the kind's ``[[fault]]`` tables; its
+``effect`` hook gets the :class:`Outline` of the scenario the fault is in and returns its
 :class:`Effect`: whether it can make a rendezvous fail, which outcomes it adds on which
 nodes, and what the oracle's rule on a run's order must know of it. The fuzzer
 (:mod:`harness.fuzz`) reads these and nothing else of a kind.
@@ -58,10 +58,6 @@ class Outline:
         return [n for n in self.present if n in free]
 
 
-def _frozen(nodes: Iterable[int]) -> frozenset[int]:
-    return frozenset(nodes)
-
-
 @dataclass(frozen=True)
 class Effect:
     """What one fault may do to a run's outcomes (its kind's word on it).
@@ -94,5 +90,5 @@ class Effect:
     @classmethod
     def killing(cls, nodes: Iterable[int]) -> Effect:
         """A fault that ends ``nodes`` for good: outcome ``killed`` allowed there."""
-        ended = _frozen(nodes)
+        ended = frozenset(nodes)
         return cls(allows=dict.fromkeys(ended, ("killed",)), kills=ended)
