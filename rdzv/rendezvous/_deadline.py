@@ -25,11 +25,22 @@ uses no CPU and sends nothing):
    slack the better, and a member that does not wake sends nothing). Then it holds the same
    election: elected (no watchman ever got that far: they died, hung, are cut off, or
    started much later than it), it names the missing ranks with what is left; else it
-   says the missing ranks could not be determined -- no more requests: when the store is
-   that slow, a thousand diagnoses would only slow it more.
+   reads the elected one's verdict, as a member whose wait ended late does (4) -- one
+   request, never a diagnosis of its own: when the store is that slow, a thousand
+   diagnoses would only slow it more.
 
 A watchman that lost the election and got no verdict by :data:`WAIT_FOR_DIAGNOSER` past its
 deadline (the elected one died) names the missing ranks itself.
+
+4. **A member whose wait ended late** -- its process was not scheduled when its wait was
+   due to end (a busy machine), or the store answered late, so that it finds no time left
+   for the election before it read any verdict -- still reads the one that exists: one
+   read of ``done``, bounded by :data:`LATE_READ` from the moment it finds the time gone,
+   over its own connection or, when the client closed that one (the store did not answer
+   a cancelled wait in time), over a fresh one. Only when that read finds no verdict either
+   does it say the missing ranks could not be determined. A late member that lost the
+   election reads the same way instead of giving up at once. So a thousand deadlines passing
+   together on two busy cores cost a member some overshoot, never the verdict.
 
 Every proposal is compare_set("", ...) on ``done``: the first verdict written decides, and
 a ``complete`` verdict that won the race still wins (invariant 3). Past the deadline every
@@ -39,15 +50,19 @@ to CANCEL_WAIT (the rdzv client closes the connection when that answer is
 :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
 (:mod:`rdzv.rendezvous._round_io`) is sized so that a member whose wait for the diagnoser is
 cancelled as late as the client allows still ends by ``hard_end``:
-``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``.
+``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``. The one exception
+is the late read of 4: a member that has not read the verdict when the overshoot is spent
+ends at most :data:`LATE_READ` after it found the time gone (that moment itself is as late
+as the machine scheduled this process: no deadline bounds a process that does not run).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from rdzv.errors import RendezvousTimeoutError, StoreError, StoreTimeoutError
+from rdzv.errors import RendezvousTimeoutError, StoreClosedError, StoreError, StoreTimeoutError
 from rdzv.events import WARNING
+from rdzv.rendezvous._connection import close_store
 from rdzv.rendezvous._round_failures import timeout_message
 from rdzv.rendezvous._round_state import encode_verdict
 
@@ -56,10 +71,12 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from rdzv.rendezvous._round_io import RoundIO
+    from rdzv.store.base import Store
 
 __all__ = [
     "CANCEL_BOUND",
     "CLAIMS_ASKED",
+    "LATE_READ",
     "LATE_WAKE",
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
@@ -82,6 +99,13 @@ WATCHMEN: Final = 8
 #: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
 #: late as a cancelled wait still ends by ``hard_end``.
 LATE_WAKE: Final = 0.6
+#: Seconds a member that finds the overshoot spent before it read any verdict (its wait ended
+#: late: its process was not scheduled, or the store answered late) still gives to one read of
+#: the verdict, counted from the moment it finds the time gone: connecting again included
+#: when the client closed its connection, and the store's answer to a cancel when no verdict
+#: exists. 2 s: at 1024 nodes on two cores kept busy by another 1024-node run and CPU hogs,
+#: the verdict reached the last member well within it (docs/rendezvous.md, "Deadlines").
+LATE_READ: Final = 2.0
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
 CLAIMS_ASKED: Final = 64
@@ -113,34 +137,97 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
         The raw verdict stored in ``done`` (the caller acts on it).
 
     Raises:
-        RendezvousTimeoutError: this node's timeout verdict could not be published in time
-            (its message still names what the diagnosis found), or the connection ended
-            while it waited for the diagnoser's (see ``RoundIO.raise_store``).
+        RendezvousTimeoutError: no verdict could be read and this node's own could not be
+            published in time (its message still names what the diagnosis found), or the
+            connection ended while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    late = not watchman  # woke LATE_WAKE past its deadline
-    if _elected(io):
+    elected = _elected(io)
+    if elected is None:  # its wait ended late (4): read the verdict that exists
+        return _read_or_fail(io, done, "no time was left to ask the store")
+    if elected:
         return _diagnose_and_publish(io, done)
-    # Another member is naming them: wait for its verdict, then (a watchman, early enough to
-    # have the time) name them itself; a late member only waits, to the last moment.
-    raw = _await_diagnoser(io, done, io.hard_end - CANCEL_BOUND if late else None)
+    if not watchman:  # woke LATE_WAKE past its deadline: read the elected one's verdict (4)
+        return _read_or_fail(io, done, "the member elected to name them published nothing in time")
+    # Another member is naming them: wait for its verdict, then name them itself.
+    raw = _await_diagnoser(io, done)
     if raw is not None:
         return raw
     io.event("diagnoser_silent", WARNING, waited_for=io.clock() - io.deadline)
-    if late:
-        unknown = "the member elected to name them published nothing in time"
-        message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
-        io.fail(RendezvousTimeoutError(message))
     return _diagnose_and_publish(io, done)
 
 
-def _elected(io: RoundIO) -> bool:
-    """Whether this node is the round's diagnoser: its ``add`` on ``diagnosing`` came first.
+def read_late(io: RoundIO, done: str) -> bytes | None:
+    """The verdict in ``done``, read by a member that found the overshoot spent (4), within
+    :data:`LATE_READ` from now; None if there is none by then or the store cannot be read.
+
+    Over ``io.store`` first; when the client closed that connection (its store did not
+    answer a cancelled wait in time), over a fresh one, which also carries this member's
+    acknowledgement (see ``RoundProtocol._act_on``) and is closed afterwards; ``io`` then
+    counts its own connection as lost, so the node dials again for its next round.
+    """
+    began = io.clock()
+    until = began + LATE_READ
+    raw: bytes | None = None
+    fresh = False
+    try:
+        raw = _get_by(io.store, done, until, io.clock)
+    except StoreClosedError:
+        fresh = True
+    except StoreError:
+        pass
+    if fresh:
+        io.connection_lost = True
+        raw = _read_over_fresh(io, done, until)
+    past = round(began - io.deadline, 3)
+    io.event("verdict_read_late", WARNING, past_deadline=past, fresh=fresh, found=raw is not None)
+    return raw
+
+
+def _read_or_fail(io: RoundIO, done: str, why: str) -> bytes:
+    """The verdict read late (4), or fail: the missing ranks could not be determined."""
+    raw = read_late(io, done)
+    if raw is None:
+        unknown = f"{why}; no verdict could be read within {LATE_READ:g} s after that"
+        message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
+        io.fail(RendezvousTimeoutError(message))
+    return raw
+
+
+def _get_by(store: Store, key: str, until: float, clock: Callable[[], float]) -> bytes:
+    """``store.get(key)`` (waiting for the key), ended by ``until`` on ``clock``: the wait's
+    cancel, which the client allows :data:`CANCEL_BOUND`, included."""
+    if (left := until - CANCEL_BOUND - clock()) <= 0:
+        raise StoreTimeoutError("no time was left to read the verdict")
+    store.set_timeout(left)
+    raw: bytes = store.get(key)
+    return raw
+
+
+def _read_over_fresh(io: RoundIO, done: str, until: float) -> bytes | None:
+    if io.reconnect is None or (left := until - io.clock()) <= CANCEL_BOUND:
+        return None
+    fresh: Store | None = None
+    try:
+        fresh = io.reconnect(left)
+        raw = _get_by(fresh, done, until, io.clock)
+        fresh.set(io.keys.of(io.round, f"ack/{io.me.rank}"), b"1")  # one-way: no wait
+    except StoreError:
+        return None
+    finally:
+        if fresh is not None:
+            close_store(fresh)
+    return raw
+
+
+def _elected(io: RoundIO) -> bool | None:
+    """Whether this node is the round's diagnoser: its ``add`` on ``diagnosing`` came first;
+    None when no time was left to ask (its wait ended late, 4).
 
     A store that cannot answer elects this node: its own diagnosis then says what failed."""
     left = io.hard_end - VERDICT_RESERVE - io.clock()
     if left <= 0:
-        return True
+        return None
     try:
         io.store.set_timeout(left)
         elected = io.store.add(io.keys.of(io.round, "diagnosing"), 1) == 1
@@ -151,10 +238,10 @@ def _elected(io: RoundIO) -> bool:
     return elected
 
 
-def _await_diagnoser(io: RoundIO, done: str, until: float | None) -> bytes | None:
-    """Block in one request until the verdict exists, at most until ``until`` (default:
-    ``WAIT_FOR_DIAGNOSER`` past the deadline); None if it did not come."""
-    left = (io.deadline + WAIT_FOR_DIAGNOSER if until is None else until) - io.clock()
+def _await_diagnoser(io: RoundIO, done: str) -> bytes | None:
+    """Block in one request until the verdict exists, at most until ``WAIT_FOR_DIAGNOSER``
+    past the deadline; None if it did not come."""
+    left = io.deadline + WAIT_FOR_DIAGNOSER - io.clock()
     if left <= 0:
         return None
     try:
@@ -178,7 +265,10 @@ def _diagnose_and_publish(io: RoundIO, done: str) -> bytes:
         raw: bytes = io.store.compare_set(done, "", encoded)
     except StoreError as exc:  # the others learn it at their own deadline
         io.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
-        io.fail(RendezvousTimeoutError(message))
+        late = read_late(io, done)  # another member's, published meanwhile (4)
+        if late is None:
+            io.fail(RendezvousTimeoutError(message))
+        return late
     return raw
 
 

@@ -48,9 +48,11 @@ Invariants:
    its first request, so no claim is written before it is followed); a member whose round
    completed is the exit barrier's business.
 9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
-   and publishing the verdict get what is left (else the ranks are "not determined"), and a
-   connection that ends then is a timeout, never published as lost. Figures count from
-   ``started``, never below the timeout when that deadline is what passed.
+   and publishing the verdict get what is left, and a connection that ends then is a
+   timeout, never published as lost. A member that finds the overshoot spent before it
+   read any verdict (its wait ended late) reads the one that exists, within ``LATE_READ``
+   of that moment; only if there is none are the ranks "not determined". Figures count
+   from ``started``, never below the timeout when that deadline is what passed.
 10. A round never completes while one of its claims belongs to a connection that closed
    and was not taken over. A hosting node that runs the store server in-process (it sees
    connections close) arbitrates: it sets ``arbiter`` before its own ``add`` and
@@ -73,8 +75,9 @@ Invariants:
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
    the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
    cancelled wait still ends within the overshoot) and holds the same election: elected,
-   it names the missing ranks with what is left; else they are "not determined". So
-   when a thousand deadlines pass in the same instant, no more than a few members wake.
+   it names the missing ranks with what is left; else it reads the elected one's verdict
+   (within ``LATE_READ``, as a member whose wait ended late does). So when a thousand
+   deadlines pass in the same instant, no more than a few members wake.
 """
 
 from __future__ import annotations
@@ -330,8 +333,9 @@ class RoundProtocol(RoundIO):
         """
         self._read_verdict = True
         if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] != "complete":
-            with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
-                self._acknowledge()
+            if not self.connection_lost:  # else read (and acknowledged) over a fresh one
+                with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
+                    self._acknowledge()
             self._raise_verdict(raw)
         self._acknowledge()
         self.event("complete", world_size=self.me.world_size)

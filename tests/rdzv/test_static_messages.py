@@ -20,7 +20,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.events import EventCollector
-from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_WAKE, WAIT_FOR_DIAGNOSER
+from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_READ, LATE_WAKE, WAIT_FOR_DIAGNOSER
 from rdzv.rendezvous._exit import leave
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
@@ -409,18 +409,23 @@ class _LateAndLost(_DeadlineStore):
         return super().get(key)
 
 
-def test_a_late_member_that_lost_the_election_asks_nothing_more_and_says_not_determined() -> None:
+def test_a_late_member_that_lost_the_election_only_reads_and_then_says_not_determined() -> None:
     clock = _Clock()
     store = _LateAndLost(clock, elected=1)
     with pytest.raises(
         RendezvousTimeoutError,
-        match=r"could not be determined \(the member elected to name them published nothing",
+        match=r"could not be determined \(the member elected to name them published nothing"
+        r" in time; no verdict could be read within 2 s after that\)",
     ):
         _protocol(store, clock, world_size=10).join()
-    # one wait, LATE_WAKE past the deadline: as late as a cancelled wait ends in time
-    assert store.waits == [pytest.approx(3.0 + LATE_WAKE)]
+    # its wait, LATE_WAKE past the deadline (as late as a cancelled wait ends in time), then
+    # one read of the verdict, its cancel included within LATE_READ of finding none
+    assert store.waits == [
+        pytest.approx(3.0 + LATE_WAKE),
+        pytest.approx(3.0 + LATE_WAKE + LATE_READ - CANCEL_BOUND),
+    ]
     assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + OVERSHOOT
-    assert not HashStore.check(store, [DONE])  # it asked nothing, published nothing
+    assert not HashStore.check(store, [DONE])  # it diagnosed nothing, published nothing
 
 
 def test_a_late_member_elected_because_no_watchman_got_there_names_the_missing_ranks() -> None:
