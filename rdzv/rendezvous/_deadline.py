@@ -21,8 +21,10 @@ uses no CPU and sends nothing):
    returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
    missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
 3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict: as long as
-   a cancelled wait still ends by ``hard_end`` (when a busy host's verdict is late, the more
-   slack the better, and a member that does not wake sends nothing). Then it holds the same
+   a cancelled wait still ends by ``hard_end`` (when a busy host's or network's verdict is
+   late, the more slack the better, and a member that does not wake sends nothing; a
+   member whose verdict comes returns at once, so only a round that nobody diagnoses costs
+   it the whole wait). Then it holds the same
    election: elected (no watchman ever got that far: they died, hung, are cut off, or
    started much later than it), it names the missing ranks with what is left; else it
    reads the elected one's verdict, as a member whose wait ended late does (4) -- one
@@ -48,12 +50,15 @@ store operation is bounded (invariant 9): a cancelled wait on ``done`` by the st
 to CANCEL_WAIT (the rdzv client closes the connection when that answer is
 :data:`CANCEL_BOUND` late), the election and the diagnosis by ``hard_end`` minus
 :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
-(:mod:`rdzv.rendezvous._round_io`) is sized so that a member whose wait for the diagnoser is
-cancelled as late as the client allows still ends by ``hard_end``:
-``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``. The one exception
-is the late read of 4: a member that has not read the verdict when the overshoot is spent
-ends at most :data:`LATE_READ` after it found the time gone (that moment itself is as late
-as the machine scheduled this process: no deadline bounds a process that does not run).
+(:mod:`rdzv.rendezvous._round_io`) is sized so that a watchman whose wait for the diagnoser
+is cancelled as late as the client allows still ends by ``hard_end``:
+``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``, and so does a member
+woken :data:`LATE_WAKE` past its deadline: ``LATE_WAKE + CANCEL_BOUND == OVERSHOOT``. The
+one exception is the late read of 4: a member that has not read the verdict when its time
+is spent ends at most :data:`LATE_READ` after it found the time gone (that moment itself is
+as late as the machine scheduled this process: no deadline bounds a process that does not
+run). So a join outlives its deadline by at most 3 s, plus 2 s for the late read, plus
+however long the machine did not run the process.
 """
 
 from __future__ import annotations
@@ -64,6 +69,7 @@ from rdzv.errors import RendezvousTimeoutError, StoreClosedError, StoreError, St
 from rdzv.events import WARNING
 from rdzv.rendezvous._connection import close_store
 from rdzv.rendezvous._round_failures import timeout_message
+from rdzv.rendezvous._round_io import OVERSHOOT
 from rdzv.rendezvous._round_state import encode_verdict
 
 TYPE_CHECKING = False
@@ -81,6 +87,7 @@ __all__ = [
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
     "WATCHMEN",
+    "publish_verdict",
     "timeout_verdict",
     "verdict_grace",
     "watches",
@@ -93,12 +100,12 @@ CANCEL_BOUND: Final = 0.4
 VERDICT_RESERVE: Final = 0.2
 #: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
 #: the missing ranks itself (the overshoot minus a cancellation and the reserve).
-WAIT_FOR_DIAGNOSER: Final = 0.4
+WAIT_FOR_DIAGNOSER: Final = OVERSHOOT - CANCEL_BOUND - VERDICT_RESERVE
 #: The first members to join wake at their deadline and hold the election...
 WATCHMEN: Final = 8
 #: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
 #: late as a cancelled wait still ends by ``hard_end``.
-LATE_WAKE: Final = 0.6
+LATE_WAKE: Final = OVERSHOOT - CANCEL_BOUND
 #: Seconds a member that finds the overshoot spent before it read any verdict (its wait ended
 #: late: its process was not scheduled, or the store answered late) still gives to one read of
 #: the verdict, counted from the moment it finds the time gone: connecting again included
@@ -170,17 +177,26 @@ def read_late(io: RoundIO, done: str) -> bytes | None:
     until = began + LATE_READ
     raw: bytes | None = None
     fresh = False
+    error: StoreError | None = None
     try:
         raw = _get_by(io.store, done, until, io.clock)
     except StoreClosedError:
         fresh = True
-    except StoreError:
-        pass
+    except StoreError as exc:
+        error = exc
     if fresh:
         io.connection_lost = True
-        raw = _read_over_fresh(io, done, until)
+        raw, error = _read_over_fresh(io, done, until)
+    fields = {"error": f"{type(error).__name__}: {error}"} if raw is None and error else {}
     past = round(began - io.deadline, 3)
-    io.event("verdict_read_late", WARNING, past_deadline=past, fresh=fresh, found=raw is not None)
+    io.event(
+        "verdict_read_late",
+        WARNING,
+        past_deadline=past,
+        fresh=fresh,
+        found=raw is not None,
+        **fields,
+    )
     return raw
 
 
@@ -204,20 +220,23 @@ def _get_by(store: Store, key: str, until: float, clock: Callable[[], float]) ->
     return raw
 
 
-def _read_over_fresh(io: RoundIO, done: str, until: float) -> bytes | None:
+def _read_over_fresh(
+    io: RoundIO, done: str, until: float
+) -> tuple[bytes | None, StoreError | None]:
+    """The verdict read over a fresh connection by ``until``, or why it was not."""
     if io.reconnect is None or (left := until - io.clock()) <= CANCEL_BOUND:
-        return None
+        return None, None
     fresh: Store | None = None
     try:
         fresh = io.reconnect(left)
         raw = _get_by(fresh, done, until, io.clock)
         fresh.set(io.keys.of(io.round, f"ack/{io.me.rank}"), b"1")  # one-way: no wait
-    except StoreError:
-        return None
+    except StoreError as exc:
+        return None, exc
     finally:
         if fresh is not None:
             close_store(fresh)
-    return raw
+    return raw, None
 
 
 def _elected(io: RoundIO) -> bool | None:
@@ -257,6 +276,19 @@ def _await_diagnoser(io: RoundIO, done: str) -> bytes | None:
 def _diagnose_and_publish(io: RoundIO, done: str) -> bytes:
     confirmed, claimed, unknown = _diagnose(io)
     message = timeout_message(io.cfg, io.where, io.waited(), confirmed, claimed, unknown)
+    return publish_verdict(io, message)
+
+
+def publish_verdict(io: RoundIO, message: str) -> bytes:
+    """Propose this node's ``timeout`` verdict ``message`` (compare_set on ``done``, bounded
+    by ``hard_end``, also when this node's own deadline is further: the hosting node names
+    the ranks at a member's deadline); return the verdict that won or, when it could not be
+    written, the one another member published meanwhile (read late, 4).
+
+    Raises:
+        RendezvousTimeoutError: neither (the error says ``message``, this node's own).
+    """
+    done = io.keys.of(io.round, "done")
     encoded = encode_verdict(io.aborted("timeout", message))
     try:
         if (left := io.hard_end - io.clock()) <= 0:

@@ -49,10 +49,10 @@ Invariants:
    completed is the exit barrier's business.
 9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
    and publishing the verdict get what is left, and a connection that ends then is a
-   timeout, never published as lost. A member that finds the overshoot spent before it
-   read any verdict (its wait ended late) reads the one that exists, within ``LATE_READ``
-   of that moment; only if there is none are the ranks "not determined". Figures count
-   from ``started``, never below the timeout when that deadline is what passed.
+   timeout, never published as lost. A member that finds its time spent before it read any
+   verdict (its wait ended late) reads the one that exists, within ``LATE_READ`` of that
+   moment; only if there is none are the ranks "not determined". Figures count from
+   ``started``, never below the timeout when that deadline is what passed.
 10. A round never completes while one of its claims belongs to a connection that closed
    and was not taken over. A hosting node that runs the store server in-process (it sees
    connections close) arbitrates: it sets ``arbiter`` before its own ``add`` and
@@ -95,7 +95,12 @@ from rdzv.errors import (
 )
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
-from rdzv.rendezvous._deadline import timeout_verdict, verdict_grace, watches
+from rdzv.rendezvous._deadline import (
+    publish_verdict,
+    timeout_verdict,
+    verdict_grace,
+    watches,
+)
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
@@ -226,7 +231,7 @@ class RoundProtocol(RoundIO):
             waited, where = self.waited(), self.where
             message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
             self.event("diagnosing", for_rank=rank)
-            self._settle(self.aborted("timeout", message))
+            self._act_on(publish_verdict(self, message))  # by its hard end, not its deadline
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:

@@ -409,6 +409,8 @@ def test_a_member_whose_store_froze_past_its_wait_reads_the_verdict_over_a_fresh
 
     def freeze() -> None:
         os.kill(server_process.pid, signal.SIGSTOP)
+        _, status = os.waitpid(server_process.pid, os.WUNTRACED)  # returns once it stopped
+        assert os.WIFSTOPPED(status)
         writer.set(DONE, _verdict())  # a request without a reply: queued in the socket
 
     hook = _OnEvent("joined", freeze)
