@@ -46,16 +46,16 @@ __all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]
 
 _log: Final = get_logger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
-#: How long a join may outlive its deadline (invariant 9; rdzv.rendezvous._deadline). Past
-#: its deadline a watchman waits up to 2.4 s for the node that names the missing ranks, the
-#: others 2.6 s, then cancel that wait -- the rdzv client allows the store 0.4 s to answer a
-#: cancel -- and a watchman keeps 0.2 s for its own verdict. A member whose verdict comes
-#: returns at once: only a round nobody diagnoses costs the whole overshoot. 1 s (0.4 s and
-#: 0.6 s of waiting) was too little on two cores kept busy by two 1024-node runs and CPU
-#: hogs: the host's verdict reached the last of a thousand members 1.6 s after it was
-#: written, and a member whose wait ended first, its cancel unanswered, had lost its
-#: connection and could not make a fresh one and read the verdict within the late read's
-#: 2 s either. 0.5 s once fit only the cancel: a thousand members each asked the store.
+#: How long a join may outlive its deadline (invariant 9; rdzv.rendezvous._deadline): a
+#: watchman's, and every member's until it knows whether it is one (the others then get
+#: ``rdzv.rendezvous._deadline.LATE_OVERSHOOT``). Past its deadline a watchman waits up to
+#: 2.4 s for the node that names the missing ranks, then cancels that wait -- the rdzv
+#: client allows the store 0.4 s to answer a cancel -- and keeps 0.2 s for its own verdict.
+#: A member whose verdict comes returns at once: only a round nobody diagnoses costs the
+#: whole overshoot. 1 s (0.4 s of waiting) was too little on two cores kept busy by two
+#: 1024-node runs and CPU hogs: 7 of 8 watchmen, their cancel unanswered, lost their
+#: connection before the host's verdict reached them, and could not connect again and read
+#: it in time. 0.5 s once fit only the cancel: a thousand members each asked the store.
 OVERSHOOT: Final = 3.0
 #: Bound of the fresh connection that reports a lost one (invariant 7).
 PUBLISH_SECONDS: Final = 1.0

@@ -22,6 +22,7 @@ from rdzv.errors import (
 from rdzv.events import EventCollector
 from rdzv.rendezvous._deadline import (
     CANCEL_BOUND,
+    LATE_OVERSHOOT,
     LATE_READ,
     LATE_WAKE,
     WAIT_FOR_DIAGNOSER,
@@ -429,7 +430,7 @@ def test_a_late_member_that_lost_the_election_only_reads_and_then_says_not_deter
         pytest.approx(3.0 + LATE_WAKE),
         pytest.approx(3.0 + LATE_WAKE + LATE_READ - CANCEL_BOUND),
     ]
-    assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + OVERSHOOT
+    assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + LATE_OVERSHOOT
     assert not HashStore.check(store, [DONE])  # it diagnosed nothing, published nothing
 
 
