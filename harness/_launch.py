@@ -30,7 +30,7 @@ REQUIRED: Mapping[str, str] = {
     "toxiproxy": "toxiproxy-python",
 }
 
-INSTALL_HINT = "pip install 'rdzv[harness]' (from a checkout: pip install '.[harness]')"
+INSTALL_HINT = "pip install 'rdzv-harness[harness]' (from a checkout: pip install '.[harness]')"
 
 
 def missing() -> list[str]:

@@ -1,8 +1,10 @@
 """rdzv installs and works on its own; the harness's dependencies live behind its extra.
 
-The rdzv-only distribution (``packaging/rdzv``: ``pip install ./packaging/rdzv``) ships the
-``rdzv`` package alone: no ``harness`` package, no console script, no pytest plugin, no
-dependency. A test builds its wheel and looks inside.
+The rdzv-only distribution ``rdzv`` (``packaging/rdzv``: ``pip install ./packaging/rdzv``)
+ships the ``rdzv`` package alone: no ``harness`` package, no console script, no pytest
+plugin, no dependency. The repository's full distribution has a name of its own,
+``rdzv-harness``, so the two wheels never share a file name. Tests build both wheels and
+look inside.
 
 ``pip install .`` (no extra) installs the ``rdzv`` and ``harness`` packages and nothing
 else. The end-to-end tests reproduce that install: a fresh virtual environment without pip
@@ -125,8 +127,16 @@ def _run(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str
 
 
 def test_rdzv_has_no_dependencies(pyproject: dict[str, Any]) -> None:
-    assert pyproject["project"]["name"] == "rdzv"
     assert pyproject["project"].get("dependencies", []) == []
+
+
+def test_the_full_distribution_is_named_apart_from_the_library(
+    pyproject: dict[str, Any],
+) -> None:
+    with (REPO / "packaging" / "rdzv" / "pyproject.toml").open("rb") as file:
+        library = tomllib.load(file)["project"]
+    assert library["name"] == "rdzv"
+    assert pyproject["project"]["name"] == "rdzv-harness"
 
 
 def test_harness_extra_provides_every_module_the_harness_command_checks_for(
@@ -136,9 +146,12 @@ def test_harness_extra_provides_every_module_the_harness_command_checks_for(
     assert {Requirement(r).name for r in extra} == set(REQUIRED.values())
 
 
-def test_test_extra_installs_the_harness_extra(pyproject: dict[str, Any]) -> None:
+@pytest.mark.parametrize("extra", ["test", "ray"])
+def test_the_test_and_ray_extras_install_the_harness_extra_of_this_distribution(
+    pyproject: dict[str, Any], extra: str
+) -> None:
     project = pyproject["project"]
-    names = [Requirement(r) for r in project["optional-dependencies"]["test"]]
+    names = [Requirement(r) for r in project["optional-dependencies"][extra]]
     assert any(r.name == project["name"] and r.extras == {"harness"} for r in names), names
 
 
@@ -177,29 +190,82 @@ def test_harness_command_says_in_one_line_that_it_needs_its_extra(
     assert done.stdout == ""
     reason = f"the harness needs its extra, which is not installed here (missing: {missing})"
     assert done.stderr == f"harness: {reason}; install it with: {INSTALL_HINT}\n"
-    assert INSTALL_HINT == "pip install 'rdzv[harness]' (from a checkout: pip install '.[harness]')"
+    assert INSTALL_HINT == (
+        "pip install 'rdzv-harness[harness]' (from a checkout: pip install '.[harness]')"
+    )
 
 
-@pytest.mark.skipif(
+_NEEDS_SETUPTOOLS = pytest.mark.skipif(
     importlib.util.find_spec("setuptools") is None, reason="building a wheel needs setuptools"
 )
-def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
-    source = tmp_path / "source"  # a copy (its rdzv link resolved): no build files in the repo
-    shutil.copytree(
-        REPO / "packaging" / "rdzv", source, ignore=shutil.ignore_patterns("__pycache__")
-    )
-    # Built in isolation, as pip builds it for a user: the test environment's own
-    # setuptools (a fresh venv's may be too old to build wheels) plays no part.
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q"]
+
+
+def _wheel(source: Path, out: Path) -> Path:
+    """Build ``source``'s wheel into ``out`` in isolation, as pip builds it for a user (the
+    test environment's own setuptools plays no part); the one new wheel's path."""
+    before = set(out.glob("*.whl"))
     built = subprocess.run(
-        [*pip, str(source), "-w", str(tmp_path / "wheels")],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(source), "-w", str(out)],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
     )
     assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp_path / "wheels").glob("rdzv-*.whl")
+    (wheel,) = set(out.glob("*.whl")) - before
+    return wheel
+
+
+def _full_source(tmp_path: Path) -> Path:
+    """A copy of what the repository's own build reads (no build files left in the repo)."""
+    source = tmp_path / "full"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for package in ("rdzv", "harness"):
+        shutil.copytree(
+            REPO / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    return source
+
+
+@_NEEDS_SETUPTOOLS
+def test_the_library_and_the_full_distribution_build_wheels_of_different_names(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "wheels"
+    out.mkdir()
+    library = _wheel(_library_source(tmp_path), out)
+    full = _wheel(_full_source(tmp_path), out)
+
+    assert library.name == "rdzv-0.1.0-py3-none-any.whl"
+    assert full.name == "rdzv_harness-0.1.0-py3-none-any.whl"
+    names = zipfile.ZipFile(full).namelist()
+    assert {name.split("/")[0] for name in names} >= {"rdzv", "harness"}
+    info = next(name for name in names if name.endswith(".dist-info/METADATA"))
+    metadata = zipfile.ZipFile(full).read(info).decode()
+    assert "Name: rdzv-harness\n" in metadata
+    # It ships rdzv itself: a checkout installs with no index that holds rdzv.
+    assert not any(
+        Requirement(line.removeprefix("Requires-Dist: ")).name == "rdzv"
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist: ")
+    )
+
+
+def _library_source(tmp_path: Path) -> Path:
+    source = tmp_path / "source"  # a copy (its rdzv link resolved): no build files in the repo
+    shutil.copytree(
+        REPO / "packaging" / "rdzv", source, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return source
+
+
+@_NEEDS_SETUPTOOLS
+def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
+    out = tmp_path / "wheels"
+    out.mkdir()
+    wheel = _wheel(_library_source(tmp_path), out)
     names = zipfile.ZipFile(wheel).namelist()
     dist_info = wheel.name.split("-py")[0] + ".dist-info"
     assert {name.split("/")[0] for name in names} == {"rdzv", dist_info}
@@ -215,4 +281,7 @@ def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
     metadata = meta.read(info).decode()
     assert "Name: rdzv\n" in metadata
     assert "Requires-Dist" not in metadata and "Provides-Extra" not in metadata
-    assert not any(name.endswith(".dist-info/entry_points.txt") for name in names)
+    # one entry point: torchrun's backend `rdzv` (torchrun loads rdzv.torchrun through it)
+    (points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    entry_points = meta.read(points).decode()
+    assert "[torchrun.handlers]\nrdzv = rdzv.torchrun:handler_creator" in entry_points

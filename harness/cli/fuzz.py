@@ -61,6 +61,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"where the failing scenario is written (default {DEFAULT_OUT}/)",
     )
     fuzzing.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="also write every drawn scenario that ran (passing ones too) to DIR, as a "
+        "scenario file with its seed that `harness run` runs again",
+    )
+    fuzzing.add_argument(
         "--backend",
         type=backend_arg,
         metavar="B",
@@ -89,12 +96,13 @@ def _fuzz_command(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     say(f"harness fuzz: seed {seed}, budget {args.budget}")
     try:
-        result = fuzz(args.budget, seed, args.out, say, args.backend)
+        result = fuzz(args.budget, seed, args.out, say, args.backend, keep=args.keep)
     except KeyboardInterrupt:
         print("harness fuzz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as exc:
-        print(f"harness fuzz: cannot write to --out {args.out}: {exc}", file=sys.stderr)
+        where = f"--out {args.out}" + (f" or --keep {args.keep}" if args.keep else "")
+        print(f"harness fuzz: cannot write to {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_FAILED if result.written else EXIT_PASSED
 

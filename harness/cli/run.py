@@ -46,7 +46,7 @@ from harness.cli.common import (
     parse_address,
     report_file,
 )
-from harness.errors import HarnessError, UnsupportedError
+from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
 from harness.report.console import print_summary
 from harness.report.html import write_html
@@ -117,6 +117,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="ADDR",
         help="the Ray cluster of the ray world (what `ray start --head` printed, or auto); "
         "default: a local Ray bound to 127.0.0.1, started once for the whole run",
+    )
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show what every node said and did (outcome, events with their messages, "
+        "output), for passing runs too",
     )
     run.add_argument("--junit", type=report_file, metavar="FILE", help="write a JUnit XML report")
     run.add_argument(
@@ -216,9 +223,6 @@ def _run_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # before any scenario started
         print("harness run: interrupted (Ctrl-C) before any scenario started", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except UnsupportedError as exc:  # the ray world without Ray installed
-        print(f"harness run: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except WorldUnreachable as exc:
         print(f"harness run: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -227,7 +231,7 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"harness run: {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     wall = time.monotonic() - began
-    print_summary(reports, out, wall)
+    print_summary(reports, out, wall, verbose=args.verbose)
     written = True
     if args.junit is not None:
         written &= _write(

@@ -14,9 +14,7 @@ fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shlex
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +57,8 @@ class FuzzResult:
         shrinks: shrink steps that ran a scenario.
         failures: failing scenarios found (0 or 1: the search stops at the first one).
         written: the scenario files written (the minimal failing one).
+        kept: with ``keep``, every drawn scenario that ran, as a file (shrink steps not
+            included), passing or failing.
         reports: the report of the minimal failing scenario, if any.
         flaky: the minimal scenario passed when hypothesis ran it once more (its failure
             depends on timing), and so did every larger failing one tried again after it
@@ -73,6 +73,7 @@ class FuzzResult:
     failures: int = 0
     written: list[Path] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
+    kept: list[Path] = field(default_factory=list)
     flaky: bool = False
     confirmed: bool = False
 
@@ -88,6 +89,7 @@ class _Search:
     runner: Runner
     progress: Callable[[str], None]
     result: FuzzResult
+    keep: Path | None = None
     last: tuple[dict[str, Any], Report] | None = None
     failing: list[tuple[dict[str, Any], Report]] = field(default_factory=list)
     passed: set[str] = field(default_factory=set)
@@ -106,6 +108,10 @@ class _Search:
         else:
             self.result.examples += 1
             where = f"[{self.result.examples}/{self.budget}]"
+            if self.keep is not None:
+                verdict = "it passed" if report.passed else f"failed checks: {_why(report)}"
+                said = f"Drawn by `harness fuzz --seed {self.result.seed}`: {summary(data)}; "
+                self.result.kept.append(_save(data, f"{said}{verdict}.", self.keep))
         self._say(where, data, report)
         if report.passed:
             self.passed.add(key)
@@ -192,6 +198,7 @@ def fuzz(
     strategy: st.SearchStrategy[dict[str, Any]] | None = None,
     runner: Runner | None = None,
     max_shrinks: int = DEFAULT_MAX_SHRINKS,
+    keep: str | Path | None = None,
 ) -> FuzzResult:
     """Run up to ``budget`` random scenarios; shrink and write the first failing one.
 
@@ -205,6 +212,8 @@ def fuzz(
         strategy: scenarios to draw (default :func:`harness.fuzz.strategies.scenarios`).
         runner: runs and judges one scenario (default: real nodes, embedded proxy).
         max_shrinks: how many shrink steps may run a scenario.
+        keep: a directory to write every drawn scenario that ran into, as
+            ``<name>.toml`` with its seed (None: only the failing one is written).
 
     Returns:
         What ran and which file was written.
@@ -213,7 +222,7 @@ def fuzz(
         ValueError: ``budget`` is less than 1.
         ScenarioError: the strategy drew a scenario the validators reject (a bug in the
             strategy; the message names the scenario).
-        OSError: ``out_dir`` cannot be created or written.
+        OSError: ``out_dir`` (or ``keep``) cannot be created or written.
     """
     if budget < 1:
         raise ValueError(f"the fuzz budget must be at least 1 scenario, got {budget}")
@@ -222,7 +231,12 @@ def fuzz(
         drawn = drawn.map(lambda data: on_backend(data, backend))
     result = FuzzResult(seed=seed)
     search = _Search(
-        budget, max_shrinks, runner or _default_runner(embedded_proxy), progress, result
+        budget,
+        max_shrinks,
+        runner or _default_runner(embedded_proxy),
+        progress,
+        result,
+        None if keep is None else Path(keep),
     )
     test = settings(
         max_examples=budget,
@@ -263,17 +277,20 @@ def on_backend(data: dict[str, Any], backend: str) -> dict[str, Any]:
 
 def _write(data: dict[str, Any], report: Report, seed: int, out_dir: Path) -> Path:
     """Write the failing scenario (with its run seed and what failed) and check it loads."""
-    document = {
-        **data,
-        "description": (
-            f"Found by `harness fuzz --seed {seed}` and shrunk by hypothesis: "
-            f"{summary(data)}. Failed checks: {_why(report)}. "
-            f"First problem: {_first_problem(report)}"
-        ),
-    }
+    description = (
+        f"Found by `harness fuzz --seed {seed}` and shrunk by hypothesis: "
+        f"{summary(data)}. Failed checks: {_why(report)}. "
+        f"First problem: {_first_problem(report)}"
+    )
+    return _save(data, description, out_dir)
+
+
+def _save(data: dict[str, Any], description: str, out_dir: Path) -> Path:
+    """Write a drawn scenario (its run seed included) as ``<name>.toml`` in ``out_dir``,
+    described by ``description``, and check that it loads."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{data['name']}.toml"
-    path.write_text(tomli_w.dumps(document), encoding="utf-8")
+    path.write_text(tomli_w.dumps({**data, "description": description}), encoding="utf-8")
     load(path)  # what we wrote must be a valid scenario
     return path
 
@@ -282,13 +299,13 @@ def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
     ran = f"fuzz: seed {result.seed}: {result.examples} scenario(s) run"
     if result.shrinks:
         ran += f" and {result.shrinks} shrink step(s)"
+    if result.kept:
+        ran += f"; {len(result.kept)} drawn scenario(s) kept in {result.kept[0].parent}"
     if not result.written:
         return f"{ran}; no failure found"
     path = result.written[0]
-    env = ""
-    if backend is not None and ":" in backend:  # module:factory: its nodes import module
-        where = module_home(backend.partition(":")[0])
-        env = f"PYTHONPATH={shlex.quote(str(where))} " if where is not None else ""
+    # module:factory: its nodes import the module; the report's replay line says how
+    env = result.reports[0].rerun_env if result.reports else ""
     line = (
         f"{ran}; 1 failing scenario written to {path} "
         f"(run it: {env}harness run {path}; replay: {env}harness replay {path})"
@@ -308,21 +325,6 @@ def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
             " timing): the file is the smallest that failed again"
         )
     return line
-
-
-def module_home(module: str) -> Path | None:
-    """The directory to put on ``PYTHONPATH`` so that ``module`` imports as it does here
-    (None when it does not import here)."""
-    top = module.partition(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:  # a package: the directory that holds it
-        return Path(next(iter(spec.submodule_search_locations))).parent
-    return Path(spec.origin).parent if spec.origin else None
 
 
 def replay(

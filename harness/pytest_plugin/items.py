@@ -4,7 +4,8 @@ Every file matching the ini glob ``harness_scenarios``, and any ``.toml`` file n
 command line, is one :class:`ScenarioFile` yielding one :class:`ScenarioItem` (marked
 ``harness_scenario``). An invalid file is a collection error naming the file and its bad
 keys; a failing item shows the failed checks, each node's outcome, the seed and the command
-that replays it.
+that replays it. Every item that ran carries a report section, ``harness nodes``: what each
+node said and did (pytest shows it for a passing item with ``-rP``, for a failing one always).
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ class ScenarioItem(pytest.Item):
         ray_for(self.config, self.scenario)
         report = run_one(self.scenario, proxies(self.config), seed)
         self.config.stash[REPORTS].append(report)
+        if report.skipped is None:  # what the nodes said: pytest shows it for passes with -rP
+            from harness.report.details import detail_lines
+
+            self.add_report_section("call", "harness nodes", "\n".join(detail_lines(report)))
         if report.skipped is not None:
-            pytest.skip(f"not run on {self.scenario.backend}: {report.skipped}")
+            pytest.skip(report.skip_reason or report.skipped)
         if not report.passed:
             raise ScenarioFailed(report)
 

@@ -5,6 +5,7 @@
 * ``console``   the rich summary table and failure panels
 * ``junit``     JUnit XML for CI
 * ``failure``   a failed run as plain text for a test runner (the pytest plugin)
+* ``details``   what every node said and did, passing runs too (``harness run -v``)
 * ``html``      the HTML report (jinja2, ``templates/report.html.j2``)
 * ``timeline``  the timeline's geometry: lanes, markers, fault windows (pure)
 * ``shapes``    what a timeline is drawn with (plain data)

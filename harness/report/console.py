@@ -5,6 +5,8 @@
   each failure, its violations, what each fault did, how its nodes ended, where they ran
   (when the world says), seed and replay command. Nodes that say the same thing share a
   line (:mod:`harness.report.fold`), so a failed 4096-node run stays a screenful.
+  ``verbose`` (``harness run -v``): before them, a panel per run, passing ones too, with
+  what each node said and did (:mod:`harness.report.details`).
 
 Everything taken from files or from nodes (names, paths, messages, backend names such as
 ``mod:factory:``) reaches rich as :class:`~rich.text.Text`, never as markup: it is printed
@@ -20,6 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from harness.report.details import detail_lines
 from harness.report.fold import (
     FOLD_ABOVE,
     fold_lines,
@@ -40,7 +43,14 @@ from harness.report.text import (
 )
 from harness.run.model import Report
 
-__all__ = ["FOLDS_SHOWN", "STATUS_STYLES", "failure_panel", "print_summary", "summary_table"]
+__all__ = [
+    "FOLDS_SHOWN",
+    "STATUS_STYLES",
+    "detail_panel",
+    "failure_panel",
+    "print_summary",
+    "summary_table",
+]
 
 #: A failure panel shows at most this many distinct violations and node outcomes (nodes
 #: that say the same thing are one line); one line sums up the rest.
@@ -137,15 +147,30 @@ def failure_panel(report: Report) -> Panel:
     return Panel(Group(*lines), title=title, title_align="left", border_style="red")
 
 
+def detail_panel(report: Report) -> Panel:
+    """What each node of one run said and did, passing or not (``harness run -v``)."""
+    lines = [Text(line) for line in detail_lines(report)]
+    shown = verdict(report)
+    title = Text(f"{shown} {report.scenario.name} (seed {report.seed})")
+    border = {"PASS": "green", "SKIP": "yellow"}.get(shown, "red")
+    return Panel(Group(*lines), title=title, title_align="left", border_style=border)
+
+
 def print_summary(
     reports: Sequence[Report],
     console: Console,
     wall: float | None = None,
     title: str = "harness run",
+    verbose: bool = False,
 ) -> None:
     """Print the summary table (titled ``title``, the command), a warning per fault that
-    did not act, a panel per failed report, and the totals line."""
+    did not act, with ``verbose`` a panel of what the nodes said per run that ran, a panel
+    per failed report, and the totals line."""
     console.print(summary_table(reports, title))
+    if verbose:
+        for report in reports:
+            if report.skipped is None:
+                console.print(detail_panel(report))
     for report in reports:
         for warning in idle_fault_lines(report):
             line = Text("warning: ", style="bold yellow")

@@ -6,10 +6,12 @@ node event, :func:`legend` lists them all for the page's legend.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from harness.run.model import NodeEvent
+from harness.scenario.faults.registry import FAULTS
 
 __all__ = [
     "FAULT_COLORS",
@@ -19,6 +21,8 @@ __all__ = [
     "STATUS_COLORS",
     "Marker",
     "event_title",
+    "fault_color",
+    "fault_legend",
     "legend",
     "marker",
 ]
@@ -45,7 +49,17 @@ FAULT_COLORS = {
     "squatter": "#a16207",
     "late_start": "#6366f1",
     "absent": "#64748b",
+    # the netns world's kernel faults
+    "drop": "#0f766e",
+    "reject": "#be123c",
+    "partition": "#c2410c",
+    "loss": "#ca8a04",
+    "filter": "#4d7c0f",
+    "bandwidth": "#0369a1",
 }
+#: The colours of fault kinds :data:`FAULT_COLORS` does not name (a kind registered later,
+#: a user's own): one picked by the kind's name, the same on every page.
+_SPARE_COLORS = ("#0e7490", "#9d174d", "#4338ca", "#854d0e", "#166534", "#6b21a8")
 #: the outline of a fault that did not act (its bar is drawn hollow in this colour).
 IDLE_COLOR = "#b45309"
 #: event name -> (glyph, colour); events not listed are drawn as small grey dots.
@@ -62,6 +76,16 @@ GLYPHS = {
 #: the glyph of any event not in :data:`GLYPHS`.
 OTHER_GLYPH = ("dot", "#cbd5e1")
 _RETRY_COLOR = "#f97316"  # a connect attempt that failed
+
+
+def fault_color(kind: str) -> str:
+    """The colour of fault kind ``kind`` on the timeline and in the legend."""
+    return FAULT_COLORS.get(kind) or _SPARE_COLORS[zlib.crc32(kind.encode()) % len(_SPARE_COLORS)]
+
+
+def fault_legend() -> dict[str, str]:
+    """Every registered fault kind (the registry, not a list kept here) and its colour."""
+    return {kind: fault_color(kind) for kind in FAULTS.kinds()}
 
 
 @dataclass(frozen=True)

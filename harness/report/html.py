@@ -35,7 +35,14 @@ from harness.report.fold import (
     short_ranges,
     violation_folds,
 )
-from harness.report.glyphs import FAULT_COLORS, IDLE_COLOR, STATUS_COLORS, Marker, legend
+from harness.report.glyphs import (
+    IDLE_COLOR,
+    STATUS_COLORS,
+    Marker,
+    fault_color,
+    fault_legend,
+    legend,
+)
 from harness.report.text import outcome_counts, start_text, verdict
 from harness.report.timeline import Timeline, layout
 from harness.run.model import FaultRecord, NodeOutcome, Report, Violation
@@ -171,7 +178,7 @@ def _fault(fault: FaultRecord) -> _Fault:
     return _Fault(
         index=fault.index,
         kind=fault.kind,
-        color=FAULT_COLORS.get(fault.kind, "#64748b"),
+        color=fault_color(fault.kind),
         nodes=short_ranges(fault.nodes),
         window=f"{fault.start:.2f} s to {end}" if fault.fired else "",  # detail: when due
         detail=fault.detail,
@@ -216,7 +223,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         violations=_violations(report.problems, many),
         known=_violations([v for v in report.violations if v.known], many),
         backend=sc.backend,
-        skipped=report.skipped or "",
+        skipped=report.skip_reason or "",
         error=report.error or "",
         counts=_counts(report),
         timeline=timeline,
@@ -284,7 +291,7 @@ def render_html(
             wall=f"{sum(r.duration for r in reports):.1f} s",
             glyphs=glyphs,
             status_colors=STATUS_COLORS,
-            fault_colors=FAULT_COLORS,
+            fault_colors=fault_legend(),
             idle_color=IDLE_COLOR,
             width=width,
         )

@@ -31,6 +31,7 @@ from harness.report.glyphs import (
     OTHER_GLYPH,
     STATUS_COLORS,
     event_title,
+    fault_color,
     marker,
 )
 from harness.report.shapes import Band, Block, FaultRow, Lane, Span, Tick, Timeline
@@ -185,7 +186,7 @@ def layout(report: Report, width: float = 1120, collapse: bool = False) -> Timel
         y = axis_h + i * row_h
         x0 = x_of(fault.start)
         x1 = x_of(fault.end if fault.end is not None else t_max)
-        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        color = fault_color(fault.kind)
         bar = Span(x0, y + 2, max(x1 - x0, 2.0), row_h - 4, color, _fault_title(fault))
         said = f"nodes {short_ranges(fault.nodes)}"
         said = f"{said} · {fault.detail}" if fault.detail else said
@@ -269,7 +270,7 @@ def _bands(
         hit = [i for i, lane in enumerate(lanes) if targets & set(lane.nodes)]
         x0 = x_of(fault.start)
         x1 = x_of(fault.end if fault.end is not None else t_max)
-        color = FAULT_COLORS.get(fault.kind, "#64748b")
+        color = fault_color(fault.kind)
         for first, last in runs(hit):
             top = lanes[first].y
             bottom = lanes[last].y + lanes[last].h

@@ -96,11 +96,17 @@ class Report:
     duration: float = 0.0
     proxy_events: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: Why it was not run (None: it ran).
     skipped: str | None = None
+    #: The world that could not run it (a fault needs what the world lacks, or this
+    #: machine cannot host the world); None: the backend could not (``[backends.<name>]
+    #: unsupported``, torch missing).
+    skipped_by_world: str | None = None
     #: Stopped by Ctrl-C before it ended: its nodes were killed and nothing was judged.
     interrupted: bool = False
-    #: Seconds from the first node's start to the release of the nodes (all ready at the
-    #: start gate); ``duration`` and every time in the report count from the release.
+    #: Seconds from the start of the world's build (proxies, namespaces, a Ray world's
+    #: placement group and actors) to the release of the nodes (all ready at the start
+    #: gate); ``duration`` and every time in the report count from the release.
     startup: float | None = None
     #: Seconds from the first to the last node to see the release, among the nodes released
     #: together (None: fewer than two of them).
@@ -108,6 +114,23 @@ class Report:
     #: The command that judges a rerun as this report was judged: ``harness run``, or
     #: ``harness replay`` when a check only the fuzzer's replay applies failed.
     rerun_with: str = "harness run"
+    #: What the rerun command needs before it (``PYTHONPATH=DIR `` for a ``module:factory``
+    #: backend; set by :func:`harness.run.suite.run_one`).
+    rerun_env: str = ""
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why it was not run, naming the cause: ``not run on <backend>: why`` when the
+        backend could not run it, ``not run: the <world> world cannot ...`` when the world
+        could not (None: it ran)."""
+        if self.skipped is None:
+            return None
+        world = self.skipped_by_world
+        if world is None:
+            return f"not run on {self.scenario.backend}: {self.skipped}"
+        if f"the {world} world" in self.skipped:
+            return f"not run: {self.skipped}"
+        return f"not run in the {world} world: {self.skipped}"
 
     @property
     def idle_faults(self) -> list[FaultRecord]:
@@ -128,13 +151,11 @@ class Report:
     def replay_command(self) -> str:
         """The command that reruns this scenario with the same seed."""
         path = self.scenario.path or f"<{self.scenario.name}>"
-        command = f"{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
+        command = f"{self.rerun_env}{self.rerun_with} {shlex.quote(path)} --seed {self.seed}"
         if self.rerun_with != "harness run":  # replay runs the file as it is written
             return command
-        if self.scenario.world != "local":
-            command += f" --world {self.scenario.world}"
-        if self.scenario.backend != "static":
-            command += f" --backend {shlex.quote(self.scenario.backend)}"
-        if self.scenario.pack is not None:  # packed by the file or by --pack: packed again
-            command += f" --pack {self.scenario.pack}"
+        # Only what an option changed: the file sets the rest itself.
+        for key, value in self.scenario.options().items():
+            if value is not None:  # an option cannot unpack a file's pack
+                command += f" --{key} {shlex.quote(str(value))}"
         return command

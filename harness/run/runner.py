@@ -251,7 +251,9 @@ class _Run:
         return self._finish_run()
 
     def _start_up(self) -> None:
-        """Build the world, start the first nodes and release them together."""
+        """Build the world, start the first nodes and release them together; the start-up
+        reported counts from the world's build (a Ray world's steps take seconds)."""
+        began = time.monotonic()
         self.world.build(self.rng.getrandbits(31))
         self.t0 = time.monotonic()
         for index, fault in self.faults:
@@ -268,7 +270,6 @@ class _Run:
                 now.append(node)
         self.starting = False
         self.schedule.run_due(lambda: 0.0)  # faults "at = 0" are there from the start
-        began = time.monotonic()
         self.first = now
         self.start_nodes(now)
         held = await_ready(self.inbox, self.cond, now, self.stop)
@@ -361,6 +362,7 @@ def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -
         host=scenario.endpoint.host,
         via_links=scenario.endpoint.via_proxy,
         backends=frozenset({scenario.backend}),
+        needs=frozenset(need for _, fault in faults for need in fault.needs),
     )
     for _, fault in faults:
         layout = fault.shape(layout)

@@ -33,7 +33,7 @@ from harness.run.model import Report
 from harness.run.runner import run_scenario
 from harness.run.worlds import worlds_for
 from harness.scenario.model import Scenario
-from harness.world.backends import unavailable
+from harness.world.backends import rerun_env, unavailable
 
 __all__ = [
     "ProxyProvider",
@@ -74,19 +74,22 @@ def worlds_session(scenarios: Sequence[Scenario], ray_address: str | None) -> It
     scenario) when one runs in the ray world -- a local Ray started here is stopped at the
     end, also on Ctrl-C.
 
+    Without Ray installed there is nothing to connect: each scenario of the ray world is
+    then reported skipped by :func:`run_one`, with the install command, and the others run.
+
     Raises:
-        UnsupportedError: Ray is not installed (the message says how to install it).
         WorldUnreachable: Ray could not be started, or its cluster joined.
     """
     if not any(sc.world == "ray" for sc in scenarios):
         yield
         return
-    from harness.world.ray.session import connect
+    from harness.world.ray.session import connect, unavailable
 
+    if unavailable() is not None:  # run_one reports each ray scenario skipped, saying why
+        yield
+        return
     try:
         session = connect(ray_address)
-    except UnsupportedError:
-        raise
     except HarnessError as exc:
         raise WorldUnreachable(f"--world ray: {exc}") from exc
     try:
@@ -138,6 +141,14 @@ def run_one(
     ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
     still propagate (after the runner has cleaned up its processes).
     """
+    report = _run_one(scenario, proxies, seed, stop)
+    report.rerun_env = rerun_env(scenario.backend)
+    return report
+
+
+def _run_one(
+    scenario: Scenario, proxies: ProxyProvider, seed: int, stop: threading.Event | None
+) -> Report:
     why_not = scenario.variant.unsupported or unavailable(scenario.backend)
     if why_not is not None:
         return Report(scenario, seed, outcomes=[], skipped=why_not)
@@ -146,7 +157,7 @@ def run_one(
         with proxies() as client:
             return run_scenario(scenario, worlds_for(scenario, client), seed, stop)
     except UnsupportedError as exc:
-        return Report(scenario, seed, outcomes=[], skipped=str(exc))
+        return Report(scenario, seed, outcomes=[], skipped=str(exc), skipped_by_world=exc.world)
     except Exception as exc:
         detail = "".join(traceback.format_exception(exc)).rstrip()
         return Report(

@@ -20,6 +20,7 @@ than the others (an outcome list with one bad entry), its errors are the ones sh
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -161,13 +162,24 @@ def _line(item: _Located, data: Any) -> str:
         if kind == "union_tag_not_found":
             text = "required key is missing"
             return f"{where}: {text}; allowed: {allowed}"
-        text = f"got {shown(ctx.get('tag'))}; allowed: {allowed}"
+        text = f"got {shown(ctx.get('tag'))};{_closest(ctx.get('tag'), allowed)} allowed: {allowed}"
+    elif kind == "literal_error":
+        allowed = str((error.get("ctx") or {}).get("expected"))
+        text = f"got {shown(item.value)};{_closest(item.value, allowed)} allowed: {allowed}"
     else:
         text = _detail(error)
         value = shown(item.value)
         if not isinstance(item.value, Mapping) and value not in text:
             text = f"got {value}; {text}"
     return f"{where}: {text}" if where else text
+
+
+def _closest(value: Any, allowed: str) -> str:
+    """`` did you mean 'filter'?`` when ``value`` is close to one of the quoted names in
+    ``allowed`` (pydantic's list of a literal's values), else ``""``."""
+    names = re.findall(r"'([^']*)'", allowed)
+    close = difflib.get_close_matches(value, names, n=1) if isinstance(value, str) else []
+    return f" did you mean {close[0]!r}?" if close else ""
 
 
 def _models(base: type[BaseModel] = FormatModel) -> Iterable[type[BaseModel]]:
@@ -228,7 +240,8 @@ def _merged(members: list[list[_Located]]) -> str:
         joint = (", or " if " or " in listed else " or ") if last else ", "
         listed += joint + option
     where = key_path(first.path)  # every member's error sits at the union's own key
-    text = f"got {shown(first.value)}; allowed: {listed}"
+    hint = _closest(first.value, ", ".join(literals))
+    text = f"got {shown(first.value)};{hint} allowed: {listed}"
     return f"{where}: {text}" if where else text
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +51,40 @@ def _items(validate: Any, value: Any) -> list[tuple[int, Any]]:
     return [(i, v) for i, v in checked if v is not None]
 
 
+@dataclass(frozen=True)
+class _Selector:
+    """The ``nodes`` list of an entry that is invalid for another reason."""
+
+    nodes: list[int]
+
+
+def _stray(value: Any, valid: list[tuple[int, Any]], where: str) -> list[tuple[str, _Selector]]:
+    """The ``nodes`` lists of a list's invalid entries (an unknown key in a fault must not
+    hide that it names a node the file does not have), each with its entry's key path."""
+    if not isinstance(value, list):
+        return []
+    ok = {i for i, _ in valid}
+    found = []
+    for i, entry in enumerate(value):
+        nodes = entry.get("nodes") if isinstance(entry, Mapping) else None
+        if i not in ok and isinstance(nodes, list) and all(type(n) is int for n in nodes):
+            found.append((f"{where}[{i}]", _Selector(nodes)))
+    return found
+
+
 def _salvaged(data: Mapping[str, Any]) -> list[str]:
-    """:func:`consistency` on the parts of an invalid file that are valid on their own."""
+    """:func:`consistency` on the parts of an invalid file that are valid on their own, and
+    on the node lists of its invalid entries."""
     count = _valid(_NODE_COUNT.validate_python, data.get("nodes"))
     if count is None:
         return []
     endpoint = _valid(Endpoint.model_validate, data.get("endpoint", {}))
-    expects: list[tuple[str, NodeExpect]] = []
+    faults = _items(FAULTS.validate, data.get("fault"))
+    overrides = _items(NodeOverride.model_validate, data.get("override"))
+    expects: list[tuple[str, NodeExpect | _Selector]] = [
+        *_stray(data.get("fault"), faults, "fault"),
+        *_stray(data.get("override"), overrides, "override"),
+    ]
     sections = [("expect", data.get("expect"))]
     backends = data.get("backends")
     if isinstance(backends, Mapping):
@@ -69,13 +97,8 @@ def _salvaged(data: Mapping[str, Any]) -> list[str]:
         if isinstance(section, Mapping):
             entries = _items(NodeExpect.model_validate, section.get("nodes"))
             expects += [(f"{where}.nodes[{i}]", e) for i, e in entries]
-    return consistency(
-        count,
-        endpoint,
-        _items(FAULTS.validate, data.get("fault")),
-        _items(NodeOverride.model_validate, data.get("override")),
-        expects,
-    )
+            expects += _stray(section.get("nodes"), entries, f"{where}.nodes")
+    return consistency(count, endpoint, faults, overrides, expects)
 
 
 def parse(data: Mapping[str, Any], source: str) -> Scenario:

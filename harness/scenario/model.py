@@ -11,7 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from harness.errors import ScenarioError
 from harness.scenario.consistency import consistency
@@ -178,6 +185,20 @@ class Timeouts(FormatModel):
     join: float = Field(default=10.0, gt=0)
     hard: float | None = Field(default=None, gt=0)
 
+    @field_validator("hard")
+    @classmethod
+    def _after_join(cls, value: float | None, info: ValidationInfo) -> float | None:
+        """A hard deadline at or before the join timeout kills every node that waits its
+        timeout out, and reports it ``hung``: an rdzv hang that is the file's doing."""
+        join = info.data.get("join")
+        if value is not None and join is not None and value <= join:
+            raise ValueError(
+                f"the hard deadline ({_number(value)} s) must be greater than timeouts.join "
+                f"({_number(join)} s): a node still waiting for its join timeout would be "
+                "killed and reported hung; raise hard or leave it out (2 x join + 15)"
+            )
+        return value
+
     @property
     def hard_deadline(self) -> float:
         """Seconds after which a still-running node is killed and reported ``hung``."""
@@ -216,6 +237,9 @@ class Scenario(FormatModel):
     expect: Expect = Field(default_factory=Expect)
     backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
     path: str | None = Field(default=None, exclude=True)
+    #: How the file itself runs (world, backend, pack), kept through the copies that
+    #: options make (:meth:`in_world`, ...), so a replay names only what an option changed.
+    _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> Scenario:
@@ -229,12 +253,20 @@ class Scenario(FormatModel):
             _expectations(self.expect, self.backends),
         )
         found += _idle_beyond(len(self.fault), self.expect, self.backends)
+        found += _timeouts_beyond(self.timeouts, self.override)
+        self._written = {key: getattr(self, key) for key in _OPTIONS}
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
             collector.extend(found)
         elif found:
             raise ValueError("; ".join(found))
         return self
+
+    def options(self) -> dict[str, Any]:
+        """What differs from the file as written, among ``world``, ``backend`` and ``pack``
+        (what ``--world``, ``--backend`` and ``--pack`` changed), in that order."""
+        written = self._written
+        return {k: getattr(self, k) for k in _OPTIONS if written.get(k) != getattr(self, k)}
 
     def targets(self, nodes: Nodes) -> list[int]:
         """Resolve a node selector: a list, ``"all"`` or ``"others"`` (all but node 0)."""
@@ -295,6 +327,10 @@ class Scenario(FormatModel):
         return self.model_copy(update={"seed": seed})
 
 
+#: The keys of a file that ``harness run`` options can override.
+_OPTIONS = ("world", "backend", "pack")
+
+
 def _expectations(
     expect: Expect, backends: Mapping[str, BackendVariant]
 ) -> list[tuple[str, NodeExpect]]:
@@ -318,6 +354,27 @@ def _idle_beyond(count: int, expect: Expect, backends: Mapping[str, BackendVaria
                 what = f"fault {index} does not exist; the scenario has {has}"
                 found.append(f"{where}.idle_faults[{i}]: {what}")
     return found
+
+
+def _timeouts_beyond(timeouts: Timeouts, overrides: list[NodeOverride]) -> list[str]:
+    """An override's own join timeout (``config.timeout``) that reaches the hard deadline:
+    its nodes would be killed and reported ``hung`` before their timeout."""
+    hard = timeouts.hard_deadline
+    found = []
+    for i, override in enumerate(overrides):
+        own = override.config.get("timeout")
+        if isinstance(own, int | float) and not isinstance(own, bool) and own >= hard:
+            said = "timeouts.hard" if timeouts.hard is not None else "2 x timeouts.join + 15"
+            found.append(
+                f"override[{i}].config.timeout: got {_number(own)}; the hard deadline "
+                f"({_number(hard)} s, {said}) must be greater, or its nodes are killed and "
+                "reported hung before they time out; raise timeouts.hard"
+            )
+    return found
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 #: The validation-context key under which :func:`harness.scenario.load.parse` collects

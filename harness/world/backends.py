@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["TORCH_STATIC", "create_handler", "preload", "unavailable"]
+__all__ = ["TORCH_STATIC", "create_handler", "module_home", "preload", "rerun_env", "unavailable"]
 
 TORCH_STATIC = "torch-static"
 _TORCH_HANDLER = "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"
@@ -55,6 +57,31 @@ def unavailable(backend: str) -> str | None:
     if found is None:
         return f"no module named {module!r} (backend {backend!r}); is it on PYTHONPATH?"
     return None
+
+
+def module_home(module: str) -> Path | None:
+    """The directory to put on ``PYTHONPATH`` so that ``module`` imports as it does here
+    (None when it does not import here)."""
+    top = module.partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:  # a package: the directory that holds it
+        return Path(next(iter(spec.submodule_search_locations))).parent
+    return Path(spec.origin).parent if spec.origin else None
+
+
+def rerun_env(backend: str) -> str:
+    """What a command that reruns a scenario on ``backend`` needs before it:
+    ``PYTHONPATH=DIR `` for a ``module:factory`` backend whose module imports here from
+    ``DIR`` (its nodes import it), else ``""``."""
+    if backend in ("static", TORCH_STATIC) or ":" not in backend:
+        return ""
+    where = module_home(_split(backend)[0])
+    return f"PYTHONPATH={shlex.quote(str(where))} " if where is not None else ""
 
 
 def preload(backends: set[str]) -> list[str]:

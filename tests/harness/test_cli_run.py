@@ -124,6 +124,20 @@ def test_run_exits_0_with_one_line_per_scenario_and_a_summary_when_all_pass(
     assert "1 passed, 0 failed, 0 errors in" in done.stdout
 
 
+def test_run_verbose_shows_what_each_node_said_for_a_passing_run(tmp_path: Path) -> None:
+    suite = write(tmp_path / "suite", happy=HAPPY)
+    quiet = harness("run", str(suite), cwd=tmp_path)
+    done = harness("run", "-v", str(suite), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "node 2 events:" not in quiet.stdout
+    assert "PASS tiny-happy (seed 11)" in done.stdout
+    for node in range(3):
+        assert f"node {node}: ok, rank {node}, world size 3, after " in done.stdout
+        assert f"node {node} events:" in done.stdout
+    assert re.search(r"│\s+\d+\.\d{3} s joined\s", done.stdout)
+    assert "exit_wait: waiting up to " in done.stdout  # an event's own message
+
+
 def test_run_exits_1_and_writes_junit_and_html_when_a_scenario_fails(tmp_path: Path) -> None:
     suite = write(tmp_path / "suite", happy=HAPPY, wrong=WRONG)
     junit, html = tmp_path / "out" / "junit.xml", tmp_path / "report.html"
@@ -156,7 +170,7 @@ def test_run_exits_2_naming_the_file_and_key_of_an_invalid_scenario(tmp_path: Pa
     done = harness("run", str(suite), cwd=tmp_path)
     assert done.returncode == 2
     assert f"harness run: invalid scenario {suite / 'invalid.toml'}:" in done.stderr
-    assert "fault[0].type: got 'latencyy'; allowed:" in done.stderr
+    assert "fault[0].type: got 'latencyy'; did you mean 'latency'? allowed:" in done.stderr
     assert "PASS" not in done.stdout  # nothing ran
 
 
@@ -166,7 +180,10 @@ def test_run_names_every_invalid_file_of_a_directory_and_runs_nothing(tmp_path: 
     done = harness("run", str(suite), cwd=tmp_path)
     assert done.returncode == 2
     assert f"harness run: invalid scenario {suite / 'a.toml'}:" in done.stderr
-    assert "  - fault[0].type: got 'latencyy'; allowed: 'latency', " in done.stderr
+    assert (
+        "  - fault[0].type: got 'latencyy'; did you mean 'latency'? allowed: 'latency', "
+        in done.stderr
+    )
     assert f"harness run: invalid scenario {suite / 'c.toml'}:" in done.stderr
     assert "  - nodes: got 'three'; must be a whole number" in done.stderr
     assert "harness run: 2 scenario paths are invalid; nothing ran" in done.stderr

@@ -163,3 +163,49 @@ def test_replay_refuses_a_file_without_a_seed(tmp_path: Path) -> None:
     path.write_text('name = "unseeded"\ndescription = "No seed."\nnodes = 2\n', encoding="utf-8")
     with pytest.raises(ScenarioError, match="records no seed; give one with --seed N"):
         replay(path)
+
+
+def test_fuzz_keeps_every_drawn_scenario_when_asked_though_none_failed(tmp_path: Path) -> None:
+    def passes(scenario: Scenario, seed: int) -> Report:
+        return Report(scenario, seed, outcomes=[])
+
+    lines: list[str] = []
+    result = fuzz(6, 3, tmp_path / "out", lines.append, runner=passes, keep=tmp_path / "kept")
+    assert result.written == [] and not (tmp_path / "out").exists()
+    assert len(result.kept) == result.examples >= 1
+    assert sorted(result.kept) == sorted((tmp_path / "kept").glob("*.toml"))
+    for path in result.kept:
+        scenario = load(path)  # a scenario file `harness run` runs again, seed and all
+        assert scenario.seed is not None
+        assert scenario.description.startswith("Drawn by `harness fuzz --seed 3`: ")
+        assert scenario.description.endswith("; it passed.")
+    kept = f"{result.examples} drawn scenario(s) kept in {tmp_path / 'kept'}"
+    assert lines[-1].endswith(f"run; {kept}; no failure found")
+
+
+def test_the_replay_command_of_a_factory_backend_sets_pythonpath_as_fuzz_says(
+    tmp_path: Path,
+) -> None:
+    here = Path(__file__).resolve().parent  # where fake_backends imports from
+    data = {
+        "name": "factory",
+        "description": "d",
+        "nodes": 2,
+        "backend": "fake_backends:eager",
+        "backends": {"fake_backends:eager": {"unsupported": "not run by this test"}},
+    }
+    report = run_one(parse(data, "found/factory.toml"), embedded_proxy, 5)
+    assert report.replay_command == (f"PYTHONPATH={here} harness run found/factory.toml --seed 5")
+
+    def fails_as_run_one_reports(scenario: Scenario, seed: int) -> Report:
+        failed = fails_when_a_node_is_absent(scenario, seed)
+        failed.rerun_env = report.rerun_env
+        return failed
+
+    lines: list[str] = []
+    backend = "fake_backends:eager"
+    result = fuzz(30, 5, tmp_path, lines.append, backend, runner=fails_as_run_one_reports)
+    assert result.reports[0].replay_command.startswith(f"PYTHONPATH={here} harness ")
+    path = result.written[0]
+    said = f"(run it: PYTHONPATH={here} harness run {path}; replay: PYTHONPATH={here} harness"
+    assert said in lines[-1]

@@ -9,6 +9,7 @@ import pickle
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import multiprocess
 import pytest
@@ -17,8 +18,10 @@ from harness.report.html import write_html
 from harness.report.junit import write_junit
 from harness.report.text import result_line
 from harness.run.model import NodeEvent
+from harness.run.runner import run_scenario
 from harness.run.startup import asleep, await_asleep, release_skew
 from harness.run.suite import embedded_proxy, run_one
+from harness.run.worlds import worlds_for
 from harness.scenario.load import parse
 from harness.world.base import Launch, Message
 from harness.world.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
@@ -221,3 +224,33 @@ def test_a_thread_blocked_at_a_gate_is_asleep_and_a_running_one_is_not() -> None
         os.close(write)
         thread.join(timeout=30)
         os.close(read)
+
+
+class _SlowBuild:
+    """The local world, but its build takes ``seconds`` more (as a Ray world's steps do)."""
+
+    def __init__(self, worlds: Any, seconds: float) -> None:
+        self.worlds, self.seconds = worlds, seconds
+        self.name, self.capabilities = worlds.name, worlds.capabilities
+
+    def __call__(self, layout: Any, on_message: Any) -> Any:
+        world = self.worlds(layout, on_message)
+        build = world.build
+
+        def slow(seed: int) -> None:
+            time.sleep(self.seconds)
+            build(seed)
+
+        world.build = slow
+        return world
+
+
+def test_the_start_up_reported_includes_the_worlds_build() -> None:
+    scenario = parse(
+        {"name": "slow-build", "description": "d", "nodes": 2, "timeouts": {"join": 30}}, "<s>"
+    )
+    with embedded_proxy() as client:
+        report = run_scenario(scenario, _SlowBuild(worlds_for(scenario, client), 1.5), 7)
+
+    assert report.passed, [v.message for v in report.violations]
+    assert report.startup is not None and report.startup >= 1.5  # the build slept 1.5 s

@@ -50,7 +50,9 @@ def test_an_unknown_key_close_to_a_key_of_its_table_gets_a_suggestion() -> None:
 
 def test_a_bad_toxic_type_names_the_fault_and_the_allowed_values() -> None:
     (problem,) = problems(fault=[{"kind": "toxic", "type": "latencyy"}])
-    assert problem.startswith("fault[0].type: got 'latencyy'; allowed: 'latency'")
+    assert problem.startswith(
+        "fault[0].type: got 'latencyy'; did you mean 'latency'? allowed: 'latency'"
+    )
 
 
 def test_a_toxic_attribute_its_type_does_not_take_is_rejected_with_a_suggestion() -> None:
@@ -257,15 +259,16 @@ def test_an_empty_outcome_list_is_rejected() -> None:
 def test_a_bad_outcome_shows_the_value_and_the_allowed_outcomes() -> None:
     with pytest.raises(
         ScenarioError,
-        match=r"test\.toml: expect\.outcome: got 'okk'; allowed: 'ok', 'timeout', "
-        r"'connection_error', .* or 'absent', or a list$",
+        match=r"test\.toml: expect\.outcome: got 'okk'; did you mean 'ok'\? allowed: 'ok', "
+        r"'timeout', 'connection_error', .* or 'absent', or a list$",
     ):
         scenario(expect={"outcome": "okk"})
 
 
 def test_a_bad_entry_of_an_outcome_list_is_named_by_its_index() -> None:
     with pytest.raises(
-        ScenarioError, match=r"expect\.nodes\[0\]\.outcome\[1\]: got 'okk'; allowed"
+        ScenarioError,
+        match=r"expect\.nodes\[0\]\.outcome\[1\]: got 'okk'; did you mean 'ok'\? allowed",
     ):
         scenario(expect={"nodes": [{"nodes": [1], "outcome": ["ok", "okk"]}]})
 
@@ -295,8 +298,10 @@ def test_validation_reports_every_problem_of_a_file_in_one_pass() -> None:
         expect={"outcome": "okk", "nodes": [{"nodes": [7], "outcome": "ok"}]},
     )
     assert found[0] == "timeouts.join: got -1; must be greater than 0"
-    assert found[1].startswith("fault[1].type: got 'latencyy'; allowed: 'latency', ")
-    assert found[2].startswith("expect.outcome: got 'okk'; allowed: 'ok', ")
+    assert found[1].startswith(
+        "fault[1].type: got 'latencyy'; did you mean 'latency'? allowed: 'latency', "
+    )
+    assert found[2].startswith("expect.outcome: got 'okk'; did you mean 'ok'? allowed: 'ok', ")
     assert found[3:] == [
         "colour: unknown key",
         # the whole-scenario checks run on the parts that are valid on their own

@@ -128,12 +128,17 @@ def run_pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_passing_scenario_file_is_one_passed_item(tmp_path: Path) -> None:
+def test_a_passing_scenario_file_is_one_passed_item_showing_what_each_node_said_with_rP(
+    tmp_path: Path,
+) -> None:
     make_project(tmp_path, **{"scenarios/ok.toml": PASSING})
-    result = run_pytest(tmp_path, "-v")
+    result = run_pytest(tmp_path, "-v", "-rP")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "scenarios/ok.toml::two-nodes-join PASSED" in result.stdout
     assert "1 passed" in result.stdout
+    assert "Captured harness nodes call" in result.stdout
+    assert "node 1: ok, rank 1, world size 2, after " in result.stdout
+    assert "node 1 events:" in result.stdout
 
 
 def test_a_failing_scenario_shows_violations_nodes_seed_and_replay(tmp_path: Path) -> None:
@@ -186,7 +191,7 @@ def test_a_scenario_file_without_the_harness_extra_is_one_collection_error_sayin
     assert "ERROR collecting scenarios/ok.toml" in result.stdout
     assert (
         "cannot run scenario files: the harness extra is not installed here "
-        "(missing: no-such-dist); install it with: pip install 'rdzv[harness]'"
+        "(missing: no-such-dist); install it with: pip install 'rdzv-harness[harness]'"
     ) in result.stdout
     assert "Traceback" not in result.stdout
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 from ray_helpers import ROOT, built
 
+from harness.cli.common import nothing_ran
 from harness.errors import ScenarioError
-from harness.run.suite import embedded_proxy, run_one
+from harness.run.suite import embedded_proxy, run_one, run_suite, worlds_session
 from harness.world.ray import session
 from harness.world.ray.groups import default_pack, plan
 
@@ -63,6 +65,20 @@ def test_without_ray_a_ray_scenario_is_skipped_with_the_install_command() -> Non
     assert report.skipped is not None
     assert "Ray, which is not installed" in report.skipped
     assert "pip install '.[ray]'" in report.skipped
+
+
+@pytest.mark.usefixtures("no_ray")
+def test_without_ray_a_suite_skips_its_ray_scenarios_and_runs_the_others() -> None:
+    on_ray = built({"name": "on-ray", "nodes": 2, "world": "ray"})
+    here = built({"name": "here", "nodes": 2})
+
+    with worlds_session([on_ray, here], None):  # Ray missing: nothing to connect, no error
+        reports = run_suite([on_ray, here], embedded_proxy, 1, seed=3)
+
+    skipped = {r.scenario.name: r.skipped for r in reports}
+    assert skipped["here"] is None
+    assert "pip install '.[ray]'" in str(skipped["on-ray"])
+    assert nothing_ran([r for r in reports if r.scenario.name == "on-ray"]) is not None  # exit 2
 
 
 @pytest.mark.usefixtures("no_ray")
@@ -151,3 +167,24 @@ def test_a_restart_adopts_a_spare_that_answered_with_the_rendezvous_imported() -
     assert "rdzv.rendezvous.static" in modules
     assert asked == [modules, modules]  # each spare imports what a node's first step runs
     assert waits.waited == [(["answer 1", "answer 2"], "the spare actors")]  # and answered
+
+
+def test_starting_a_local_ray_drops_only_rays_notice_that_token_auth_is_on() -> None:
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    logger.addHandler(handler)
+    notice = (
+        "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled "
+        "to opt out."
+    )
+    try:
+        with session._token_notice_dropped():
+            logger.warning(notice)  # what Ray 2.60 logs on every start of a local Ray
+            logger.warning("Token authentication is disabled for this Ray cluster.")
+        logger.warning(notice)  # outside a start of the harness's: Ray's own business
+    finally:
+        logger.removeHandler(handler)
+
+    assert seen == ["Token authentication is disabled for this Ray cluster.", notice]

@@ -140,16 +140,28 @@ def test_the_sans_io_modules_import_no_socket_asyncio_time_or_random(module: str
     assert io == [], f"{module} imports {io}"
 
 
+#: The torchrun plugin: the one module that imports torch (only torchrun loads it).
+TORCHRUN_PLUGIN = "rdzv.torchrun"
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_rdzv_imports_only_the_standard_library_and_itself(module: str) -> None:
     # An optional import is allowed where an ImportError falls back.
+    allowed = sys.stdlib_module_names | {"rdzv", "__future__"}
+    if module == TORCHRUN_PLUGIN:
+        allowed = allowed | {"torch"}
     foreign = [
         i.module
         for i in _imports(module)
-        if not i.optional
-        and i.module.partition(".")[0] not in sys.stdlib_module_names | {"rdzv", "__future__"}
+        if not i.optional and i.module.partition(".")[0] not in allowed
     ]
     assert foreign == [], f"{module} imports {foreign}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if m != TORCHRUN_PLUGIN])
+def test_no_module_but_torchruns_own_imports_the_torchrun_plugin(module: str) -> None:
+    plugin = [i.module for i in _imports(module) if i.module == TORCHRUN_PLUGIN]
+    assert plugin == [], f"{module} imports {plugin}: only torchrun may load it"
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -11,9 +11,9 @@ reported unsupported there, with the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field
 
 from harness.scenario.faults.base import Context, Heal, Timed, Trigger, Whole
 from harness.scenario.faults.record import FaultRecord
@@ -37,18 +37,20 @@ __all__ = [
     "RejectFault",
 ]
 
-Port = int | Literal["store"]
+
+def _port_valid(port: int | str) -> int | str:
+    """Checked per entry, so that an error names its key path (``fault[0].ports[1]``)."""
+    if port != "store" and not 1 <= int(port) <= 65535:
+        raise ValueError(f"a port is 'store' or a number from 1 to 65535, got {port!r}")
+    return port
+
+
+Port = Annotated[int | Literal["store"], AfterValidator(_port_valid)]
 Direction = Literal["in", "out", "both"]
 
 
 def _port_numbers(ports: Sequence[Port]) -> tuple[int, ...]:
     return tuple(STORE_PORT if port == "store" else int(port) for port in ports)
-
-
-def _ports_valid(ports: Sequence[Port]) -> None:
-    for port in ports:
-        if port != "store" and not 1 <= int(port) <= 65535:
-            raise ValueError(f"a port is 'store' or a number from 1 to 65535, got {port!r}")
 
 
 _NO_MATCH = "no packet matched while it was in place"
@@ -115,11 +117,6 @@ class _ToPorts(_Kernel):
     to: Nodes = Field(default_factory=lambda: [0])
     ports: list[Port] = Field(default_factory=_store_only)
     syn_only: bool = True
-
-    @model_validator(mode="after")
-    def _valid_ports(self) -> _ToPorts:
-        _ports_valid(self.ports)
-        return self
 
     def _rule(self, ctx: Context, verdict: str, label: str) -> PacketRule:
         return PacketRule(
@@ -246,11 +243,6 @@ class FilterFault(_Kernel):
     kind: Literal["filter"]
     nodes: Nodes = Field(default_factory=lambda: [0])
     ports: list[Port] = Field(min_length=1)
-
-    @model_validator(mode="after")
-    def _valid_ports(self) -> FilterFault:
-        _ports_valid(self.ports)
-        return self
 
     def inject(self, world: World, ctx: Context) -> Heal:
         chosen = ctx.targets(self.nodes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
@@ -42,7 +42,9 @@ class ToxicFault(Timed):
     ]
     stream: Literal["upstream", "downstream"] = "downstream"
     toxicity: float = Field(default=1.0, ge=0, le=1)
-    attributes: dict[str, int] = Field(default_factory=dict)
+    #: Milliseconds, bytes, KB/s: never negative (a proxy takes ``rate = -1`` and stalls
+    #: every byte, as Toxiproxy would; the node then fails for a reason nobody wrote).
+    attributes: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     duration: float | None = Field(default=None, gt=0)
     needs: ClassVar[frozenset[str]] = frozenset({TOXICS})
 
@@ -89,7 +91,8 @@ class ToxicFault(Timed):
             f"f{ctx.index}-{self.type}", self.type, self.stream, self.toxicity, self.attributes
         )
         toxic = world.add_toxic(targets, spec)
-        record = ctx.record(targets, f"{self.type} {self.stream} {self.attributes}")
+        way = _WAYS[self.stream]
+        record = ctx.record(targets, f"{self.type} {self.stream} ({way}) {self.attributes}")
 
         def tally() -> None:
             found = toxic.effects()
@@ -103,6 +106,10 @@ class ToxicFault(Timed):
 
         ctx.tally(tally)
         return toxic.remove
+
+
+#: Which way the data a toxic acts on flows (one stream: one way only).
+_WAYS = {"upstream": "node to store only", "downstream": "store to node only"}
 
 
 def _reach(applied: int, skipped: int, toxic_type: str) -> str:

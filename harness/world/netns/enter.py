@@ -27,9 +27,11 @@ from harness.world.node import (
     run_node,
 )
 
-__all__ = ["CLONE_NEWNET", "enter", "node_entry"]
+__all__ = ["CLONE_NEWNET", "PLACEMENT", "enter", "node_entry"]
 
 CLONE_NEWNET: Final = 0x40000000
+#: Where the report says a node of this world ran.
+PLACEMENT: Final = "process in a network namespace of its own"
 #: This process's own symbols, libc's among them (no ``find_library``: it runs ``ldconfig``
 #: in a subprocess); made once, at import, so forkserver children inherit it.
 _LIBC: Final = ctypes.CDLL(None, use_errno=True)
@@ -54,7 +56,9 @@ def node_entry(channel: Any, output_path: str, netns_path: str, spec: NodeSpec, 
     """A node of the netns world: enter its namespace, then run it as the local world does
     (ready, then waiting at the world's start ``gate`` until the release)."""
     redirect_output(output_path)
-    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
+    hosting = dataclasses.replace(
+        PROCESS, gate=functools.partial(process_gate, gate), placement=PLACEMENT
+    )
     try:
         enter(netns_path)
         run_node(spec, PipeReporter(channel), hosting)

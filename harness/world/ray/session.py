@@ -52,6 +52,13 @@ NAMESPACE: Final = "harness"
 _GONE_WAIT: Final = 10.0
 #: In the command line of every process of a local Ray but its workers (``ray::...``).
 _RAY_PATH: Final = f"{os.sep}ray{os.sep}"
+#: What Ray (2.5x) logs as a warning on every start of a local Ray that leaves
+#: ``RAY_AUTH_MODE`` unset: that it turned its default, token authentication, on. The
+#: harness keeps that default (setting the variable itself once Ray is imported leaves Ray's
+#: own configuration behind it, and the driver is then refused), so the notice says nothing
+#: a run should act on; it is dropped while the harness starts its local Ray.
+_TOKEN_LOGGER: Final = "ray._private.authentication.authentication_token_setup"
+_TOKEN_NOTICE: Final = "Token authentication is enabled for this Ray cluster"
 
 
 def unavailable() -> str | None:
@@ -143,7 +150,7 @@ def _init(address: str | None, num_cpus: int | None) -> None:
     if address is not None:
         init(address=address, namespace=NAMESPACE, **quiet)
         return
-    with _on_loopback():
+    with _on_loopback(), _token_notice_dropped():
         init(
             address="local",
             num_cpus=num_cpus or os.cpu_count() or 2,
@@ -249,6 +256,24 @@ def _on_loopback() -> Iterator[None]:
             os.environ.pop(_CLUSTERS_ENV, None)
         else:
             os.environ[_CLUSTERS_ENV] = saved_env
+
+
+class _DropTokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_TOKEN_NOTICE)
+
+
+@contextlib.contextmanager
+def _token_notice_dropped() -> Iterator[None]:
+    """While a local Ray starts: Ray's notice that token authentication is on, dropped
+    (every other message of its logger still shows)."""
+    logger = logging.getLogger(_TOKEN_LOGGER)
+    dropped = _DropTokenNotice()
+    logger.addFilter(dropped)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropped)
 
 
 @contextlib.contextmanager
