@@ -20,12 +20,11 @@ uses no CPU and sends nothing):
    their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
    returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
    missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
-3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict, and its
-   ``hard_end`` is :data:`LATE_OVERSHOOT` past it, not ``OVERSHOOT``: as long as a
-   cancelled wait still ends by then (when a busy host's or network's verdict is late, the
-   more slack the better, and a member that does not wake sends nothing; a member whose
-   verdict comes returns at once, so only a round that nobody diagnoses costs it the whole
-   wait). Then it holds the same
+3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict: as long as
+   a cancelled wait still ends by ``hard_end`` (when a busy host's or network's verdict is
+   late, the more slack the better, and a member that does not wake sends nothing; a
+   member whose verdict comes returns at once, so only a round that nobody diagnoses costs
+   it the whole wait). Then it holds the same
    election: elected (no watchman ever got that far: they died, hung, are cut off, or
    started much later than it), it names the missing ranks with what is left; else it
    reads the elected one's verdict, as a member whose wait ended late does (4) -- one
@@ -53,13 +52,13 @@ to CANCEL_WAIT (the rdzv client closes the connection when that answer is
 :data:`VERDICT_RESERVE`, the verdict by ``hard_end``. ``OVERSHOOT``
 (:mod:`rdzv.rendezvous._round_io`) is sized so that a watchman whose wait for the diagnoser
 is cancelled as late as the client allows still ends by ``hard_end``:
-``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``; every other member's
-``hard_end`` is ``LATE_WAKE + CANCEL_BOUND == LATE_OVERSHOOT`` past its deadline. The one
-exception is the late read of 4: a member that has not read the verdict when its time is
-spent ends at most :data:`LATE_READ` after it found the time gone (that moment itself is as
-late as the machine scheduled this process: no deadline bounds a process that does not
-run). So a join outlives its deadline by at most 3 s (a watchman) or 9 s (the others), plus
-2 s for the late read, plus however long the machine did not run the process.
+``WAIT_FOR_DIAGNOSER + CANCEL_BOUND + VERDICT_RESERVE == OVERSHOOT``, and so does a member
+woken :data:`LATE_WAKE` past its deadline: ``LATE_WAKE + CANCEL_BOUND == OVERSHOOT``. The
+one exception is the late read of 4: a member that has not read the verdict when its time
+is spent ends at most :data:`LATE_READ` after it found the time gone (that moment itself is
+as late as the machine scheduled this process: no deadline bounds a process that does not
+run). So a join outlives its deadline by at most 9 s, plus 2 s for the late read, plus
+however long the machine did not run the process.
 """
 
 from __future__ import annotations
@@ -83,13 +82,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCEL_BOUND",
     "CLAIMS_ASKED",
-    "LATE_OVERSHOOT",
     "LATE_READ",
     "LATE_WAKE",
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
     "WATCHMEN",
-    "hard_end",
     "publish_verdict",
     "timeout_verdict",
     "verdict_grace",
@@ -107,23 +104,16 @@ WAIT_FOR_DIAGNOSER: Final = OVERSHOOT - CANCEL_BOUND - VERDICT_RESERVE
 #: The first members to join wake at their deadline and hold the election...
 WATCHMEN: Final = 8
 #: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
-#: late as a cancelled wait still ends by their ``hard_end``, :data:`LATE_OVERSHOOT` past
-#: the deadline. A member blocked in its wait costs nothing, and returns the moment the
-#: verdict comes: the wait is long so that a verdict delivered late still finds the member
-#: listening on its own connection. With two 1024-node runs and four CPU hogs on 2 cores,
-#: the host's verdict reached the last member 3.7 s after it was written; a member whose
-#: wait (then 2.6 s) ended before that had its cancel unanswered, its connection closed by
-#: the client, and could not connect again and read the verdict within :data:`LATE_READ`.
-LATE_WAKE: Final = 8.6
-#: How long a member that is not a watchman may outlive its deadline: its ``hard_end`` (the
-#: late read of 4 aside); watchmen, the hosting node included, keep ``OVERSHOOT``.
-LATE_OVERSHOOT: Final = LATE_WAKE + CANCEL_BOUND
+#: late as a cancelled wait still ends by ``hard_end``.
+LATE_WAKE: Final = OVERSHOOT - CANCEL_BOUND
 #: Seconds a member that finds the overshoot spent before it read any verdict (its wait ended
 #: late: its process was not scheduled, or the store answered late) still gives to one read of
 #: the verdict, counted from the moment it finds the time gone: connecting again included
 #: when the client closed its connection, and the store's answer to a cancel when no verdict
-#: exists. 2 s: at 1024 nodes on two cores kept busy by another 1024-node run and CPU hogs,
-#: the verdict reached the last member well within it (docs/rendezvous.md, "Deadlines").
+#: exists. 2 s: a member whose process was not run reads the verdict already waiting on its
+#: own connection at once; one whose connection was closed needs a connection, a handshake
+#: and a request, which a busy store or path may not give it even in 2 s (the long waits
+#: that ``OVERSHOOT`` allows are what keep members off this path).
 LATE_READ: Final = 2.0
 #: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
 #: for every rank's keys one by one took longer than the overshoot allows).
@@ -142,12 +132,6 @@ def watches(joined: int) -> bool:
 def verdict_grace(watchman: bool) -> float:
     """How far past its deadline a member's wait for the verdict runs before it wakes."""
     return 0.0 if watchman else LATE_WAKE
-
-
-def hard_end(deadline: float, watchman: bool) -> float:
-    """When the join of a member whose deadline is ``deadline`` ends at the latest
-    (invariant 9 of :mod:`rdzv.rendezvous._join`; the late read of 4 aside)."""
-    return deadline + (OVERSHOOT if watchman else LATE_OVERSHOOT)
 
 
 def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
@@ -182,7 +166,7 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
     return _diagnose_and_publish(io, done)
 
 
-def read_late(io: RoundIO, done: str) -> bytes | None:
+def _read_late(io: RoundIO, done: str) -> bytes | None:
     """The verdict in ``done``, read by a member that found the overshoot spent (4), within
     :data:`LATE_READ` from now; None if there is none by then or the store cannot be read.
 
@@ -220,7 +204,7 @@ def read_late(io: RoundIO, done: str) -> bytes | None:
 
 def _read_or_fail(io: RoundIO, done: str, why: str) -> bytes:
     """The verdict read late (4), or fail: the missing ranks could not be determined."""
-    raw = read_late(io, done)
+    raw = _read_late(io, done)
     if raw is None:
         unknown = f"{why}; no verdict could be read within {LATE_READ:g} s after that"
         message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
@@ -315,7 +299,7 @@ def publish_verdict(io: RoundIO, message: str) -> bytes:
         raw: bytes = io.store.compare_set(done, "", encoded)
     except StoreError as exc:  # the others learn it at their own deadline
         io.event("failure_not_published", error=f"{type(exc).__name__}: {exc}")
-        late = read_late(io, done)  # another member's, published meanwhile (4)
+        late = _read_late(io, done)  # another member's, published meanwhile (4)
         if late is None:
             io.fail(RendezvousTimeoutError(message))
         return late

@@ -47,10 +47,9 @@ Invariants:
    (:mod:`rdzv.rendezvous._lost_member`; the store server follows every key's writer from
    its first request, so no claim is written before it is followed); a member whose round
    completed is the exit barrier's business.
-9. A join outlives its deadline by at most ``OVERSHOOT`` (a watchman, the hosting node
-   included) or ``LATE_OVERSHOOT`` (the others, :mod:`rdzv.rendezvous._deadline`): past it,
-   naming the missing ranks and publishing the verdict get what is left, and a connection
-   that ends then is a timeout, never published as lost. A member that finds its time spent
+9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
+   and publishing the verdict get what is left, and a connection that ends then is a
+   timeout, never published as lost. A member that finds its time spent
    before it read any verdict (its wait ended late) reads the one that exists, within
    ``LATE_READ`` of that moment; only if there is none are the ranks "not determined".
    Figures count from ``started``, never below the timeout when that deadline is what passed.
@@ -75,7 +74,7 @@ Invariants:
    ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
    the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
-   cancelled wait still ends by its ``LATE_OVERSHOOT``) and holds the same election: elected,
+   cancelled wait still ends within the overshoot) and holds the same election: elected,
    it names the missing ranks with what is left; else it reads the elected one's verdict
    (within ``LATE_READ``, as a member whose wait ended late does). So when a thousand
    deadlines pass in the same instant, no more than a few members wake.
@@ -97,7 +96,6 @@ from rdzv.errors import (
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous._deadline import (
-    hard_end,
     publish_verdict,
     timeout_verdict,
     verdict_grace,
@@ -214,7 +212,6 @@ class RoundProtocol(RoundIO):
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
         self.watchman = watches(joined)  # invariant 11
-        self.hard_end = hard_end(self.deadline, self.watchman)
         if self.arbiter is not None:
             self._decide(self.arbiter)
         elif joined >= me.world_size:

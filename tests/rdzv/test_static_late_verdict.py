@@ -128,7 +128,7 @@ def test_a_member_that_wakes_past_the_overshoot_reads_the_verdict_published_mean
         assert isinstance(error, RendezvousTimeoutError)
         assert re.search(_NAMED, str(error)), error
         (read,) = _late_reads(events)
-        assert (read["fresh"], read["found"]) == (False, True)
+        assert read["found"]  # on its own connection, or (a cancel answered too late) a fresh one
     finally:
         member.store.close()  # type: ignore[attr-defined]
         writer.close()
