@@ -37,9 +37,11 @@ deadline (the elected one died) names the missing ranks itself.
 4. **A member whose wait ended late** -- its process was not scheduled when its wait was
    due to end (a busy machine), or the store answered late, so that it finds no time left
    for the election before it read any verdict -- still reads the one that exists: one
-   read of ``done``, bounded by :data:`LATE_READ` from the moment it finds the time gone,
-   over its own connection or, when the client closed that one (the store did not answer
-   a cancelled wait in time), over a fresh one. Only when that read finds no verdict either
+   read of ``done``, bounded by :data:`LATE_READ` from the moment it finds the time gone
+   (or by ``hard_end``, when more is left: a watchman whose cancel went unanswered at its
+   deadline, or whose own verdict could not be published), over its own connection or,
+   when the client closed that one (the store did not answer a cancelled wait in time),
+   over a fresh one. Only when that read finds no verdict either
    does it say the missing ranks could not be determined. A late member that lost the
    election reads the same way instead of giving up at once. So a thousand deadlines passing
    together on two busy cores cost a member some overshoot, never the verdict.
@@ -167,8 +169,9 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
 
 
 def _read_late(io: RoundIO, done: str) -> bytes | None:
-    """The verdict in ``done``, read by a member that found the overshoot spent (4), within
-    :data:`LATE_READ` from now; None if there is none by then or the store cannot be read.
+    """The verdict in ``done``, read by a member that found the overshoot spent or could not
+    use it (4), by ``hard_end`` or within :data:`LATE_READ` from now, whichever is later;
+    None if there is none by then or the store cannot be read.
 
     Over ``io.store`` first; when the client closed that connection (its store did not
     answer a cancelled wait in time), over a fresh one, which also carries this member's
@@ -176,7 +179,7 @@ def _read_late(io: RoundIO, done: str) -> bytes | None:
     counts its own connection as lost, so the node dials again for its next round.
     """
     began = io.clock()
-    until = began + LATE_READ
+    until = max(began + LATE_READ, io.hard_end)  # what is left of the overshoot, if more
     raw: bytes | None = None
     fresh = False
     error: StoreError | None = None
