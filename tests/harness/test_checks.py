@@ -54,6 +54,22 @@ def test_a_rank_other_than_the_configured_one_is_a_violation() -> None:
     assert messages[0] == "node 1 got rank 2, expected 1"
 
 
+def test_on_a_backend_that_ranks_the_nodes_itself_a_permutation_of_ranks_is_no_violation() -> None:
+    # torch's c10d ranks the nodes by host name and PID, not by their configured ranks
+    assert (
+        check(scenario(backend="torch-c10d"), [ok(0, rank=2), ok(1, rank=0), ok(2, rank=1)]) == []
+    )
+
+
+def test_on_a_backend_that_ranks_the_nodes_itself_ranks_must_still_be_0_to_n_minus_1() -> None:
+    sc = scenario(backend="torch-c10d")
+    duplicate = [v.message for v in check(sc, [ok(0, rank=1), ok(1, rank=0), ok(2, rank=1)])]
+    assert "rank 1 was given to 2 nodes" in duplicate
+    assert "ranks are [0, 1], not 0..2" in duplicate
+    beyond = check(sc, [ok(0, rank=3), ok(1, rank=0), ok(2, rank=1)])
+    assert [v.message for v in beyond if v.check == "ranks"] == ["ranks are [0, 1, 3], not 0..2"]
+
+
 def test_disagreeing_world_sizes_are_a_violation() -> None:
     assert "world_size" in checks_of(scenario(), [ok(0), ok(1), ok(2, world_size=4)])
 
@@ -75,6 +91,22 @@ def test_a_node_that_did_not_see_the_shared_store_is_a_violation() -> None:
     bad = ok(1)
     bad.shared_store_ok = False
     assert "shared_store" in checks_of(scenario(), [ok(0), bad, ok(2)])
+
+
+def test_a_successful_node_whose_key_rank_0_never_saw_is_a_violation() -> None:
+    host = ok(0)
+    host.seen_ranks = [0, 2]  # rank 1 succeeded on a store rank 0 does not share
+    found = [v for v in check(scenario(), [host, ok(1), ok(2)]) if v.check == "shared_store"]
+    assert [v.nodes for v in found] == [(1,)]
+    assert "rank 0 never saw its key" in found[0].message
+
+
+def test_a_killed_node_whose_key_rank_0_never_saw_is_no_shared_store_violation() -> None:
+    sc = scenario(expect={"nodes": [{"nodes": [1], "outcome": "killed"}]})
+    host = ok(0)
+    host.seen_ranks = [0, 2]  # rank 1 died once its rendezvous returned
+    killed = NodeOutcome(1, "killed", rank=1, world_size=3)
+    assert check(sc, [host, killed, ok(2)]) == []
 
 
 def test_hung_nodes_are_a_violation_unless_expected() -> None:
