@@ -15,9 +15,12 @@ uses no CPU and sends nothing):
    seconds left to its deadline at the head of its confirmation; the host keeps the
    earliest, on its own clock, and when it passes with a rank missing proposes the timeout
    verdict from the claims and confirmations it saw: no request to ask, no member woken.
-2. **Watchmen** (a store hosted outside, or a host too slow to answer). Only the first
-   :data:`WATCHMEN` members to join (their ``add`` on ``count`` returned at most that) end
-   their wait at their deadline. The first whose ``add`` on the round's ``diagnosing`` key
+2. **Watchmen** (a store hosted outside: no ``arbiter`` key when they look, right after
+   joining). Only the first :data:`WATCHMEN` members to join (their ``add`` on ``count``
+   returned at most that) end their wait at their deadline; when the hosting node
+   arbitrates they wait like everyone else (3), since a watchman that cancels its wait at
+   the busiest moment of a busy store may lose its connection to an unanswered cancel
+   before the host's verdict reaches it. The first whose ``add`` on the round's ``diagnosing`` key
    returns 1 reads the ``joined`` list, checks the claims of at most :data:`CLAIMS_ASKED`
    missing ranks, and proposes the ``timeout`` verdict; the other watchmen wait for it.
 3. **Everyone else** waits :data:`LATE_WAKE` past its deadline for the verdict: as long as

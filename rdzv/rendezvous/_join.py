@@ -70,8 +70,9 @@ Invariants:
    watch turns the earliest into a deadline on the host's clock (never before that
    member's own: the message took time to arrive), and when it passes with a rank missing
    the host proposes the ``timeout`` verdict from the claims and confirmations it saw, with
-   no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
-   ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
+   no request to ask. Otherwise (no ``arbiter`` when they looked, right after joining)
+   only the first ``WATCHMEN`` members to join (``add`` on ``count`` returned at most
+   that) wake at their deadline; the first whose ``add`` on
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
    the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
    cancelled wait still ends within the overshoot) and holds the same election: elected,
@@ -210,14 +211,27 @@ class RoundProtocol(RoundIO):
             self.call(self.store.set, confirmed, due)
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
+        self.watchman = watches(joined)  # invariant 11; not needed where the host arbitrates
+        if self.watchman and self.arbiter is None and joined < me.world_size:
+            self.watchman = not self._arbitrated()
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
-        self.watchman = watches(joined)  # invariant 11
         if self.arbiter is not None:
             self._decide(self.arbiter)
         elif joined >= me.world_size:
             self._complete_when_confirmed()
         else:
             self._await_verdict()
+
+    def _arbitrated(self) -> bool:
+        """Whether the hosting node decides this round (its ``arbiter`` key is set; invariant
+        10); False as well when the store cannot say before the deadline."""
+        if (left := self.deadline - self.clock()) <= 0:
+            return False
+        try:
+            self.store.set_timeout(left)
+            return bool(self.store.check([self.keys.of(self.round, "arbiter")]))
+        except StoreError:
+            return False
 
     def _decide(self, arbiter: LostMemberWatch) -> None:
         """As the hosting node: complete the round once the member watch allows it
