@@ -5,7 +5,8 @@ path costs four round trips after connecting: compare_set(first), compare_set(cl
 add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-way
 messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
 ``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
-the node that completes the round spends one more (a CHECK of every rank's confirmation).
+the node that completes the round spends one more (a CHECK of every rank's confirmation),
+and so do the first ``WATCHMEN`` members to join (a CHECK of ``arbiter``, invariant 11).
 Failure paths may spend more (past its deadline, a member joins the election of the
 round's diagnoser, invariant 11). How each store operation is bounded and how its failures
 are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers
