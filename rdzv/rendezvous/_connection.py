@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from rdzv.errors import StoreBindError, StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
-from rdzv.store._bind import bind, bind_plan
 from rdzv.store.client import TCPStore
+from rdzv.store.server._bind import bind, bind_plan
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -20,16 +20,16 @@ import rdzv
 ROOT = Path(rdzv.__file__).resolve().parent
 FOUNDATION = {"rdzv.errors", "rdzv.events", "rdzv._event_collector", "rdzv.endpoint"}
 SANS_IO = [
-    "rdzv.store._messages",
-    "rdzv.store._wire",
-    "rdzv.store._decoder",
-    "rdzv.store._table",
-    "rdzv.store._kv",
-    "rdzv.store._fast",
-    "rdzv.store._droplog",
-    "rdzv.store._convert",
-    "rdzv.store._causes",
-    "rdzv.store._retry",
+    "rdzv.store.wire._messages",
+    "rdzv.store.wire._wire",
+    "rdzv.store.wire._decoder",
+    "rdzv.store.state._table",
+    "rdzv.store.state._kv",
+    "rdzv.store.state._fast",
+    "rdzv.store.server._droplog",
+    "rdzv.store.wire._convert",
+    "rdzv.store.client._causes",
+    "rdzv.store.client._retry",
     "rdzv.rendezvous._round_failures",
     "rdzv.rendezvous._static_config",
 ]
@@ -125,9 +125,12 @@ def _layer(module: str) -> int:
 
 
 def test_the_tree_has_the_store_and_the_rendezvous_subpackages() -> None:
-    assert {"rdzv.store", "rdzv.rendezvous", "rdzv.store._wire", "rdzv.rendezvous._join"} <= set(
-        MODULES
-    )
+    assert {
+        "rdzv.store",
+        "rdzv.rendezvous",
+        "rdzv.store.wire._wire",
+        "rdzv.rendezvous._join",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if _layer(m) == 1])

@@ -1,7 +1,7 @@
-"""The server's fast path (``rdzv.store._fast``) answers and changes exactly what the general
+"""The server's fast path (``rdzv.store.state._fast``) answers and changes exactly what the general
 path (the decoder and the KV) does, however the bytes are split into reads.
 
-The connections here are real :class:`~rdzv.store._conn.Connection` objects on one end of a
+The connections here are real :class:`~rdzv.store.server._conn.Connection` objects on one end of a
 socket pair, the loop not running: each chunk is sent, then the connection's handler reads
 it, so a split is exactly the one drawn; the replies are what arrives at the other end.
 """
@@ -18,12 +18,13 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdzv.store import _fast, _wire
-from rdzv.store import _wire as w
-from rdzv.store._conn import Connection
-from rdzv.store._kv import PROBE_KEY
-from rdzv.store._loop import READ, EventLoop
 from rdzv.store.server import StoreServer
+from rdzv.store.server._conn import Connection
+from rdzv.store.server._loop import READ, EventLoop
+from rdzv.store.state import _fast
+from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.wire import _wire
+from rdzv.store.wire import _wire as w
 
 LIMITS = _wire.Limits(max_key=8, max_value=16, max_keys=4)
 VALIDATE = w.encode_request(w.Validate())

@@ -1,9 +1,9 @@
 """One connection of the store server: bytes in, decoded requests to the KV, replies out.
 
-Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking socket:
+Runs on the server's loop thread (:mod:`rdzv.store.server._loop`), on a non-blocking socket:
 
 * **Reading.** One ``recv`` per readiness event. The leading requests of a read that the
-  fast path (:mod:`rdzv.store._fast`) can finish are served from the received bytes in
+  fast path (:mod:`rdzv.store.state._fast`) can finish are served from the received bytes in
   place; the rest, and every read while a request is incomplete, queued or waiting, goes
   through the decoder and ``WatchingKV``.
 * **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
@@ -15,7 +15,7 @@ Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking so
   ``partial`` is the size of the incomplete request the decoder holds (counted once the
   first request completed; before that a connection holds fewer than 5 bytes: a longer
   first request is not VALIDATE and is dropped at once). The server's
-  :class:`~rdzv.store._bounds.Bounds` sums it over the connections, keeps the sum within
+  :class:`~rdzv.store.server._bounds.Bounds` sums it over the connections, keeps the sum within
   its budget and applies the handshake deadline (the only bound in time alone).
 * **Closing.** A dropped connection stops reading at once and is closed in the next loop
   iteration (never inside another connection's batch); then the KV forgets its session and
@@ -32,9 +32,9 @@ from collections import deque
 from time import monotonic
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _decoder, _wire
-from rdzv.store._kv import HeldTooMany
-from rdzv.store._loop import READ, WRITE, EventLoop
+from rdzv.store.server._loop import READ, WRITE, EventLoop
+from rdzv.store.state._kv import HeldTooMany
+from rdzv.store.wire import _decoder, _wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-# Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
+# Why a connection was dropped, as counted in the summaries of rdzv.store.server._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
 _OVERSENT: Final = "too many bytes sent while waiting"
@@ -100,7 +100,7 @@ class Connection:
         self.closed = False
         self.decoded_any = False
         self.reading_paused = False  # the peer leaves its replies unread
-        self.starving = False  # the server's buffer budget is spent (rdzv.store._bounds)
+        self.starving = False  # the server's buffer budget is spent (rdzv.store.server._bounds)
         self.partial = 0  # bytes of the incomplete request held, once greeted
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -208,7 +208,7 @@ class Connection:
         if decoder.error is not None and not self.dropped:
             self._pump()
 
-    # --- the bounds (rdzv.store._bounds) ----------------------------------------------
+    # --- the bounds (rdzv.store.server._bounds) ----------------------------------------------
 
     def _may_hold(self) -> int:
         """Bytes this connection may send while it waits: 1 MiB, and as much again as the
