@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections import deque
+from collections.abc import Callable
 from time import monotonic
 
 from rdzv.errors import StoreProtocolError
@@ -60,7 +61,9 @@ _HELD_BOUND: Final = "requests held behind a WAIT"
 
 
 class Connection:
-    """One accepted client connection (see the module doc); registers itself."""
+    """One accepted client connection (see the module doc). ``on_open(conn)`` runs once it is
+    set up, before its first event, and ``on_close(conn)`` once it is lost: the server keeps
+    the set of its connections with them."""
 
     __slots__ = (
         "bounds",
@@ -72,6 +75,7 @@ class Connection:
         "events",
         "held_bytes",
         "loop",
+        "on_close",
         "out",
         "partial",
         "peername",
@@ -85,7 +89,14 @@ class Connection:
     )
 
     def __init__(
-        self, server: StoreServer, loop: EventLoop, sock: socket.socket, peername: object
+        self,
+        server: StoreServer,
+        loop: EventLoop,
+        sock: socket.socket,
+        peername: object,
+        *,
+        on_open: Callable[[Connection], None],
+        on_close: Callable[[Connection], None],
     ) -> None:
         self.server = server
         self.loop = loop
@@ -106,7 +117,8 @@ class Connection:
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        server._conns.add(self)
+        self.on_close = on_close
+        on_open(self)
         self.session = server.kv.open(self)
         self.serve_fast = server.serve_fast
         self.bounds = server.bounds
@@ -388,6 +400,6 @@ class Connection:
         server = self.server
         self.bounds.forget(self, self.partial)
         self.partial = 0
-        server._conns.discard(self)
+        self.on_close(self)
         server.kv.close(self)
         server.kv.writer_closed(self, notify=not server.closing)

@@ -228,7 +228,9 @@ class StoreServer:
                     raise
                 self._pause_accepting(listener, exc)
                 return
-            Connection(self, loop, sock, peer)
+            Connection(
+                self, loop, sock, peer, on_open=self._conns.add, on_close=self._conns.discard
+            )
 
     def _pause_accepting(self, listener: socket.socket, exc: OSError) -> None:
         """Out of descriptors: stop accepting for a while (epoll would report the
