@@ -69,6 +69,7 @@ class TCPStore(Store):
     Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
     ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
     jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
+    ``server`` is the :class:`~rdzv.store.server.StoreServer` a master hosts (None: a client).
 
     Raises:
         ValueError: ``world_size`` is 0 or ``port`` is outside 0..65535.

@@ -13,22 +13,36 @@ Modules, lowest first; each imports only modules listed before it:
 Imports: the standard library, :mod:`rdzv.errors`, :mod:`rdzv.events`,
 :mod:`rdzv.store.wire` and :mod:`rdzv.store.state`; never :mod:`rdzv.store.client`.
 
-Importing this package imports ``_bind`` only: ``StoreServer`` and its constants are
-imported on first use (a hosting node listens before it imports the server, and a node
-that does not host never imports it).
+The API (what :mod:`rdzv.rendezvous` and users may use; docs/store.md): ``StoreServer``
+(``watch_writers`` and the types of its callbacks: ``Selects``, ``OnClose``, ``OnWrite``,
+``Cancel``), ``PARTIAL_REQUEST_TIMEOUT``, ``BUFFER_BUDGET``, ``bind_plan`` and
+``listen_ahead`` (a listening socket made before the server is imported, for it to adopt).
+Importing this package imports ``_bind`` only: the rest is imported on first use (a hosting
+node listens before it imports the server, and a node that does not host never imports it).
 """
 
 from __future__ import annotations
 
-from rdzv.store.server._bind import bind_plan
+from rdzv.store.server._bind import bind_plan, listen_ahead
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from rdzv.store.server._server import BUFFER_BUDGET, PARTIAL_REQUEST_TIMEOUT, StoreServer
+    from rdzv.store.state._writers import Cancel, OnClose, OnWrite, Selects
 
-__all__ = ["BUFFER_BUDGET", "PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
+__all__ = [
+    "BUFFER_BUDGET",
+    "PARTIAL_REQUEST_TIMEOUT",
+    "Cancel",
+    "OnClose",
+    "OnWrite",
+    "Selects",
+    "StoreServer",
+    "bind_plan",
+    "listen_ahead",
+]
 
-_LAZY = frozenset({"BUFFER_BUDGET", "PARTIAL_REQUEST_TIMEOUT", "StoreServer"})
+_LAZY = frozenset(set(__all__) - {"bind_plan", "listen_ahead"})
 
 
 def __getattr__(name: str) -> object:
