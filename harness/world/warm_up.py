@@ -26,7 +26,7 @@ _FIRST_STEP_MODULES: Final = frozenset(
         "rdzv.store.wire._messages",
         "rdzv.store.client._transport",
         "rdzv.store.wire._wire",
-        "rdzv.store.client",
+        "rdzv.store.client._client",
         "socket",
     }
 )
