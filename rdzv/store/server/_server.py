@@ -46,16 +46,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = [
-    "BUFFER_BUDGET",
-    "PARTIAL_REQUEST_TIMEOUT",
-    "Cancel",
-    "OnClose",
-    "OnWrite",
-    "Selects",
-    "StoreServer",
-    "bind_plan",
-]
+__all__ = ["BUFFER_BUDGET", "PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
 
 _log = get_logger("rdzv.server")
 
