@@ -31,8 +31,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     ),
     "harness.report": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
     "harness.fuzz": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
+    "harness.logs": frozenset({"harness.errors", "harness.scenario"}),
     "harness.cli": frozenset(
         {
+            "harness.logs",
             "harness.errors",
             "harness.proxy",
             "harness.scenario",
@@ -71,6 +73,8 @@ ONLY_THROUGH: Mapping[tuple[str, str], frozenset[str]] = {
     ),
     # reports render reports: nothing of how a run is carried out
     ("harness.report", "harness.run"): frozenset({"harness.run.model"}),
+    # from-log validates what it writes, and nothing more of the scenario layer
+    ("harness.logs", "harness.scenario"): frozenset({"harness.scenario.load"}),
     # the fuzzer runs scenarios through the suite and reads their reports
     ("harness.fuzz", "harness.run"): frozenset({"harness.run.suite", "harness.run.model"}),
 }

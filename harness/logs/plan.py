@@ -1,0 +1,370 @@
+"""From facts to a scenario's parts: overrides, faults, expectations, each with its reason.
+
+The rules, in the order they are tried (torch-logs.md's error table):
+
+1. A node the log names missing (``missing ranks``, a store barrier short of workers), or a
+   node with no line where every node logs (rdzv, the harness), was never started: ``absent``.
+   A node that is merely not in a pasted log is assumed to have run like its peers.
+2. The store host: ``EADDRINUSE`` -> a ``squatter`` on its port (``http`` when the others
+   met an HTTP reply); its log ending after it joined, or a signal -> ``kill`` on its last
+   event.
+3. Lateness: a node that began its rendezvous well after the first -> ``late_start``.
+4. Each other node's causes while the store host was up (not before it began, not after it
+   died): a name that does not resolve -> ``dns``; no answer to a connect -> a black-hole
+   ``toxic`` (timeout 0); no route -> the netns world's ``reject`` answering
+   host-unreachable; refused -> ``link_down``; reset before connecting -> a ``reset_peer``
+   toxic; after connecting, a request that got no reply or a reset -> ``store_op`` (drop /
+   fail) on that request; a key waited for in vain -> ``store_op`` dropping the holder's claim.
+   A cause that ended (the node connected later) gives the fault that ``duration``.
+5. A duplicate rank claim or a world size that differs from the rest -> an ``override``.
+6. A peer whose log ends without an outcome, or with a signal -> ``kill`` on its last event.
+
+Times are seconds from the first line of the log, scaled with the timeouts (minutes become
+seconds when the join timeout is over 60 s).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.logs.facts import Facts, NodeFacts
+from harness.logs.faults_for import fault_for
+from harness.logs.lines import Line
+from harness.logs.signals import Observation
+
+__all__ = ["Plan", "PlannedFault", "plan"]
+
+_CALLING = re.compile(r"while calling (?P<op>[a-z_]+)")
+#: Causes the store host's absence or lateness does not explain.
+_NOT_THE_STORES = ("dns", "no_route")
+#: The expectation of a node the log does not show: any outcome but never started.
+ANY = "any"
+LATE = 0.5  # seconds (scaled) after the first node that make a node late
+
+
+@dataclass
+class PlannedFault:
+    """A ``[[fault]]`` entry with the reason and the lines it came from."""
+
+    entry: dict[str, Any]
+    why: str
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """Everything the scenario file will hold, and what could not be reproduced."""
+
+    nodes: int
+    join: float
+    scale: float
+    faults: list[PlannedFault] = field(default_factory=list)
+    overrides: list[PlannedFault] = field(default_factory=list)
+    expect: dict[int, str] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+    endpoint_host: str | None = None
+    world: str = "local"
+    assumptions: list[str] = field(default_factory=list)
+    not_reproduced: list[str] = field(default_factory=list)
+
+
+def _t(plan: Plan, facts: Facts, when: float | None) -> float | None:
+    starts = [n.first for n in facts.nodes if n.first is not None]
+    if when is None or not starts:
+        return None
+    return round(max(0.0, (when - min(starts)) * plan.scale), 1)
+
+
+def _begin(node: NodeFacts) -> float | None:
+    """When the node began its rendezvous: its first line past a bare ``started``."""
+    if node.stream is None:
+        return None
+    times = [
+        line.when
+        for line in node.stream.lines
+        if line.when is not None and line.event != "started" and not line.text.startswith("started")
+    ]
+    return min(times) if times else node.first
+
+
+def _absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
+    absent: set[int] = set()
+    for node in facts.nodes:
+        if node.outcome == "absent" or (
+            not node.seen and (node.node in facts.missing or everyone_logs)
+        ):
+            absent.add(node.node)
+    host = facts.node(0)
+    nothing_listened = [
+        c
+        for n in facts.nodes[1:]
+        if n.connected_at is None
+        for c in n.causes
+        if c.data["cause"] in ("refused", "reset")
+    ]
+    if not host.seen and 0 not in absent and nothing_listened:
+        absent.add(0)
+        plan.assumptions.append(
+            "node 0 (the store host) is not in the log and the others' connects were refused or "
+            f"reset ({nothing_listened[0].line.where}): nothing listened, so node 0 never started "
+            "(or never bound its port)"
+        )
+    short = [b for b in facts.barriers if b.data["worker_count"] < b.data["world_size"]]
+    if short and not absent:
+        per = facts.workers_per_node or 1
+        lacking = (short[0].data["world_size"] - short[0].data["worker_count"] + per - 1) // per
+        unseen = [n.node for n in facts.nodes if not n.seen]
+        chosen = (unseen or [n.node for n in facts.nodes])[-lacking:]
+        absent.update(chosen)
+        plan.assumptions.append(
+            f"the store barrier counted {short[0].data['worker_count']} of "
+            f"{short[0].data['world_size']} workers: "
+            ""
+            f"{lacking} node(s) never arrived; the log does not say which, so node(s) "
+            f"{sorted(chosen)}"
+        )
+    if absent:
+        lines = [
+            o.line
+            for n in facts.nodes
+            if n.stream
+            for o in n.stream.observations
+            if o.kind == "missing"
+        ][:1]
+        lines += [b.line for b in short[:1]]
+        plan.faults.append(
+            PlannedFault(
+                {"kind": "absent", "nodes": sorted(absent)},
+                f"node(s) {sorted(absent)} never arrived",
+                lines,
+            )
+        )
+    return absent
+
+
+def _store_host(
+    plan: Plan, facts: Facts, absent: set[int]
+) -> tuple[float | None, float | None, bool]:
+    """Faults of node 0; returns when it listened and died (the log's clock) and whether a
+    squatter holds its port."""
+    host = facts.node(0)
+    if 0 in absent:  # nothing listened: every connect failure before is explained
+        return float("inf"), None, False
+    in_use = [c for c in host.causes if c.data["cause"] == "addr_in_use"]
+    if in_use:
+        http = [c for n in facts.nodes for c in n.causes if c.data["cause"] == "not_a_store"]
+        mode = "http" if http else "ipv4-wildcard"
+        plan.faults.append(
+            PlannedFault(
+                {"kind": "squatter", "mode": mode},
+                f"another process held the store's port ({mode})",
+                [in_use[0].line] + [h.line for h in http[:1]],
+            )
+        )
+        return None, None, True
+    if host.died is not None or (host.outcome is None and host.seen and _peers_ended(facts)):
+        _kill(plan, facts, host, "the store host died")
+    died_at = host.last_time  # once node 0 ended, its store was gone
+    listening = (
+        [o.line.when for o in host.stream.observations if o.kind == "store_host"]
+        if host.stream
+        else []
+    )
+    return (listening[0] if listening else _begin(host)), died_at, False
+
+
+def _peers_ended(facts: Facts) -> bool:
+    return any(n.outcome not in (None, "absent") for n in facts.nodes[1:])
+
+
+def _kill(plan: Plan, facts: Facts, node: NodeFacts, why: str) -> float | None:
+    entry: dict[str, Any] = {"kind": "kill", "nodes": [node.node]}
+    lines = (
+        [node.died.line]
+        if node.died is not None
+        else ([node.stream.lines[-1]] if node.stream and node.stream.lines else [])
+    )
+    if node.last_trigger is not None:
+        event, when = node.last_trigger
+        entry.update(on=event, on_node=node.node)
+        after = (
+            None
+            if when is None or node.last_time is None
+            else round((node.last_time - when) * plan.scale, 2)
+        )
+        if after:
+            entry["after"] = after
+        reason = f"{why}: its log ends after its '{event}' event" + (
+            f" (+{after} s)" if after else ""
+        )
+    else:
+        at = _t(plan, facts, node.last_time)
+        entry["at"] = at or 0.0
+        reason = f"{why}: its log ends at {entry['at']} s"
+    plan.faults.append(PlannedFault(entry, reason, lines))
+    plan.expect[node.node] = "killed"
+    return _t(plan, facts, node.last_time)
+
+
+def _late(plan: Plan, facts: Facts, absent: set[int]) -> None:
+    begins = {n.node: _t(plan, facts, _begin(n)) for n in facts.nodes if n.node not in absent}
+    known = [b for b in begins.values() if b is not None]
+    if not known:
+        return
+    first = min(known)
+    for node, begin in begins.items():
+        if begin is not None and begin - first >= LATE:
+            stream = facts.node(node).stream
+            lines = [next(line for line in stream.lines if line.when is not None)] if stream else []
+            plan.faults.append(
+                PlannedFault(
+                    {"kind": "late_start", "nodes": [node], "delay": round(begin - first, 1)},
+                    f"node {node} began {begin - first:.1f} s after the first",
+                    lines,
+                )
+            )
+
+
+def _peer_causes(
+    plan: Plan, facts: Facts, window: tuple[float | None, float | None], absent: set[int]
+) -> None:
+    begun, died = window
+    groups: dict[tuple[str, bool, str], list[tuple[int, Observation, float | None]]] = {}
+    for node in facts.nodes[1:]:
+        if node.node in absent or node.node in plan.expect:
+            continue
+        connected = node.connected_at
+        relevant = []
+        for cause in node.causes:
+            t = cause.line.when if cause.line.when is not None else node.last_time
+            explained = (begun is not None and (t is None or t < begun)) or (
+                died is not None and t is not None and t > died
+            )
+            if explained and cause.data["cause"] not in _NOT_THE_STORES:
+                continue
+            relevant.append((t, cause))
+        if not relevant:
+            continue
+        when, last = relevant[-1]
+        after_connect = connected is not None and (when or 0) >= connected
+        settling = (
+            last.data["cause"] not in _NOT_THE_STORES
+            and begun is not None
+            and when is not None
+            and when - begun < LATE / plan.scale
+        )
+        if connected is not None and not after_connect and settling:
+            continue  # refused or reset while the store came up: the store's start explains it
+        kind = last.data["cause"]
+        if after_connect and kind != "dns":
+            op = _CALLING.search(last.line.text)
+            kind = (
+                "store_"
+                + (
+                    "drop"
+                    if kind in ("connect_timeout", "key_wait") or "did not answer" in last.line.text
+                    else "fail"
+                )
+                + ":"
+                + (op["op"] if op else "*")
+            )
+            recovered = None
+        else:
+            recovered = _t(plan, facts, connected) if connected is not None else None
+        groups.setdefault((kind, recovered is not None, last.data.get("key", "")), []).append(
+            (node.node, last, recovered)
+        )
+    for (kind, _, _), members in groups.items():
+        ends = [r for _, _, r in members if r is not None]
+        recovered = max(ends) if ends else None
+        nodes = sorted(n for n, _, _ in members)
+        lines = [o.line for _, o, _ in members[:2]]
+        mapped = fault_for(kind, nodes, facts.endpoint_host)
+        entry, why = mapped.entry, mapped.why
+        plan.assumptions.extend(a for a in mapped.assumptions if a not in plan.assumptions)
+        plan.endpoint_host = mapped.endpoint_host or plan.endpoint_host
+        plan.world = mapped.world or plan.world
+        if entry is None:
+            plan.assumptions.append(why)
+            continue
+        if recovered and entry["kind"] in ("dns", "toxic", "link_down", "reject", "drop"):
+            entry.setdefault("at", 0)
+            entry["duration"] = max(0.1, recovered)
+            why += f", until about {recovered} s (they connected then)"
+        plan.faults.append(PlannedFault(entry, why, lines))
+
+
+def _overrides(plan: Plan, facts: Facts) -> None:
+    sizes = Counter(n.world for n in facts.nodes if n.world is not None)
+    common = sizes.most_common(1)[0][0] if sizes else None
+    for node in facts.nodes:
+        entry: dict[str, Any] = {"nodes": [node.node]}
+        stream = node.stream
+        if stream is not None and stream.claimed_rank is not None:
+            entry["rank"] = stream.claimed_rank
+        if node.world is not None and common is not None and node.world != common:
+            entry["world_size"] = node.world
+        if len(entry) > 1 and stream is not None:
+            lines = [o.line for o in stream.observations if o.kind in ("rank", "world")][:1]
+            plan.overrides.append(
+                PlannedFault(entry, f"node {node.node} was configured differently: {entry}", lines)
+            )
+
+
+def plan(facts: Facts, everyone_logs: bool) -> Plan:
+    """The scenario's parts for ``facts``; ``everyone_logs``: every node that ran wrote to
+    the log (rdzv's events, the harness's node logs), so a silent node was never started."""
+    join = facts.join_timeout
+    times = [n.first for n in facts.nodes if n.first is not None] + [
+        n.last_time for n in facts.nodes if n.last_time is not None
+    ]
+    span = max(times) - min(times) if times else 0.0
+    # a stated timeout of minutes, or a log spanning minutes: minutes become seconds (every
+    # time keeps its ratio); an assumed default with a log of seconds keeps the log's times
+    scale = 1 / 60 if (join > 60 and facts.join_stated) or span > 60 else 1.0
+    shrunk = join * scale if scale != 1.0 else (join / 60 if join > 60 else join)
+    floor = 1.0 if facts.join_stated else round(span * scale + 2, 1)
+    result = Plan(nodes=len(facts.nodes), join=max(floor, round(shrunk, 1)), scale=scale)
+    if scale != 1.0:
+        result.assumptions.append(
+            f"timeouts scaled down 60 times to fit one run (join {join:g} s -> "
+            f"{result.join:g} s); every time in the scenario keeps that ratio"
+        )
+    elif result.join != join:
+        result.assumptions.append(
+            f"the assumed {join:g} s join timeout is {result.join:g} s here (minutes become "
+            "seconds); the log's times are seconds and are kept as they are"
+        )
+    if result.nodes > 1024:
+        result.assumptions.append(
+            f"{result.nodes} nodes do not fit one machine: the scenario keeps 1024 and maps "
+            "ranks proportionally"
+        )
+    absent = _absent(result, facts, everyone_logs)
+    begun, died, squatted = _store_host(result, facts, absent)
+    _late(result, facts, absent | ({0} if squatted else set()))
+    if not squatted:
+        _peer_causes(result, facts, (begun, died), absent)
+    _overrides(result, facts)
+    for node in facts.nodes[1:]:
+        if node.node in absent or node.node in result.expect:
+            continue
+        if node.died is not None or (node.seen and node.outcome is None and _peers_ended(facts)):
+            _kill(result, facts, node, f"node {node.node} died")
+    for node in facts.nodes:
+        if node.node in absent:
+            result.expect[node.node] = "absent"
+        elif node.node in result.expect:
+            continue
+        elif node.outcome is not None:
+            result.expect[node.node] = node.outcome
+        else:
+            result.expect[node.node] = ANY
+            result.assumptions.append(
+                f"node {node.node} is not in the log: how it ends is not checked"
+            )
+    result.missing = sorted(facts.missing) or sorted(a for a in absent if a != 0)
+    return result
