@@ -79,7 +79,8 @@ _OUTCOME_BY_CLASS = (
 def outcome_of(cls: str, message: str = "") -> str:
     """The harness outcome class of an error class named in a log."""
     name = cls.rsplit(".", 1)[-1]
-    if "store based barrier" in message or ("Timed out" in message and name.startswith("Dist")):
+    timed_out = any(t in message for t in ("Timed out", "timed out", "Timeout"))
+    if "store based barrier" in message or (timed_out and name.startswith("Dist")):
         return "timeout"
     for part, outcome in _OUTCOME_BY_CLASS:
         if part in name:

@@ -125,9 +125,8 @@ def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversi
             read.append((line, observations))
     if not any(obs for _, obs in read):
         raise FromLogError(
-            f"nothing in {', '.join(s for s, _ in logs) or 'the input'} ({unknown} lines) "
-            "is a line "
-            "from torch, rdzv or the harness that says how a node ended or what failed; give the "
+            f"nothing in {', '.join(s for s, _ in logs) or 'the input'} "
+            f"({unknown + len(read)} lines) is a line from torch, rdzv or the harness that says how a node ended or what failed; give the "
             "logs of the failed start-up (torchrun's or the workers' output, rdzv's events, a "
             "harness report)"
         )

@@ -69,6 +69,10 @@ class Plan:
     world: str = "local"
     assumptions: list[str] = field(default_factory=list)
     not_reproduced: list[str] = field(default_factory=list)
+    #: The nodes whose end must name the missing ranks (as their log's did).
+    name_missing: set[int] = field(default_factory=set)
+    #: The node whose key was never published (its rank is missing), if any.
+    held: int | None = None
 
 
 def _t(plan: Plan, facts: Facts, when: float | None) -> float | None:
@@ -135,6 +139,7 @@ def _absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
             if o.kind == "missing"
         ][:1]
         lines += [b.line for b in short[:1]]
+        lines += [c.line for c in nothing_listened[:1] if 0 in absent and not host.seen]
         plan.faults.append(
             PlannedFault(
                 {"kind": "absent", "nodes": sorted(absent)},
@@ -297,6 +302,61 @@ def _peer_causes(
         plan.faults.append(PlannedFault(entry, why, lines))
 
 
+def _held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
+    """A key waited for in vain: the rank that should have published it holds it back."""
+    waits = [(n.node, c) for n in facts.nodes for c in n.causes if c.data["cause"] == "key_wait"]
+    if not waits or absent or "killed" in plan.expect.values():
+        return  # a node that never came or died explains the wait
+    waiters = {node for node, _ in waits}
+    key = str(waits[0][1].data.get("key", ""))
+    named = re.search(r"(\d+)$", key)
+    if named and 0 < int(named[1]) < len(facts.nodes) and int(named[1]) not in waiters:
+        holder, how = int(named[1]), f"the key {key!r} names rank {named[1]}"
+    else:
+        unseen = [n.node for n in facts.nodes[1:] if not n.seen]
+        others = [n.node for n in facts.nodes[1:] if n.node not in waiters]
+        if not (unseen or others):
+            plan.assumptions.append(
+                f"a key was never published ({waits[0][1].line.where}) but every node waited "
+                "for it: no rank to hold it back"
+            )
+            return
+        holder = (unseen or others)[-1]
+        how = "the log does not say whose key it was: the last rank " + (
+            "the log does not show" if unseen else "that did not wait"
+        )
+    plan.assumptions.append(f"the key never published was node {holder}'s: {how}")
+    mapped = fault_for("key_wait", [holder], None)
+    assert mapped.entry is not None
+    plan.faults.append(PlannedFault(mapped.entry, mapped.why, [c.line for _, c in waits[:2]]))
+    plan.expect[holder] = "timeout"
+    plan.held = holder
+
+
+def _stale_barrier(plan: Plan, facts: Facts) -> None:
+    """A store barrier that counted more workers than the world has: keys of an earlier
+    attempt were still in the store after a restart."""
+    over = [b for b in facts.barriers if b.data["worker_count"] > b.data["world_size"]]
+    if not over:
+        return
+    node = len(facts.nodes) - 1
+    plan.faults.append(
+        PlannedFault(
+            {"kind": "restart", "nodes": [node], "on": "joined", "on_node": node},
+            f"the store barrier counted {over[0].data['worker_count']} workers of "
+            f"{over[0].data['world_size']}: stale keys of an attempt before a restart",
+            [over[0].line],
+        )
+    )
+    plan.assumptions.append(
+        f"the log does not say which node restarted: node {node} restarts once it joined"
+    )
+    plan.not_reproduced.append(
+        "the over-count itself: rdzv's rendezvous starts each round on fresh keys, so the "
+        "replay shows the restart, not torch's barrier counting stale keys"
+    )
+
+
 def _overrides(plan: Plan, facts: Facts) -> None:
     sizes = Counter(n.world for n in facts.nodes if n.world is not None)
     common = sizes.most_common(1)[0][0] if sizes else None
@@ -348,6 +408,8 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
     _late(result, facts, absent | ({0} if squatted else set()))
     if not squatted:
         _peer_causes(result, facts, (begun, died), absent)
+    _held_keys(result, facts, absent)
+    _stale_barrier(result, facts)
     _overrides(result, facts)
     for node in facts.nodes[1:]:
         if node.node in absent or node.node in result.expect:
@@ -366,5 +428,9 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
             result.assumptions.append(
                 f"node {node.node} is not in the log: how it ends is not checked"
             )
-    result.missing = sorted(facts.missing) or sorted(a for a in absent if a != 0)
+    held = {result.held} if result.held is not None else set()
+    result.missing = sorted(facts.missing) or sorted((absent - {0}) | held)
+    said = {n.node for n in facts.nodes if "missing rank" in n.message}
+    timeouts = {n for n, outcome in result.expect.items() if outcome == "timeout"}
+    result.name_missing = said or (timeouts - held if result.missing else set())
     return result

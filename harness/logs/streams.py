@@ -102,9 +102,9 @@ def group(
             stream.node = int(hinted[1])
             stream.how = f"its file name {stream.key[0]!r} says so"
         else:
-            client = any(o.kind == "cause" for o in stream.observations) and not any(
-                o.kind == "store_host" for o in stream.observations
-            )
+            causes = {o.data["cause"] for o in stream.observations if o.kind == "cause"}
+            client = bool(causes) and "addr_in_use" not in causes  # a bind failure is the host's
+            client = client and not any(o.kind == "store_host" for o in stream.observations)
             low = 1 if client else 0  # a node that could not reach the store did not host it
             stream.node = next(i for i in range(low, len(taken) + 2) if i not in taken)
             stream.how = (

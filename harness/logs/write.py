@@ -67,13 +67,14 @@ def _expect(plan: Plan) -> dict[str, Any]:
     counts = Counter(v for v in plan.expect.values() if v != ANY)
     common = counts.most_common(1)[0][0] if counts else "ok"
     entries: list[dict[str, Any]] = []
-    by_outcome: dict[str, list[int]] = {}
+    groups: dict[tuple[str, bool], list[int]] = {}
     for node, outcome in sorted(plan.expect.items()):
-        by_outcome.setdefault(outcome, []).append(node)
-    for outcome, nodes in by_outcome.items():
+        names = node in plan.name_missing and bool(plan.missing)
+        groups.setdefault((outcome, names), []).append(node)
+    for (outcome, names), nodes in groups.items():
         shown: str | list[str] = list(OPEN) if outcome == ANY else outcome
         entry: dict[str, Any] = {"nodes": nodes, "outcome": shown}
-        if outcome == "timeout" and plan.missing:
+        if names:
             entry["message"] = f"missing ranks: {_ranges(plan.missing)}\\b"
         entries.append(entry)
     return {"outcome": common, "nodes": entries}
