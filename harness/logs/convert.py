@@ -126,9 +126,9 @@ def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversi
     if not any(obs for _, obs in read):
         raise FromLogError(
             f"nothing in {', '.join(s for s, _ in logs) or 'the input'} "
-            f"({unknown + len(read)} lines) is a line from torch, rdzv or the harness that says how a node ended or what failed; give the "
-            "logs of the failed start-up (torchrun's or the workers' output, rdzv's events, a "
-            "harness report)"
+            f"({unknown + len(read)} lines) is a line from torch, rdzv or the harness that says "
+            "how a node ended or what failed; give the logs of the failed start-up (torchrun's "
+            "or the workers' output, rdzv's events, a harness report)"
         )
     streams, assumptions = group(read, [s for s, _ in logs])
     facts = gather(streams, assumptions, formats, unknown)

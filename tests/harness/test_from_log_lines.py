@@ -63,11 +63,11 @@ def test_the_elastic_early_format_puts_the_level_first() -> None:
     ("raw", "dated"),
     [
         (
-            "[W socket.cpp:558] [c10d] The server socket has failed to listen on any local network address.",
+            "[W socket.cpp:558] [c10d] The server socket has failed to listen on any address.",
             False,
         ),
         (
-            "[E1203 14:02:11.123456789 socket.cpp:1011] [c10d] The client socket has failed to connect to [hostz]:29500.",
+            "[E1203 14:02:11.123456789 socket.cpp:1011] [c10d] The client socket failed.",
             True,
         ),
     ],
