@@ -190,8 +190,10 @@ def gather(
     if size is None and barriers and nproc:
         size = barriers[0].data["world_size"] // nproc
     if size is not None:
-        first = next((o for o in sizes if o.data["size"] == size), None)
-        facts.append(Fact(f"the world has {size} nodes", (first.line,) if first else ()))
+        said = [o for o in sizes if o.data["size"] == size]
+        said += [o for o in launch if o.data.get("max_nodes") == str(size)]
+        said += barriers[:1]
+        facts.append(Fact(f"the world has {size} nodes", (said[0].line,) if said else ()))
     top = max(by_node, default=0)
     if size is None or top >= size:
         size = max(top + 1, len(by_node), 1)
