@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -111,7 +112,9 @@ def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversi
     read: list[tuple[Line, list[Observation]]] = []
     formats: Counter[str] = Counter()
     unknown = 0
-    for source, text in logs:
+    for source, raw_text in logs:
+        # a JUnit report (harness run --junit): its node lines are XML-escaped
+        text = html.unescape(raw_text) if raw_text.lstrip().startswith("<?xml") else raw_text
         reader = Reader()
         for number, raw in enumerate(text.splitlines(), 1):
             line = classify(raw, source, number)

@@ -187,8 +187,10 @@ def gather(
     max_nodes = int(config["max_nodes"]) if config.get("max_nodes", "").isdigit() else None
     barriers = [o for o in every if o.kind == "barrier"]
     size = stated or max_nodes
-    if size is None and barriers and nproc:
-        size = barriers[0].data["world_size"] // nproc
+    if size is None and barriers:
+        size = max(1, barriers[0].data["world_size"] // (nproc or 1))
+        if nproc is None:
+            assumptions.append("no line states the workers per node: one, as in a plain rendezvous")
     if size is not None:
         said = [o for o in sizes if o.data["size"] == size]
         said += [o for o in launch if o.data.get("max_nodes") == str(size)]

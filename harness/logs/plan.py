@@ -121,15 +121,20 @@ def _absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
         per = facts.workers_per_node or 1
         lacking = (short[0].data["world_size"] - short[0].data["worker_count"] + per - 1) // per
         unseen = [n.node for n in facts.nodes if not n.seen]
-        chosen = (unseen or [n.node for n in facts.nodes])[-lacking:]
+        chosen = unseen[-lacking:]
         absent.update(chosen)
-        plan.assumptions.append(
-            f"the store barrier counted {short[0].data['worker_count']} of "
-            f"{short[0].data['world_size']} workers: "
-            ""
-            f"{lacking} node(s) never arrived; the log does not say which, so node(s) "
-            f"{sorted(chosen)}"
-        )
+        counted = f"the store barrier counted {short[0].data['worker_count']} of "
+        counted += f"{short[0].data['world_size']} workers"
+        if chosen:
+            plan.assumptions.append(
+                f"{counted}: {lacking} node(s) never arrived; the log does not say which, so "
+                f"node(s) {sorted(chosen)}, of those the log does not show"
+            )
+        else:
+            plan.not_reproduced.append(
+                f"{counted}, yet every node is in the log: workers that never reached the "
+                "barrier (job-level)"
+            )
     if absent:
         lines = [
             o.line
@@ -138,6 +143,7 @@ def _absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
             for o in n.stream.observations
             if o.kind == "missing"
         ][:1]
+        lines += [n.outcome_line for n in facts.nodes if n.outcome == "absent" and n.outcome_line]
         lines += [b.line for b in short[:1]]
         lines += [c.line for c in nothing_listened[:1] if 0 in absent and not host.seen]
         plan.faults.append(

@@ -50,7 +50,7 @@ _BARRIER = re.compile(
     r"(?:, timeout=(?P<t>[^)]+))?"
 )
 _CLIENTS = re.compile(
-    r"Timed out after (?P<s>\d+) seconds waiting for clients\. (?P<j>\d+)/(?P<w>\d+) clients joined"
+    r"Timed out after (?P<t>\d+) seconds waiting for clients\. (?P<c>\d+)/(?P<w>\d+) clients joined"
 )
 _MISSING = re.compile(r"missing ranks?:? (?P<ranks>\d+(?:\s*(?:,|-)\s*\d+)*)")
 _JOIN_TIMEOUT = re.compile(
@@ -267,20 +267,10 @@ class Reader:
                 yield Observation("world", line, {"size": int(value)}, node)
         if m := _HOSTS.search(text):
             yield Observation("store_host", line, {"pid": int(m["pid"])}, node)
-        if m := _BARRIER.search(text):
-            yield Observation(
-                "barrier",
-                line,
-                {"world_size": int(m["w"]), "worker_count": int(m["c"]), "timeout": m["t"]},
-                node,
-            )
-        if m := _CLIENTS.search(text):
-            yield Observation(
-                "barrier",
-                line,
-                {"world_size": int(m["w"]), "worker_count": int(m["j"]), "timeout": m["s"]},
-                node,
-            )
+        for pattern in (_BARRIER, _CLIENTS):
+            if m := pattern.search(text):
+                counts = {"world_size": int(m["w"]), "worker_count": int(m["c"])}
+                yield Observation("barrier", line, {**counts, "timeout": m["t"]}, node)
         if m := _MISSING.search(text):
             yield Observation("missing", line, {"ranks": _ranks(m["ranks"])}, node)
         if m := _RANK_IN.search(text):

@@ -211,3 +211,18 @@ def test_explain_traces_every_line_that_said_something() -> None:
     _, conversion = scenario(("b.log", GLOG_TIMEOUT))
     trace = conversion.trace()
     assert len(trace) == 4 and trace[2].startswith("b.log:3 [glog] cause")
+
+
+def test_the_store_servers_count_of_clients_names_the_missing_nodes() -> None:
+    data, conversion = scenario(("host.log", log("clients-joined.log")))
+    assert data["nodes"] == 4 and kinds(data) == ["absent"]
+    assert data["fault"][0]["nodes"] == [3]  # one short; the log shows only node 0
+    assert any("workers per node: one" in a for a in conversion.facts.assumptions)
+
+
+def test_a_junit_report_of_the_harness_is_read_with_its_xml_escapes() -> None:
+    data, conversion = scenario(("report.xml", log("junit-report.xml")))
+    assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]
+    assert outcomes(data) == {0: "timeout", 1: "absent", 2: "timeout"}
+    assert data["timeouts"]["join"] == 3.0
+    assert "report.xml:9:" in conversion.text  # the absent node's own line is quoted
