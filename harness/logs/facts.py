@@ -103,6 +103,13 @@ _TORCHRUN_LOGGERS = (
 )
 
 
+def _by_signal(died: Observation) -> bool:
+    """A death by a signal (a negative exit code is torch's way of naming one); an exit
+    code of 1 is an error the node raised, whose class the log states elsewhere."""
+    code = died.data.get("exitcode")
+    return bool(died.data.get("signal")) or (isinstance(code, int) and code < 0)
+
+
 def _first(observations: Sequence[Observation], kind: str) -> Observation | None:
     return next((o for o in observations if o.kind == kind), None)
 
@@ -117,7 +124,7 @@ def _node_facts(node: int, stream: Stream | None) -> NodeFacts:
     for o in stream.observations:
         if o.kind == "cause":
             facts.causes.append(o)
-        elif o.kind == "died" and facts.died is None:
+        elif o.kind == "died" and facts.died is None and _by_signal(o):
             facts.died = o
         elif o.kind == "world":
             facts.world = o.data["size"]

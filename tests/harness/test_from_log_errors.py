@@ -180,7 +180,7 @@ TORCH_EVENTS = log("torch-events.log")
 def test_torchs_json_events_give_rank_world_size_and_failure() -> None:
     data, conversion = scenario(("events.log", TORCH_EVENTS))
     assert data["nodes"] == 3
-    assert outcomes(data)[1] == "killed"  # a worker status FAILED: the node's end
+    assert outcomes(data)[1] == "connection_error"  # the FAILED status's raw_error
     assert any(line.fmt == "plain" for line, _ in conversion.read)
 
 
@@ -226,3 +226,15 @@ def test_a_junit_report_of_the_harness_is_read_with_its_xml_escapes() -> None:
     assert outcomes(data) == {0: "timeout", 1: "absent", 2: "timeout"}
     assert data["timeouts"]["join"] == 3.0
     assert "report.xml:9:" in conversion.text  # the absent node's own line is quoted
+
+
+def test_an_exit_code_of_one_in_the_box_is_the_error_not_a_kill() -> None:
+    text = (
+        log("box.log")
+        .replace("exitcode  : -9", "exitcode  : 1")
+        .replace("Signal 9 (SIGKILL) received by PID 877", "/tmp/err.json")
+    )
+    text += "torch.distributed.DistNetworkError: Connection reset by peer\n"
+    data, _ = scenario(("n1.log", text))
+    assert "kill" not in kinds(data)
+    assert outcomes(data)[1] == "connection_error"
