@@ -147,7 +147,7 @@ def _node_facts(node: int, stream: Stream | None) -> NodeFacts:
         # the rendezvous' own error, not a retry's cause on the way
         best = next((e for e in reversed(errors) if "Rendezvous" in str(e.data["cls"])), errors[-1])
         facts.outcome, facts.outcome_line = best.data["outcome"], best.line
-        facts.message = best.data["message"]
+        facts.message = best.data.get("message") or ""
     elif complete is not None:
         ended = _first(stream.observations, "shutdown")
         rdzv = any(o.kind == "joined" and "run_id" in o.data for o in stream.observations)

@@ -392,7 +392,9 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
     # time keeps its ratio); an assumed default with a log of seconds keeps the log's times
     scale = 1 / 60 if (join > 60 and facts.join_stated) or span > 60 else 1.0
     shrunk = join * scale if scale != 1.0 else (join / 60 if join > 60 else join)
-    floor = 1.0 if facts.join_stated else round(span * scale + 2, 1)
+    # an assumed timeout: at least what the log took (nodes that timed out took all of it)
+    timed_out = any(n.outcome == "timeout" for n in facts.nodes)
+    floor = 1.0 if facts.join_stated else round(span * scale + (0 if timed_out else 2), 1)
     result = Plan(nodes=len(facts.nodes), join=max(floor, round(shrunk, 1)), scale=scale)
     if scale != 1.0:
         result.assumptions.append(

@@ -236,6 +236,9 @@ class Reader:
         error = fields.get("error") if isinstance(fields.get("error"), str) else None
         if name == "connect_attempt" and error:
             yield from self._causes(line, error, node)
+        elif name == "failed" and error and not isinstance(fields.get("message"), str):
+            # the key=value form: the class in ``error``, no message
+            yield Observation("error", line, {"cls": error, "outcome": outcome_of(error)}, node)
         elif name in ("failed", "diagnosing") or error:
             yield from self._text(line, str(fields.get("message") or rest), node, event=name)
 

@@ -29,7 +29,7 @@ _NUMBER_IN_NAME = re.compile(r"(?:node|rank|host|worker)[-_]?(\d+)", re.IGNORECA
 class Stream:
     """One node's lines and observations."""
 
-    key: tuple[str, int | None]
+    key: tuple[str, str | None]
     lines: list[Line] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     node: int | None = None
@@ -43,16 +43,42 @@ class Stream:
 
 
 def _stream_of(
-    streams: dict[tuple[str, int | None], Stream],
-    last: dict[str, tuple[str, int | None]],
+    streams: dict[tuple[str, str | None], Stream],
+    last: dict[str, tuple[str, str | None]],
     line: Line,
+    rank: int | None,
 ) -> Stream:
     if line.pid is not None:
-        key: tuple[str, int | None] = (line.source, line.pid)
+        key: tuple[str, str | None] = (line.source, f"pid {line.pid}")
+    elif rank is not None:
+        key = (line.source, f"rank {rank}")
     else:
         key = last.get(line.source, (line.source, None))
     last[line.source] = key
     return streams.setdefault(key, Stream(key))
+
+
+def _interleaved(read: Sequence[tuple[Line, list[Observation]]]) -> set[str]:
+    """The sources whose pid-less lines state more than one rank: several nodes' lines
+    pasted into one file, told apart by the rank each line states."""
+    ranks: dict[str, set[int]] = {}
+    for line, observations in read:
+        if line.pid is None:
+            stated = {o.data["rank"] for o in observations if o.kind == "rank"}
+            ranks.setdefault(line.source, set()).update(stated)
+    return {source for source, seen in ranks.items() if len(seen) > 1}
+
+
+def _fold_leading(streams: dict[tuple[str, str | None], Stream]) -> None:
+    """A file's first lines that stated nothing belong to its first stream that did."""
+    for key, stream in list(streams.items()):
+        if key[1] is not None or stream.stated_ranks():
+            continue
+        others = [s for k, s in streams.items() if k[0] == key[0] and k[1] is not None]
+        if others and stream.lines:
+            others[0].lines[:0] = stream.lines
+            others[0].observations[:0] = stream.observations
+            del streams[key]
 
 
 def group(
@@ -61,19 +87,25 @@ def group(
     """Group ``read`` (every line with what it says, in input order) into streams with a
     node id each; also returns the assumptions made on the way."""
     explicit: dict[int, Stream] = {}
-    streams: dict[tuple[str, int | None], Stream] = {}
-    last: dict[str, tuple[str, int | None]] = {}
+    streams: dict[tuple[str, str | None], Stream] = {}
+    last: dict[str, tuple[str, str | None]] = {}
     for source in sources:  # a file with no line is a node that wrote nothing
         streams.setdefault((source, None), Stream((source, None)))
+    split = _interleaved(read)
     for line, observations in read:
         named = [o.node for o in observations if o.node is not None]
         node = line.node if line.node is not None else (named[0] if named else None)
         if node is not None:
-            stream = explicit.setdefault(node, Stream(("report", node), node=node, how="named"))
+            stream = explicit.setdefault(
+                node, Stream(("report", f"node {node}"), node=node, how="named")
+            )
         else:
-            stream = _stream_of(streams, last, line)
+            stated = [o.data["rank"] for o in observations if o.kind == "rank"]
+            rank = stated[0] if stated and line.source in split else None
+            stream = _stream_of(streams, last, line, rank)
         stream.lines.append(line)
         stream.observations.extend(observations)
+    _fold_leading(streams)
     assumptions: list[str] = []
     pending = [s for s in streams.values() if s.lines or len(sources) > 1]
     # streams split by pid whose first pid-less part is empty are not nodes
@@ -119,6 +151,6 @@ def group(
             if stream.claimed_rank is not None
             else "no rank stated"
         )
-        where = stream.key[0] + (f" (pid {stream.key[1]})" if stream.key[1] is not None else "")
+        where = stream.key[0] + (f" ({stream.key[1]})" if stream.key[1] is not None else "")
         assumptions.append(f"the lines of {where} ({what}) are node {stream.node}: {stream.how}")
     return sorted(taken.values(), key=lambda s: s.node or 0), assumptions

@@ -238,3 +238,18 @@ def test_an_exit_code_of_one_in_the_box_is_the_error_not_a_kill() -> None:
     data, _ = scenario(("n1.log", text))
     assert "kill" not in kinds(data)
     assert outcomes(data)[1] == "connection_error"
+
+
+def test_two_nodes_glog_lines_interleaved_in_one_file_come_apart_by_pid() -> None:
+    data, conversion = scenario(("both.log", log("interleaved-glog.log")))
+    assert data["nodes"] == 3 and kinds(data) == []
+    assert outcomes(data)[0] == "timeout" and outcomes(data)[1] == "timeout"
+    assert isinstance(outcomes(data)[2], list)  # node 2 is not in the log: not checked
+    assert data["timeouts"]["join"] == 15.0  # 15 minutes from the first line: 900 s, scaled
+
+
+def test_rdzv_events_of_several_nodes_in_one_file_come_apart_by_rank() -> None:
+    data, _ = scenario(("all.log", log("interleaved-rdzv.log")))
+    assert data["nodes"] == 3
+    assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]  # rdzv: all log
+    assert outcomes(data) == {0: "timeout", 1: "absent", 2: "timeout"}
