@@ -241,7 +241,7 @@ def test_an_exit_code_of_one_in_the_box_is_the_error_not_a_kill() -> None:
 
 
 def test_two_nodes_glog_lines_interleaved_in_one_file_come_apart_by_pid() -> None:
-    data, conversion = scenario(("both.log", log("interleaved-glog.log")))
+    data, _ = scenario(("both.log", log("interleaved-glog.log")))
     assert data["nodes"] == 3 and kinds(data) == []
     assert outcomes(data)[0] == "timeout" and outcomes(data)[1] == "timeout"
     assert isinstance(outcomes(data)[2], list)  # node 2 is not in the log: not checked
