@@ -146,7 +146,9 @@ def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversi
             "include the lines up to the failure (the traceback's last line, the ChildFailedError "
             "box, or rdzv's 'failed' event)"
         )
-    everyone_logs = facts.backend == "rdzv" or len(logs) > 1
+    # one file per node, or rdzv's events of several nodes: a node without a line never ran
+    seen = sum(1 for n in facts.nodes if n.seen)
+    everyone_logs = len(logs) > 1 or (facts.backend == "rdzv" and seen > 1)
     result = plan(facts, everyone_logs)
     _job_parts(facts, result)
     slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "from-log"

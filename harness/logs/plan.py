@@ -3,7 +3,8 @@
 The rules, in the order they are tried (torch-logs.md's error table):
 
 1. A node the log names missing (``missing ranks``, a store barrier short of workers), or a
-   node with no line where every node logs (rdzv, the harness), was never started: ``absent``.
+   node with no line where every node logs (one file per node, rdzv's events of several
+   nodes, a harness report), was never started: ``absent``.
    A node that is merely not in a pasted log is assumed to have run like its peers.
 2. The store host: ``EADDRINUSE`` -> a ``squatter`` on its port (``http`` when the others
    met an HTTP reply); its log ending after it joined, or a signal -> ``kill`` on its last
@@ -38,6 +39,8 @@ from harness.logs.signals import Observation
 __all__ = ["Plan", "PlannedFault", "plan"]
 
 _CALLING = re.compile(r"while calling (?P<op>[a-z_]+)")
+#: The most nodes a scenario from a log gets (one machine holds 1024 node processes).
+MAX_NODES = 1024
 #: Causes the store host's absence or lateness does not explain.
 _NOT_THE_STORES = ("dns", "no_route")
 #: The expectation of a node the log does not show: any outcome but never started.
@@ -380,6 +383,33 @@ def _overrides(plan: Plan, facts: Facts) -> None:
             )
 
 
+def _shrink(plan: Plan) -> None:
+    """Keep MAX_NODES nodes: node ``i`` becomes ``i * MAX_NODES // nodes`` everywhere."""
+    before = plan.nodes
+
+    def to(node: int) -> int:
+        return node * MAX_NODES // before
+
+    for planned in plan.faults + plan.overrides:
+        if isinstance(planned.entry.get("nodes"), list):
+            planned.entry["nodes"] = sorted({to(n) for n in planned.entry["nodes"]})
+        if "on_node" in planned.entry:
+            planned.entry["on_node"] = to(planned.entry["on_node"])
+    expect: dict[int, str] = {}
+    for node, outcome in sorted(plan.expect.items()):
+        if expect.get(to(node), ANY) == ANY:
+            expect[to(node)] = outcome
+    plan.expect = expect
+    plan.missing = sorted({to(r) for r in plan.missing})
+    plan.name_missing = {to(n) for n in plan.name_missing}
+    plan.held = to(plan.held) if plan.held is not None else None
+    plan.nodes = MAX_NODES
+    plan.assumptions.append(
+        f"{before} nodes do not fit one machine: the scenario has {MAX_NODES}, node i of the "
+        f"log being node i * {MAX_NODES} // {before} (so rank 0 stays the store host)"
+    )
+
+
 def plan(facts: Facts, everyone_logs: bool) -> Plan:
     """The scenario's parts for ``facts``; ``everyone_logs``: every node that ran wrote to
     the log (rdzv's events, the harness's node logs), so a silent node was never started."""
@@ -405,11 +435,6 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
         result.assumptions.append(
             f"the assumed {join:g} s join timeout is {result.join:g} s here (minutes become "
             "seconds); the log's times are seconds and are kept as they are"
-        )
-    if result.nodes > 1024:
-        result.assumptions.append(
-            f"{result.nodes} nodes do not fit one machine: the scenario keeps 1024 and maps "
-            "ranks proportionally"
         )
     absent = _absent(result, facts, everyone_logs)
     begun, died, squatted = _store_host(result, facts, absent)
@@ -441,4 +466,6 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
     said = {n.node for n in facts.nodes if "missing rank" in n.message}
     timeouts = {n for n, outcome in result.expect.items() if outcome == "timeout"}
     result.name_missing = said or (timeouts - held if result.missing else set())
+    if result.nodes > MAX_NODES:
+        _shrink(result)
     return result

@@ -87,7 +87,7 @@ def render(plan: Plan, name: str, description: str, header: Sequence[str]) -> st
         "name": name,
         "description": description,
         "seed": 1,
-        "nodes": min(plan.nodes, 1024),
+        "nodes": plan.nodes,
     }
     if plan.world != "local":
         top["world"] = plan.world

@@ -10,12 +10,13 @@ node's simply stops.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable
 from typing import Any
 
-from harness.run.model import NodeOutcome
+from harness.run.model import NodeOutcome, Report
 
-__all__ = ["node_logs", "outcome_classes"]
+__all__ = ["missing_ranks", "node_logs"]
 
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -48,5 +49,9 @@ def node_logs(outcomes: Iterable[NodeOutcome]) -> list[tuple[str, str]]:
     return [(f"node-{o.node}.log", node_log(o)) for o in outcomes]
 
 
-def outcome_classes(outcomes: Sequence[NodeOutcome]) -> dict[int, str]:
-    return {o.node: o.status for o in outcomes}
+_MISSING = re.compile(r"missing ranks: ([\d, -]+\d)")
+
+
+def missing_ranks(report: Report) -> set[str]:
+    """The missing ranks the nodes of a run named (as rdzv writes them: ``1-3, 5``)."""
+    return {m[1] for o in report.outcomes if o.message for m in [_MISSING.search(o.message)] if m}

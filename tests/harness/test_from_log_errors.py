@@ -253,3 +253,11 @@ def test_rdzv_events_of_several_nodes_in_one_file_come_apart_by_rank() -> None:
     assert data["nodes"] == 3
     assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]  # rdzv: all log
     assert outcomes(data) == {0: "timeout", 1: "absent", 2: "timeout"}
+
+
+def test_a_world_beyond_one_machine_is_scaled_to_1024_nodes_keeping_the_missing_one() -> None:
+    data, conversion = scenario(("w17.log", log("scale-4096.log")))
+    assert data["nodes"] == 1024 and data["timeouts"]["join"] == 15.0
+    assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1000]  # 4000 * 1024 // 4096
+    assert outcomes(data)[4] == "timeout"  # node 17 of the log
+    assert any("4096 nodes do not fit one machine" in a for a in conversion.plan.assumptions)

@@ -8,9 +8,8 @@ import tomllib
 from typing import Any
 
 import pytest
-from from_log_support import node_logs
+from from_log_support import missing_ranks, node_logs
 from hypothesis import HealthCheck, given, settings
-from test_from_log_round_trip import missing_ranks
 
 from harness.fuzz.strategies import scenarios
 from harness.logs import convert

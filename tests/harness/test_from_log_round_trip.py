@@ -9,11 +9,10 @@ world's: scenarios/netns/) is marked ``long``; a fast subset runs by default.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-from from_log_support import node_logs
+from from_log_support import missing_ranks, node_logs
 
 from harness.logs import convert
 from harness.run.model import Report
@@ -23,11 +22,6 @@ from harness.scenario.load import load
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "scenarios").glob("*.toml"))
 FAST = {"F03-node-never-arrives.toml", "F28-black-hole-link.toml"}
-_MISSING = re.compile(r"missing ranks: ([\d, -]+\d)")
-
-
-def missing_ranks(report: Report) -> set[str]:
-    return {m[1] for o in report.outcomes if o.message for m in [_MISSING.search(o.message)] if m}
 
 
 def round_trip(path: Path, tmp_path: Path) -> tuple[Report, Report, str]:
