@@ -94,6 +94,9 @@ def _job_parts(facts: Facts, result: Plan) -> None:
         )
     if facts.barriers:
         parts.append(f"the workers' store-based barrier ({facts.barriers[0].line.where})")
+    job = [o.line.where for n in facts.nodes for o in n.job_errors if o.kind == "error"]
+    if job:
+        parts.append(f"the workers' errors after the rendezvous ({', '.join(job[:3])})")
     result.not_reproduced.append(
         "this is a torchrun job; scenario files cannot describe jobs yet, so the scenario "
         "replays the "

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from harness.logs.causes import CAUSES
 from harness.logs.lines import Line
 from harness.logs.signals import Observation
 from harness.logs.streams import Stream
@@ -29,6 +30,8 @@ DEFAULT_TIMEOUTS = {
     "store": 300.0,
     "process_group": 1800.0,
 }
+
+_KEY_WAIT = dict(CAUSES)["key_wait"]
 
 #: Events a fault can be triggered on (docs/scenarios.md "Triggers").
 TRIGGERS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
@@ -60,6 +63,8 @@ class NodeFacts:
     connected_at: float | None = None
     joined: bool = False
     world: int | None = None
+    #: Workers' errors after the rendezvous completed (job-level, not reproduced).
+    job_errors: list[Observation] = field(default_factory=list)
 
     @property
     def seen(self) -> bool:
@@ -103,6 +108,15 @@ _TORCHRUN_LOGGERS = (
 )
 
 
+def _job_level(line: Line) -> bool:
+    """A worker's line (``[rankN]:``, torchrun's ``[roleN]:``) that is neither the store
+    barrier's count nor a key waited for in vain (those two are replayed as the
+    rendezvous' missing ranks and a rank holding its key back)."""
+    worker = line.rank is not None or line.local_rank is not None
+    store_level = "store based barrier" in line.text or _KEY_WAIT.search(line.text) is not None
+    return worker and not store_level
+
+
 def _by_signal(died: Observation) -> bool:
     """A death by a signal (a negative exit code is torch's way of naming one); an exit
     code of 1 is an error the node raised, whose class the log states elsewhere."""
@@ -121,7 +135,16 @@ def _node_facts(node: int, stream: Stream | None) -> NodeFacts:
     times = [line.when for line in stream.lines if line.when is not None]
     facts.first = min(times) if times else None
     facts.last_time = max(times) if times else None
+    # once the agent's rendezvous completed (workers started, or restarted), a worker's own
+    # errors are the job's: not the rendezvous' (a store barrier's count still is)
+    done = any(o.kind in ("complete", "restart") for o in stream.observations)
+    observations = []
     for o in stream.observations:
+        if done and o.kind in ("cause", "error") and _job_level(o.line):
+            facts.job_errors.append(o)
+        else:
+            observations.append(o)
+    for o in observations:
         if o.kind == "cause":
             facts.causes.append(o)
         elif o.kind == "died" and facts.died is None and _by_signal(o):
@@ -134,9 +157,9 @@ def _node_facts(node: int, stream: Stream | None) -> NodeFacts:
             facts.connected_at = o.line.when
         if o.kind in TRIGGERS:
             facts.last_trigger = (o.kind, o.line.when)
-    reported = [o for o in stream.observations if o.kind == "outcome"]
-    errors = [o for o in stream.observations if o.kind == "error"]
-    complete = _first(stream.observations, "complete")
+    reported = [o for o in observations if o.kind == "outcome"]
+    errors = [o for o in observations if o.kind == "error"]
+    complete = _first(observations, "complete") or _first(observations, "restart")
     if reported:
         last = reported[-1]
         facts.outcome, facts.outcome_line = last.data["status"], last.line

@@ -261,3 +261,15 @@ def test_a_world_beyond_one_machine_is_scaled_to_1024_nodes_keeping_the_missing_
     assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1000]  # 4000 * 1024 // 4096
     assert outcomes(data)[4] == "timeout"  # node 17 of the log
     assert any("4096 nodes do not fit one machine" in a for a in conversion.plan.assumptions)
+
+
+def test_torchruns_tee_lines_and_restarts_are_named_as_not_reproduced() -> None:
+    data, conversion = scenario(("n1.log", log("tee-restarts.log")))
+    assert conversion.facts.launcher == "torchrun" and conversion.facts.backend == "c10d"
+    # the workers ran (and failed, and restarted): the rendezvous itself completed
+    assert data["nodes"] == 2 and outcomes(data)[1] == "ok" and kinds(data) == []
+    (job,) = conversion.plan.not_reproduced
+    assert "2 workers per node" in job and "max_restarts 3" in job
+    assert "2 worker-group restart(s) seen (n1.log:15)" in job
+    assert "the workers' errors after the rendezvous (n1.log:14, n1.log:16)" in job
+    assert "# not reproduced: this is a torchrun job" in conversion.text
