@@ -11,6 +11,8 @@ A sans-IO pipeline, one module a step, lowest first:
 * ``streams``  lines grouped into one stream per node, each with its node id
 * ``facts``    the job's shape, timeouts and each node's end, with the lines they came from
 * ``faults_for`` one cause on some nodes -> the fault that makes them meet it
+* ``planned``  what the scenario will hold (``Plan``, ``PlannedFault``)
+* ``missing``  who never came, held a key back or restarted (plan's missing-rank rules)
 * ``plan``     facts -> overrides, faults and expectations, each with its reason
 * ``write``    a plan -> scenario TOML (tomli-w) with ``#`` comments quoting the log,
                validated with :func:`harness.scenario.load.parse`

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from harness.errors import HarnessError
 from harness.logs.facts import Facts, gather
 from harness.logs.lines import Line, classify
-from harness.logs.plan import Plan, plan
+from harness.logs.plan import plan
+from harness.logs.planned import Plan
 from harness.logs.signals import Observation, Reader
 from harness.logs.streams import group
 from harness.logs.write import render

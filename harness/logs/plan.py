@@ -4,8 +4,8 @@ The rules, in the order they are tried (torch-logs.md's error table):
 
 1. A node the log names missing (``missing ranks``, a store barrier short of workers), or a
    node with no line where every node logs (one file per node, rdzv's events of several
-   nodes, a harness report), was never started: ``absent``.
-   A node that is merely not in a pasted log is assumed to have run like its peers.
+   nodes, a harness report), was never started: ``absent`` (:mod:`~harness.logs.missing`).
+   A node that is merely not in a pasted log is not checked (any outcome but ``absent``).
 2. The store host: ``EADDRINUSE`` -> a ``squatter`` on its port (``http`` when the others
    met an HTTP reply); its log ending after it joined, or a signal -> ``kill`` on its last
    event.
@@ -21,61 +21,27 @@ The rules, in the order they are tried (torch-logs.md's error table):
 6. A peer whose log ends without an outcome, or with a signal -> ``kill`` on its last event.
 
 Times are seconds from the first line of the log, scaled with the timeouts (minutes become
-seconds when the join timeout is over 60 s).
+seconds when a stated timeout is over 60 s or the log spans minutes).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from harness.logs.facts import Facts, NodeFacts
 from harness.logs.faults_for import fault_for
-from harness.logs.lines import Line
+from harness.logs.missing import absent as absent_nodes
+from harness.logs.missing import held_keys, stale_barrier
+from harness.logs.planned import ANY, LATE, MAX_NODES, Plan, PlannedFault
 from harness.logs.signals import Observation
 
-__all__ = ["Plan", "PlannedFault", "plan"]
+__all__ = ["plan"]
 
 _CALLING = re.compile(r"while calling (?P<op>[a-z_]+)")
-#: The most nodes a scenario from a log gets (one machine holds 1024 node processes).
-MAX_NODES = 1024
 #: Causes the store host's absence or lateness does not explain.
 _NOT_THE_STORES = ("dns", "no_route")
-#: The expectation of a node the log does not show: any outcome but never started.
-ANY = "any"
-LATE = 0.5  # seconds (scaled) after the first node that make a node late
-
-
-@dataclass
-class PlannedFault:
-    """A ``[[fault]]`` entry with the reason and the lines it came from."""
-
-    entry: dict[str, Any]
-    why: str
-    lines: list[Line] = field(default_factory=list)
-
-
-@dataclass
-class Plan:
-    """Everything the scenario file will hold, and what could not be reproduced."""
-
-    nodes: int
-    join: float
-    scale: float
-    faults: list[PlannedFault] = field(default_factory=list)
-    overrides: list[PlannedFault] = field(default_factory=list)
-    expect: dict[int, str] = field(default_factory=dict)
-    missing: list[int] = field(default_factory=list)
-    endpoint_host: str | None = None
-    world: str = "local"
-    assumptions: list[str] = field(default_factory=list)
-    not_reproduced: list[str] = field(default_factory=list)
-    #: The nodes whose end must name the missing ranks (as their log's did).
-    name_missing: set[int] = field(default_factory=set)
-    #: The node whose key was never published (its rank is missing), if any.
-    held: int | None = None
 
 
 def _t(plan: Plan, facts: Facts, when: float | None) -> float | None:
@@ -95,68 +61,6 @@ def _begin(node: NodeFacts) -> float | None:
         if line.when is not None and line.event != "started" and not line.text.startswith("started")
     ]
     return min(times) if times else node.first
-
-
-def _absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
-    absent: set[int] = set()
-    for node in facts.nodes:
-        if node.outcome == "absent" or (
-            not node.seen and (node.node in facts.missing or everyone_logs)
-        ):
-            absent.add(node.node)
-    host = facts.node(0)
-    nothing_listened = [
-        c
-        for n in facts.nodes[1:]
-        if n.connected_at is None
-        for c in n.causes
-        if c.data["cause"] in ("refused", "reset")
-    ]
-    if not host.seen and 0 not in absent and nothing_listened:
-        absent.add(0)
-        plan.assumptions.append(
-            "node 0 (the store host) is not in the log and the others' connects were refused or "
-            f"reset ({nothing_listened[0].line.where}): nothing listened, so node 0 never started "
-            "(or never bound its port)"
-        )
-    short = [b for b in facts.barriers if b.data["worker_count"] < b.data["world_size"]]
-    if short and not absent:
-        per = facts.workers_per_node or 1
-        lacking = (short[0].data["world_size"] - short[0].data["worker_count"] + per - 1) // per
-        unseen = [n.node for n in facts.nodes if not n.seen]
-        chosen = unseen[-lacking:]
-        absent.update(chosen)
-        counted = f"the store barrier counted {short[0].data['worker_count']} of "
-        counted += f"{short[0].data['world_size']} workers"
-        if chosen:
-            plan.assumptions.append(
-                f"{counted}: {lacking} node(s) never arrived; the log does not say which, so "
-                f"node(s) {sorted(chosen)}, of those the log does not show"
-            )
-        else:
-            plan.not_reproduced.append(
-                f"{counted}, yet every node is in the log: workers that never reached the "
-                "barrier (job-level)"
-            )
-    if absent:
-        lines = [
-            o.line
-            for n in facts.nodes
-            if n.stream
-            for o in n.stream.observations
-            if o.kind == "missing"
-        ][:1]
-        lines += [n.outcome_line for n in facts.nodes if n.outcome == "absent" and n.outcome_line]
-        lines += [b.line for b in short[:1]]
-        lines += [c.line for c in nothing_listened[:1] if 0 in absent and not host.seen]
-        plan.faults.append(
-            PlannedFault(
-                {"kind": "absent", "nodes": sorted(absent)},
-                f"node(s) {sorted(absent)} never arrived",
-                lines,
-            )
-        )
-    return absent
 
 
 def _store_host(
@@ -311,61 +215,6 @@ def _peer_causes(
         plan.faults.append(PlannedFault(entry, why, lines))
 
 
-def _held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
-    """A key waited for in vain: the rank that should have published it holds it back."""
-    waits = [(n.node, c) for n in facts.nodes for c in n.causes if c.data["cause"] == "key_wait"]
-    if not waits or absent or "killed" in plan.expect.values():
-        return  # a node that never came or died explains the wait
-    waiters = {node for node, _ in waits}
-    key = str(waits[0][1].data.get("key", ""))
-    named = re.search(r"(\d+)$", key)
-    if named and 0 < int(named[1]) < len(facts.nodes) and int(named[1]) not in waiters:
-        holder, how = int(named[1]), f"the key {key!r} names rank {named[1]}"
-    else:
-        unseen = [n.node for n in facts.nodes[1:] if not n.seen]
-        others = [n.node for n in facts.nodes[1:] if n.node not in waiters]
-        if not (unseen or others):
-            plan.assumptions.append(
-                f"a key was never published ({waits[0][1].line.where}) but every node waited "
-                "for it: no rank to hold it back"
-            )
-            return
-        holder = (unseen or others)[-1]
-        how = "the log does not say whose key it was: the last rank " + (
-            "the log does not show" if unseen else "that did not wait"
-        )
-    plan.assumptions.append(f"the key never published was node {holder}'s: {how}")
-    mapped = fault_for("key_wait", [holder], None)
-    assert mapped.entry is not None
-    plan.faults.append(PlannedFault(mapped.entry, mapped.why, [c.line for _, c in waits[:2]]))
-    plan.expect[holder] = "timeout"
-    plan.held = holder
-
-
-def _stale_barrier(plan: Plan, facts: Facts) -> None:
-    """A store barrier that counted more workers than the world has: keys of an earlier
-    attempt were still in the store after a restart."""
-    over = [b for b in facts.barriers if b.data["worker_count"] > b.data["world_size"]]
-    if not over:
-        return
-    node = len(facts.nodes) - 1
-    plan.faults.append(
-        PlannedFault(
-            {"kind": "restart", "nodes": [node], "on": "joined", "on_node": node},
-            f"the store barrier counted {over[0].data['worker_count']} workers of "
-            f"{over[0].data['world_size']}: stale keys of an attempt before a restart",
-            [over[0].line],
-        )
-    )
-    plan.assumptions.append(
-        f"the log does not say which node restarted: node {node} restarts once it joined"
-    )
-    plan.not_reproduced.append(
-        "the over-count itself: rdzv's rendezvous starts each round on fresh keys, so the "
-        "replay shows the restart, not torch's barrier counting stale keys"
-    )
-
-
 def _overrides(plan: Plan, facts: Facts) -> None:
     sizes = Counter(n.world for n in facts.nodes if n.world is not None)
     common = sizes.most_common(1)[0][0] if sizes else None
@@ -436,13 +285,13 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
             f"the assumed {join:g} s join timeout is {result.join:g} s here (minutes become "
             "seconds); the log's times are seconds and are kept as they are"
         )
-    absent = _absent(result, facts, everyone_logs)
+    absent = absent_nodes(result, facts, everyone_logs)
     begun, died, squatted = _store_host(result, facts, absent)
     _late(result, facts, absent | ({0} if squatted else set()))
     if not squatted:
         _peer_causes(result, facts, (begun, died), absent)
-    _held_keys(result, facts, absent)
-    _stale_barrier(result, facts)
+    held_keys(result, facts, absent)
+    stale_barrier(result, facts)
     _overrides(result, facts)
     for node in facts.nodes[1:]:
         if node.node in absent or node.node in result.expect:

@@ -16,7 +16,7 @@ import tomli_w
 
 from harness.errors import HarnessError
 from harness.logs.lines import Line
-from harness.logs.plan import ANY, Plan, PlannedFault
+from harness.logs.planned import ANY, Plan, PlannedFault
 from harness.scenario.load import parse
 
 __all__ = ["render"]
