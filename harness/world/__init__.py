@@ -7,6 +7,8 @@
                     default; its network (``local.topology``) and the leak check
 * ``cluster``       node processes (forkserver) of every world on this machine: start,
                     start gate and release, signal, reap
+* ``incarnations`` which incarnation of each node is live (one at a time): the
+                    bookkeeping of the packed and the Ray world
 * ``process_nodes`` the node verbs of a world whose nodes are such processes (local, netns)
 * ``proxied``       toxics and downed links on proxied links (local, ray): removal,
                     effects and cuts read from the proxy's event log
@@ -21,7 +23,8 @@
 * ``node``          the node process: one rendezvous, its events, one outcome
 * ``warm_up``       a node's first step taken before it says ``ready`` (page faults
                     paid before the release)
-* ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
+* ``backends``      the rendezvous a node runs: rdzv static, torch-static, torch-c10d,
+                    module:factory (torch's: ``torch_backends``)
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
 * ``squatters``     listeners that hold node 0's port (bind faults)
 * ``store_faults``  an interposer that decodes TCPStore requests and applies store rules

@@ -30,7 +30,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         {"harness.errors", "harness.proxy", "harness.world", "harness.scenario"}
     ),
     "harness.report": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
-    "harness.fuzz": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
+    "harness.fuzz": frozenset(
+        {"harness.errors", "harness.scenario", "harness.run", "harness.report"}
+    ),
     "harness.logs": frozenset({"harness.errors", "harness.scenario"}),
     "harness.cli": frozenset(
         {
@@ -75,8 +77,13 @@ ONLY_THROUGH: Mapping[tuple[str, str], frozenset[str]] = {
     ("harness.report", "harness.run"): frozenset({"harness.run.model"}),
     # from-log validates what it writes, and nothing more of the scenario layer
     ("harness.logs", "harness.scenario"): frozenset({"harness.scenario.load"}),
-    # the fuzzer runs scenarios through the suite and reads their reports
-    ("harness.fuzz", "harness.run"): frozenset({"harness.run.suite", "harness.run.model"}),
+    # the fuzzer runs scenarios through the suite, reads their reports, and asks which
+    # world can do what (to draw only the faults a world can carry out)
+    ("harness.fuzz", "harness.run"): frozenset(
+        {"harness.run.suite", "harness.run.model", "harness.run.worlds"}
+    ),
+    # the oracle names ranks as reports (and rdzv) do
+    ("harness.fuzz", "harness.report"): frozenset({"harness.report.fold"}),
 }
 
 _SUBPACKAGES = frozenset(

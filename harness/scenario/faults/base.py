@@ -15,7 +15,12 @@ knows a kind by name:
 * :meth:`Fault.inject`: acts on the world, makes and fills in its record (what it did), and
   returns the heal that undoes it (``None``: nothing to undo);
 * :meth:`Fault.lasts`: after how many seconds the runner heals it (``None``: it holds to
-  the end; the world's teardown removes what is left).
+  the end; the world's teardown removes what is left);
+* :meth:`Fault.draw` (for the fuzzer): a hypothesis strategy of the kind's tables for a
+  scenario of a given :class:`~harness.scenario.faults.fuzzing.Outline` (``None``: the kind
+  is not drawn);
+* :meth:`Fault.effect` (for the fuzzer's oracle): what the fault may do to the outcomes
+  (:class:`~harness.scenario.faults.fuzzing.Effect`).
 
 A new kind subclasses :class:`Fault` (or :class:`Timed`, for the ``at``/``on``/``after``
 keys) and is registered in :data:`harness.scenario.faults.registry.FAULTS`.
@@ -25,13 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import Field, model_validator
 
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.format import FormatModel, Nodes, TriggerEvent
 from harness.world.base import Launch, Layout, World
+
+if TYPE_CHECKING:  # hypothesis is imported only inside draw() (by the fuzzer)
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["Context", "EndpointView", "Event", "Fault", "Heal", "Timed", "Trigger", "Whole"]
 
@@ -80,9 +89,26 @@ class Context(Protocol):
     def finish(self, node: int, status: str, message: str) -> None:
         """Give the node its outcome now (unless it has one)."""
 
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
+    def start_at(self, node: int, t: float, started: Callable[[], None]) -> int | None:
         """Start the node (again) at ``t`` instead of with the others, then call
-        ``started``. Before the nodes start, a node's last ``start_at`` wins."""
+        ``started``. Before the nodes start, a node's last ``start_at`` wins (None).
+
+        A node is one incarnation at a time: while a start of it is pending (a late
+        start, or a restart's), another ``start_at`` merges with it -- the node starts
+        once, at the later of the two times, and both ``started`` are called.
+
+        Returns:
+            The index of the fault whose pending start this one merged with (None: the
+            start is this fault's own).
+        """
+
+    def pending_start(self, node: int) -> int | None:
+        """The index of the fault whose start of the node is pending (None: none is)."""
+
+    def cancel_start(self, node: int) -> int | None:
+        """Cancel the pending start of a node that ran before (a restart's replacement,
+        not a first start); the index of the fault that asked for it (None: none was
+        pending)."""
 
     def never_start(self, nodes: Sequence[int]) -> int:
         """Keep ``nodes`` from starting (outcome ``absent``); how many were not already."""
@@ -182,6 +208,18 @@ class Fault(FormatModel):
             whichever comes first; ``None`` when there is nothing to undo.
         """
         raise NotImplementedError(f"fault kind {self.kind!r} does not say what it does")
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """A hypothesis strategy of this kind's ``[[fault]]`` tables (plain dicts) valid in a
+        scenario of ``outline``, or ``None``: the kind is not drawn there (the default: a kind
+        is fuzzed once it says how). Import hypothesis inside (:mod:`.draws`)."""
+        return None
+
+    def effect(self, outline: Outline) -> Effect:
+        """What this fault may do to the outcomes of a scenario of ``outline`` (the default:
+        any of the open ones, ``ok``, ``timeout`` and ``connection_error``)."""
+        return Effect()
 
 
 class Timed(Fault):
