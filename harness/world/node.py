@@ -4,9 +4,10 @@
 started by :mod:`harness.world.cluster`). It builds the handler its backend names
 (:mod:`harness.world.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
 return), proves the store is shared (every rank writes a key, every rank reads all of them)
-and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("event", ...)``
-messages that describe what happened on the way (rdzv's structured log events plus
-``started``): the :data:`~harness.world.base.Message` shapes.
+and puts exactly one :class:`~harness.world.messages.Outcome` on the queue, after the
+messages that describe what happened on the way (:class:`~harness.world.messages.Ready`,
+:class:`~harness.world.messages.Started`, and an :class:`~harness.world.messages.Event` for
+each of rdzv's structured log events): the types of :mod:`harness.world.messages`.
 
 A node starts behind the world's start gate: it says ``ready`` (process up, imports done,
 channel open), waits until the world releases every node at once (:func:`wait_gate`: the
@@ -35,19 +36,19 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from harness.world.backends import create_handler
-from harness.world.base import Launch, Message
+from harness.world.base import Launch
 from harness.world.dns import DnsShim, install_dns_shim
+from harness.world.messages import Event, Message, Outcome, Ready, Started
 from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
 __all__ = [
     "PROCESS",
     "Hosting",
-    "Message",
     "NodeSpec",
     "PipeReporter",
     "classify",
@@ -113,7 +114,7 @@ class _Forward(logging.Handler):
         payload = getattr(record, EVENT_ATTR, None)
         if isinstance(payload, dict):
             fields = {k: v for k, v in payload.items() if k != "event"}
-            self.queue.put(("event", self.node, time.monotonic(), payload["event"], fields))
+            self.queue.put(Event(self.node, time.monotonic(), payload["event"], fields))
 
 
 def _stop_process() -> None:
@@ -201,7 +202,7 @@ class PipeReporter:
         self._send_bytes: Callable[[bytes], None] | None = getattr(connection, "send_bytes", None)
         self._lock = threading.Lock()
 
-    def put(self, item: Message) -> None:
+    def put(self, item: object) -> None:
         data = None
         if self._send_bytes is not None:
             try:
@@ -228,9 +229,14 @@ def redirect_output(output_path: str) -> None:
     os.close(out)
 
 
-def _prove_shared(
-    store: Any, rank: int, world_size: int, node: int, result: dict[str, Any]
-) -> bool:
+@dataclass
+class _Seen:
+    """The ranks whose key a node saw in its store (None: it never looked)."""
+
+    ranks: list[int] | None = None
+
+
+def _prove_shared(store: Any, rank: int, world_size: int, node: int, seen: _Seen) -> bool:
     """Prove the store is one store shared by every rank, with O(world size) work in all.
 
     Every rank writes its key; rank 0 waits for every rank's key, then writes ``all/<world
@@ -242,7 +248,7 @@ def _prove_shared(
     million at 4096 nodes). Rank 0 then waits until every rank is done, so its shutdown cannot
     cut the others off.
 
-    ``result["seen_ranks"]`` records whose keys this node saw -- all of them, or, when the
+    ``seen.ranks`` records whose keys this node saw -- all of them, or, when the
     wait fails, those present by then: a rank that never wrote never took part in the
     world the rendezvous returned (the harness judges that, whatever the backend).
     """
@@ -261,9 +267,9 @@ def _prove_shared(
         # Rank 0 (the store host in every backend) asks for every key; the others for their
         # own and rank 0's, so a failing world costs the store O(world size) checks too.
         asked = keys if rank == 0 else sorted({keys[0], keys[rank]})
-        result["seen_ranks"] = _present(store, asked)
+        seen.ranks = _present(store, asked)
         raise
-    result["seen_ranks"] = list(range(world_size))
+    seen.ranks = list(range(world_size))
     store.set(f"harness/done/{rank}", "1")
     if rank == 0:
         store.wait([f"harness/done/{r}" for r in range(world_size)])
@@ -298,37 +304,53 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
         hosting.dns(spec.dns)
     handler, failure = _build(spec, hosting)
     warm_up(spec.node)
-    at_gate = {"pid": os.getpid(), "tid": threading.get_native_id()}
-    queue.put(("event", spec.node, time.monotonic(), "ready", at_gate))
+    queue.put(Ready(spec.node, time.monotonic(), os.getpid(), threading.get_native_id()))
     start = hosting.gate()
-    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
+    queue.put(Started(spec.node, start, os.getpid(), placement))
     if launch.start_paused:  # frozen before its rendezvous begins, until the harness resumes it
         hosting.freeze()
-    result: dict[str, Any] = {"pid": os.getpid(), "started": start, "placement": placement}
+    said = Outcome(spec.node, start, "ok", started=start, pid=os.getpid(), placement=placement)
+    seen = _Seen()
     try:
         if failure is not None:
             raise failure
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
-        result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
-        queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
-        store = _store_of(info)
-        result["shared_store_ok"] = _prove_shared(store, rank, world_size, spec.node, result)
+        said = replace(said, rank=rank, world_size=world_size, run_id=launch.run_id)
+        queue.put(Event(spec.node, time.monotonic(), "returned", {"rank": rank}))
+        shared = _prove_shared(_store_of(info), rank, world_size, spec.node, seen)
+        said = replace(said, shared_store_ok=shared)
     except BaseException as exc:  # reported, not raised: the harness judges it
-        after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
-        result.update(
+        after = "after the rendezvous returned: " if said.rank is not None else ""
+        said = replace(
+            said,
             status=classify(exc),
             error_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
             message=f"{after}{exc}",
         )
     finally:
-        if handler is not None:
-            try:
-                handler.shutdown()
-            except BaseException as exc:
-                result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
-    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put(("outcome", spec.node, time.monotonic(), result))
+        shutdown_error = _shut_down(handler)
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put(
+        replace(
+            said,
+            t=time.monotonic(),
+            seen_ranks=seen.ranks,
+            shutdown_error=shutdown_error,
+            maxrss_kib=maxrss,
+        )
+    )
+
+
+def _shut_down(handler: Any) -> str | None:
+    """Shut ``handler`` down (None: there is none); ``Class: text`` when that raised."""
+    if handler is None:
+        return None
+    try:
+        handler.shutdown()
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]:

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
-from harness.world.base import PAUSE, Launch, Layout, Message, OnMessage, cannot
+from harness.world.base import PAUSE, Launch, Layout, OnMessage, cannot
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
+from harness.world.messages import Exit, Message, ends
 from harness.world.node import NodeSpec
 from harness.world.packed.node import serve
 
@@ -262,7 +263,7 @@ class PackedWorld(LocalWorld):
             inc = self._incarnations.get(number)
         if inc is None or inc.killed:
             return
-        if message[0] == "outcome":
+        if ends(message):
             inc.ended = True
         self._on_message(message)
 
@@ -283,5 +284,5 @@ def _key(group: int) -> str:
     return f"pack{group}"
 
 
-def _exit(node: int, why: str, code: int | None = None) -> Message:
-    return ("exit", node, time.monotonic(), {"exitcode": code, "message": why})
+def _exit(node: int, why: str, code: int | None = None) -> Exit:
+    return Exit(node, time.monotonic(), why, code)

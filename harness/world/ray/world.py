@@ -51,7 +51,6 @@ from harness.world.base import (
     TOXICS,
     Launch,
     Layout,
-    Message,
     OnMessage,
     PacketRule,
     StoreRule,
@@ -59,6 +58,7 @@ from harness.world.base import (
     cannot,
     is_ip,
 )
+from harness.world.messages import Exit, Message, ends, shifted
 from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
 from harness.world.ray.cluster import Placement
@@ -340,10 +340,9 @@ class RayWorld:
                 inc = self._incarnations.get(number)
             if inc is None or inc.killed:
                 continue
-            if message[0] == "outcome":
+            if ends(message):
                 inc.ended = True
-            # The actor's host clock, to ours.
-            self._on_message((message[0], message[1], message[2] - group.offset, *message[3:]))
+            self._on_message(shifted(message, -group.offset))  # the actor's host clock, to ours
 
     def _group_lost(self, group: Group, why: str) -> None:
         with self._lock:
@@ -383,5 +382,5 @@ class RayWorld:
         return None if self.network is None else self.network.log()
 
 
-def _exit(node: int, why: str) -> Message:
-    return ("exit", node, time.monotonic(), {"exitcode": None, "message": why})
+def _exit(node: int, why: str) -> Exit:
+    return Exit(node, time.monotonic(), why)
