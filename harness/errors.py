@@ -108,8 +108,9 @@ class ToxiproxyProtocolError(HarnessError):
 
 
 class UnsupportedError(HarnessError):
-    """A world was asked for something it cannot do ("the netns world cannot put toxics on a
-    node's link"): the scenario cannot run in that world (a skip, not a failure).
+    """A world was asked for something it cannot do ("the local world cannot drop, reject or
+    lose packets between nodes"): the scenario cannot run in that world (a skip, not a
+    failure; the skip names the world as its cause).
 
     Attributes:
         world: the world's name (``local``, ...).

@@ -177,7 +177,9 @@ def nothing_ran(reports: Sequence[Report]) -> str | None:
     """Why a run in which no scenario ran (every one skipped) is not a success, else None."""
     if not reports or any(r.skipped is None for r in reports):
         return None
-    reasons = sorted({f"on {r.scenario.backend}: {r.skipped}" for r in reports})
+    reasons = sorted(
+        {str(r.skip_reason).removeprefix("not run: ").removeprefix("not run ") for r in reports}
+    )
     return "nothing ran: every scenario was skipped (" + "; ".join(reasons) + ")"
 
 

@@ -113,7 +113,7 @@ class ScenarioItem(pytest.Item):
 
             self.add_report_section("call", "harness nodes", "\n".join(detail_lines(report)))
         if report.skipped is not None:
-            pytest.skip(f"not run on {self.scenario.backend}: {report.skipped}")
+            pytest.skip(report.skip_reason or report.skipped)
         if not report.passed:
             raise ScenarioFailed(report)
 

@@ -224,7 +224,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         violations=_violations(report.problems, many),
         known=_violations([v for v in report.violations if v.known], many),
         backend=sc.backend,
-        skipped=report.skipped or "",
+        skipped=report.skip_reason or "",
         error=report.error or "",
         counts=_counts(report),
         timeline=timeline,

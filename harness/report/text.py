@@ -97,7 +97,7 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
     if report.interrupted:
         line += f"  ({INTERRUPTED}; replay: {report.replay_command})"
     elif report.skipped is not None:
-        line += f"  (not run on {report.scenario.backend}: {report.skipped})"
+        line += f"  ({report.skip_reason})"
     elif not report.passed:
         why = f"{len(report.problems)} violation(s)" if report.problems else "harness error"
         line += f"  ({why}; replay: {report.replay_command})"
@@ -111,7 +111,8 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
 
 def totals_line(reports: Sequence[Report], wall: float | None = None) -> str:
     """``12 passed, 1 failed, 0 errors in 41.2 s`` (``wall``: elapsed time of the suite;
-    ``, 2 skipped`` follows the errors when scenarios could not run on their backend)."""
+    ``, 2 skipped`` follows the errors when scenarios could not run on their backend or in
+    their world)."""
     interrupted = sum(r.interrupted for r in reports)
     errors = sum(r.error is not None for r in reports)
     failed = sum(not r.passed for r in reports) - errors - interrupted

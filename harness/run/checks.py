@@ -95,10 +95,20 @@ def _invariants(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation
                     tuple(o.node for o in returned),
                 )
             )
+    seen_by_0 = next((o.seen_ranks for o in returned if o.rank == 0 and o.seen_ranks), None)
     for o in ok:
         if o.shared_store_ok is False:
             found.append(
                 Violation("shared_store", f"node {o.node} did not see every rank's key", (o.node,))
+            )
+        elif seen_by_0 is not None and o.rank is not None and o.rank not in seen_by_0:
+            found.append(
+                Violation(
+                    "shared_store",
+                    f"node {o.node} succeeded as rank {o.rank}, but rank 0 never saw its key:"
+                    " their stores are not one store",
+                    (o.node,),
+                )
             )
     for o in outcomes:
         if o.status == "hung" and "hung" not in allowed_outcomes(sc.expected(o.node).outcome):

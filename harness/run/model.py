@@ -106,7 +106,12 @@ class Report:
     duration: float = 0.0
     proxy_events: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    #: Why it was not run (None: it ran).
     skipped: str | None = None
+    #: The world that could not run it (a fault needs what the world lacks, or this
+    #: machine cannot host the world); None: the backend could not (``[backends.<name>]
+    #: unsupported``, torch missing).
+    skipped_by_world: str | None = None
     #: Stopped by Ctrl-C before it ended: its nodes were killed and nothing was judged.
     interrupted: bool = False
     #: Seconds from the start of the world's build (proxies, namespaces, a Ray world's
@@ -122,6 +127,20 @@ class Report:
     #: What the rerun command needs before it (``PYTHONPATH=DIR `` for a ``module:factory``
     #: backend; set by :func:`harness.run.suite.run_one`).
     rerun_env: str = ""
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why it was not run, naming the cause: ``not run on <backend>: why`` when the
+        backend could not run it, ``not run: the <world> world cannot ...`` when the world
+        could not (None: it ran)."""
+        if self.skipped is None:
+            return None
+        world = self.skipped_by_world
+        if world is None:
+            return f"not run on {self.scenario.backend}: {self.skipped}"
+        if f"the {world} world" in self.skipped:
+            return f"not run: {self.skipped}"
+        return f"not run in the {world} world: {self.skipped}"
 
     @property
     def idle_faults(self) -> list[FaultRecord]:

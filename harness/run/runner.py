@@ -368,6 +368,7 @@ def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -
         host=scenario.endpoint.host,
         via_links=scenario.endpoint.via_proxy,
         backends=frozenset({scenario.backend}),
+        needs=frozenset(need for _, fault in faults for need in fault.needs),
     )
     for _, fault in faults:
         layout = fault.shape(layout)

@@ -157,7 +157,7 @@ def _run_one(
         with proxies() as client:
             return run_scenario(scenario, worlds_for(scenario, client), seed, stop)
     except UnsupportedError as exc:
-        return Report(scenario, seed, outcomes=[], skipped=str(exc))
+        return Report(scenario, seed, outcomes=[], skipped=str(exc), skipped_by_world=exc.world)
     except Exception as exc:
         detail = "".join(traceback.format_exception(exc)).rstrip()
         return Report(

@@ -26,7 +26,7 @@ _CAPABLE = {"local": LOCAL_CAPABILITIES, "netns": NETNS_CAPABILITIES}
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:
     """The world a scenario runs in, its links on ``client``'s proxy: a process per node,
-    or packed ``scenario.pack`` nodes per process; the netns world (no proxy links); or,
+    or packed ``scenario.pack`` nodes per process; the netns world (its own proxy); or,
     for ``world = "ray"``, Ray actors (on the Ray this process is connected to, else a
     local one for the run).
 

@@ -139,6 +139,9 @@ class Layout:
         squatter: a squatter of this mode holds the store's port from the start (node 0
             must bind the port itself and finds it taken); ``None``: no squatter.
         store_rules: store traffic passes through something that applies store rules.
+        needs: every capability the scenario's faults use (a world may build a part only
+            when a fault needs it: the netns world starts its proxy links only for toxics
+            or link downs).
     """
 
     tag: str
@@ -148,6 +151,7 @@ class Layout:
     backends: frozenset[str] = frozenset({"static"})
     squatter: str | None = None
     store_rules: bool = False
+    needs: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ from harness.world.backends import create_handler
 from harness.world.base import Launch
 from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.messages import Event, Message, Outcome, Ready, Started
+from harness.world.shared_store import Seen, prove_shared
 from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
@@ -58,11 +59,6 @@ __all__ = [
     "run_node",
     "wait_gate",
 ]
-
-
-#: Written by rank 0 once it has seen every rank's key, per world size (see
-#: :func:`_prove_shared`).
-_ALL = "harness/all/{}"
 
 
 class _Queue(Protocol):
@@ -230,62 +226,6 @@ def redirect_output(output_path: str) -> None:
     os.close(out)
 
 
-@dataclass
-class _Seen:
-    """The ranks whose key a node saw in its store (None: it never looked)."""
-
-    ranks: list[int] | None = None
-
-
-def _prove_shared(store: Any, rank: int, world_size: int, node: int, seen: _Seen) -> bool:
-    """Prove the store is one store shared by every rank, with O(world size) work in all.
-
-    Every rank writes its key; rank 0 waits for every rank's key, then writes ``all/<world
-    size>``; every other rank waits for ``all/<its world size>`` (so a node told another
-    world size waits, as it did for keys of ranks that do not exist). A rank that reads
-    ``all`` from its store shares that store
-    with a rank 0 that saw every key there, so it saw (through rank 0) every rank's key:
-    every rank reading every key would cost the store host world size squared reads (16
-    million at 4096 nodes). Rank 0 then waits until every rank is done, so its shutdown cannot
-    cut the others off.
-
-    ``seen.ranks`` records whose keys this node saw -- all of them, or, when the
-    wait fails, those present by then: a rank that never wrote never took part in the
-    world the rendezvous returned (the harness judges that, whatever the backend).
-    """
-    store.set(f"harness/rank/{rank}", str(node))
-    keys = [f"harness/rank/{r}" for r in range(world_size)]
-    try:
-        everyone = _ALL.format(world_size)  # a node told another world size never sees it
-        if rank == 0:
-            store.wait(keys)
-            ok = len(store.multi_get(keys)) == world_size
-            store.set(everyone, str(world_size))
-        else:
-            store.wait([everyone])
-            ok = int(store.get(everyone)) == world_size
-    except BaseException:
-        # Rank 0 (the store host in every backend) asks for every key; the others for their
-        # own and rank 0's, so a failing world costs the store O(world size) checks too.
-        asked = keys if rank == 0 else sorted({keys[0], keys[rank]})
-        seen.ranks = _present(store, asked)
-        raise
-    seen.ranks = list(range(world_size))
-    store.set(f"harness/done/{rank}", "1")
-    if rank == 0:
-        store.wait([f"harness/done/{r}" for r in range(world_size)])
-    return ok
-
-
-def _present(store: Any, keys: list[str]) -> list[int]:
-    """The ranks of the ``harness/rank/<r>`` ``keys`` the store holds now ([] when the store
-    cannot be asked)."""
-    try:
-        return [int(key.rsplit("/", 1)[1]) for key in keys if store.check([key])]
-    except Exception:  # the store is gone: nothing can be said
-        return []
-
-
 def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     """Entry point of a node: never raises; always reports one outcome.
 
@@ -311,7 +251,7 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     if launch.start_paused:  # frozen before its rendezvous begins, until the harness resumes it
         hosting.freeze()
     said = Outcome(spec.node, start, "ok", started=start, pid=os.getpid(), placement=placement)
-    seen = _Seen()
+    seen = Seen()
     try:
         if failure is not None:
             raise failure
@@ -319,7 +259,7 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
         rank, world_size = _rank_and_size(info)
         said = replace(said, rank=rank, world_size=world_size, run_id=launch.run_id)
         queue.put(Event(spec.node, time.monotonic(), "returned", {"rank": rank}))
-        shared = _prove_shared(_store_of(info), rank, world_size, spec.node, seen)
+        shared = prove_shared(_store_of(info), rank, world_size, spec.node, seen)
         said = replace(said, shared_store_ok=shared)
     except BaseException as exc:  # reported, not raised: the harness judges it
         after = "after the rendezvous returned: " if said.rank is not None else ""

@@ -4,7 +4,10 @@ embedded proxy (the local world's one server, the Ray world's agent on every hos
 * :class:`ProxiedToxic` — a toxic put on some nodes' links (``Toxic`` of world/base.py);
 * :class:`ProxiedLink` — some nodes' links taken down (``Link`` of world/base.py);
 * :class:`Downs` — how many times each node's link went down, so that a
-  :class:`ProxiedLink` counts the cuts of its own time down only.
+  :class:`ProxiedLink` counts the cuts of its own time down only;
+* :func:`make_links` and :class:`ProxyLinks` — the links of nodes on one Toxiproxy API (the
+  local world's on loopback, the netns world's in the store host's namespace): made in one
+  request, then toxics and downs on them, and the event log of the links they touched.
 
 A world supplies what differs: how to take the toxic off or bring the links up, how to
 read the proxy's event log (None when it cannot be read: the effects are then
@@ -13,14 +16,24 @@ read the proxy's event log (None when it cannot be read: the effects are then
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.errors import HarnessError
+from harness.proxy.client import ToxiproxyClient
 from harness.proxy.events import link_cuts, toxic_effects
 from harness.world.base import ToxicEffects, ToxicSpec, Uncounted
 
-__all__ = ["Downs", "LogRows", "ProxiedLink", "ProxiedToxic"]
+__all__ = [
+    "Downs",
+    "LogRows",
+    "ProxiedLink",
+    "ProxiedToxic",
+    "ProxyLinks",
+    "make_links",
+    "put_toxic",
+]
 
 #: The proxy's event log as a world reads it: None when it cannot be read.
 LogRows = list[dict[str, Any]] | None
@@ -83,3 +96,94 @@ class Downs:
         for node, count in before.items():
             self._count[node] = count + 1
         return before
+
+
+def make_links(
+    client: ToxiproxyClient, tag: str, listen: str, upstream: Mapping[int, str]
+) -> tuple[dict[int, str], dict[int, int]]:
+    """One proxy link per node of ``upstream`` (node -> the ``host:port`` its link dials),
+    each listening on ``listen`` (``host:0``: a port of its own), made in one request
+    (``POST /populate``) however many nodes.
+
+    Returns:
+        Each node's link name (``<tag>-node<i>``) and the port its link listens on.
+    """
+    wanted = {f"{tag}-node{node}": node for node in upstream}
+    created = client.populate(
+        [{"name": name, "listen": listen, "upstream": upstream[n]} for name, n in wanted.items()]
+    )
+    names: dict[int, str] = {}
+    ports: dict[int, int] = {}
+    for info in created:
+        node = wanted[info.name]
+        names[node] = info.name
+        ports[node] = info.listen_address[1]
+    return names, ports
+
+
+def put_toxic(client: ToxiproxyClient, links: Sequence[str], toxic: ToxicSpec) -> None:
+    """Put ``toxic`` on every link of ``links`` on ``client``'s proxy (one request)."""
+    client.bulk.add_toxic(
+        links,
+        toxic.type,
+        stream=toxic.stream,
+        name=toxic.name,
+        toxicity=toxic.toxicity,
+        attributes=dict(toxic.attributes),
+    )
+
+
+@dataclass
+class ProxyLinks:
+    """Toxics and link downs on the nodes' links of one proxy (``client``): ``names`` maps a
+    node to its link (filled when the links are made); ``no_log`` says why effects are not
+    counted when the proxy keeps no event log (a real Toxiproxy)."""
+
+    client: ToxiproxyClient
+    names: Mapping[int, str]
+    no_log: str
+    _downs: Downs = field(default_factory=Downs)
+    _touched: set[int] = field(default_factory=set)  # nodes a toxic or link_down acted on
+    #: The run is over: the next read of the log is kept, and every later one returns it
+    #: (the counts of the faults read it after teardown, also once the proxy is gone).
+    over: bool = False
+    _log: LogRows = None
+    _kept: bool = False
+
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
+        links = [self.names[node] for node in nodes]
+        put_toxic(self.client, links, toxic)
+        self._touched.update(nodes)
+        return ProxiedToxic(
+            toxic, lambda: self.client.bulk.remove_toxic(links, toxic.name), self.log, self.no_log
+        )
+
+    def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
+        links = [self.names[node] for node in nodes]
+        downs = self._downs.take(nodes)
+        self.client.bulk.set_enabled(links, False)
+        self._touched.update(nodes)
+        return ProxiedLink(
+            downs,
+            lambda: self.client.bulk.set_enabled(links, True),
+            self.log,
+            self.names.__getitem__,
+            self.no_log,
+        )
+
+    def log(self) -> LogRows:
+        """The proxy's events of every link a toxic or link_down acted on, in order (None
+        when the proxy keeps no log); read once when :attr:`over`."""
+        if self._kept:
+            return self._log
+        names = sorted({self.names[node] for node in self._touched})
+        log: LogRows
+        try:
+            events = [event for name in names for event in self.client.events(proxy=name)]
+        except HarnessError:
+            log = None
+        else:
+            log = sorted(events, key=lambda e: int(e["seq"]))
+        if self.over:
+            self._log, self._kept = log, True
+        return log

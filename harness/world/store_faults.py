@@ -25,7 +25,7 @@ import contextlib
 import fnmatch
 import threading
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -114,14 +114,22 @@ class StoreFaultProxy:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def start(self) -> StoreFaultProxy:
-        """Start the event loop thread; returns ``self``."""
+    def start(self, setup: Callable[[], None] | None = None) -> StoreFaultProxy:
+        """Start the event loop thread; returns ``self``. ``setup`` runs on that thread
+        first, before it opens any socket (the netns world moves it into node 0's
+        namespace); what it raises is raised here (call :meth:`stop` then)."""
         loop = asyncio.new_event_loop()
         self._loop = loop
         self._thread = threading.Thread(
             target=loop.run_forever, name="harness-store-faults", daemon=True
         )
         self._thread.start()
+        if setup is not None:
+
+            async def run() -> None:
+                setup()
+
+            self._call(run())
         return self
 
     def _call(self, coro: Coroutine[Any, Any, Any], timeout: float = 10.0) -> Any:

@@ -11,11 +11,12 @@ handler imports when it is built (no process imports asyncio: the server runs it
 * ``_round_failures`` the errors and messages users see (pure)
 * ``_connection``     a node's connections to the store: dial, a fresh one, close
 * ``_round_io``       one round's store calls: bounded by the deadline, failures raised
+* ``_departures``     the hosting node's watch of members leaving: read, left, or gone
 * ``_exit``           the exit barriers (after a round, at shutdown)
 * ``_deadline``       past a member's deadline: one elected diagnoser names the missing ranks
 * ``_join``           the join protocol of one round
 * ``_lost_member``    the hosting node's watch for members that vanish mid-round
-* ``_node``           one handler's node across rounds: connection, watch, rounds
+* ``_node``           one handler's node across rounds: connection, watches, rounds
 * ``static``          ``StaticTCPRendezvous``, the ``static`` backend (torch's surface)
 * ``registry``        backend name -> handler factory (``static`` + entry-point plugins)
 

@@ -7,23 +7,27 @@
 * :func:`leave`: in ``shutdown()``, until every other rank has left.
 
 A member acknowledges the verdict (``ack/<rank>``) and, in ``shutdown()``, its leaving
-(``exit/<rank>``); see :mod:`rdzv.rendezvous._round_state` for the keys.
+(``exit/<rank>``); see :mod:`rdzv.rendezvous._round_state` for the keys. After a complete
+round, a member that is gone (its store connection closed, or its process died; seen by
+:mod:`rdzv.rendezvous._departures`) is not waited for, and one alive but silent only for
+:data:`~rdzv.rendezvous._departures.QUIET_SECONDS` past the last member heard of: neither
+undoes the round, and neither holds the others for ``read_timeout``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 
 from rdzv.errors import (
     RendezvousConnectionError,
     RendezvousStateError,
-    RendezvousTimeoutError,
     StoreError,
     StoreTimeoutError,
 )
 from rdzv.events import INFO, WARNING
-from rdzv.rendezvous._round_failures import unread_message
+from rdzv.rendezvous._departures import QUIET_SECONDS, Departures, Waited
 from rdzv.rendezvous._round_state import Identity, RoundKeys, decode_verdict, name_ranks
 from rdzv.rendezvous._static_config import StaticConfig
 
@@ -47,23 +51,64 @@ def _msg(*parts: str) -> str:
     return " ".join(parts)
 
 
-def wait_for_readers(io: RoundIO, timeout: float) -> None:
-    """Exit barrier of the hosting node whose round completed: return once every node read
-    the verdict (acknowledged it), within ``timeout`` seconds.
+def wait_for_readers(io: RoundIO, timeout: float, departures: Departures | None = None) -> None:
+    """Exit barrier of the hosting node whose round completed: return once every other
+    member read the verdict (acknowledged it) or is gone (its store connection closed, or
+    its process died: it cannot read it, invariant 1 of :mod:`rdzv.rendezvous._departures`),
+    or once none did for :data:`QUIET_SECONDS`, within ``timeout`` seconds at most.
+
+    The round completed: the world is decided, and a member that did not confirm does not
+    undo it (failing here would stop the store under every member that did). Those that did
+    not are reported (event ``read_wait_ended``, WARNING: ``gone``, ``missing``, ``message``).
 
     Raises:
-        RendezvousTimeoutError: some ranks did not read it within ``timeout`` seconds (the
-            message names them).
-        RendezvousConnectionError: the store connection failed.
+        RendezvousConnectionError: this node's store connection failed (only without
+            ``departures``, which need no store).
     """
-    acks = [io.keys.of(io.round, f"ack/{rank}") for rank in range(io.me.world_size)]
-    try:
-        io.store.wait(acks, timeout)
-    except StoreTimeoutError:
-        missing = [r for r, key in enumerate(acks) if not io.call(io.store.check, [key])]
-        io.fail(RendezvousTimeoutError(unread_message(io.where, missing, timeout)))
-    except StoreError as exc:
-        io.raise_store(exc, "waiting for every node to read the result")
+    others = [rank for rank in range(io.me.world_size) if rank != io.me.rank]
+    quiet = min(QUIET_SECONDS, timeout)
+    if departures is not None:
+        waited = departures.wait(io.round, "ack", others, timeout, quiet)
+    else:
+        acks = {rank: io.keys.of(io.round, f"ack/{rank}") for rank in others}
+        try:
+            waited = _store_wait(io.store, acks, timeout, quiet, io.clock)
+        except StoreError as exc:
+            io.raise_store(exc, "waiting for every node to read the result")
+    if waited.gone or waited.missing:
+        message = unconfirmed_message(io.where, waited, timeout, quiet)
+        io.event(
+            "read_wait_ended", WARNING, gone=waited.gone, missing=waited.missing, message=message
+        )
+
+
+def _store_wait(
+    store: Store, keys: dict[int, str], limit: float, quiet: float, clock: Callable[[], float]
+) -> Waited:
+    """Wait until every key of ``keys`` (rank -> key) exists in ``store``, or none came
+    for ``quiet`` seconds, or ``limit`` seconds passed: an exit barrier over a store that
+    this node does not host in-process (nobody sees a member's connection close).
+
+    Raises:
+        StoreError: any but a timeout.
+    """
+    start = clock()
+    end, heard = start + limit, start
+    ranks = list(keys)
+    for i, rank in enumerate(ranks):  # one at a time: when each came is when it is heard of
+        bound = min(end, heard + quiet) - clock()
+        with contextlib.suppress(StoreTimeoutError):
+            if bound > 0 or store.check([keys[rank]]):
+                store.wait([keys[rank]], max(bound, _MIN_WAIT))
+                heard = clock()
+                continue
+        missing = [r for r in ranks[i:] if not store.check([keys[r]])]
+        if missing:
+            ended_by = "limit" if clock() >= end else "quiet"
+            done = [r for r in ranks if r not in missing]
+            return Waited(done, [], missing, ended_by, clock() - start)
+        break
+    return Waited(ranks, [], [], None, clock() - start)
 
 
 def linger(
@@ -141,28 +186,38 @@ Report = Callable[..., None]
 
 
 def leave(
-    store: Store, cfg: StaticConfig, keys: RoundKeys, round_index: int, report: Report
+    store: Store,
+    cfg: StaticConfig,
+    keys: RoundKeys,
+    round_index: int,
+    report: Report,
+    departures: Departures | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> int | None:
     """The ``shutdown()`` exit barrier of round ``round_index`` (the last one joined).
 
     A node that does not host the store records that its rank is leaving; the hosting node
-    waits (up to ``read_timeout``) until every other rank has. Before waiting it reports
-    ``exit_wait`` (INFO: ``waiting_for`` ranks, ``timeout``); when it gives up,
-    ``exit_wait_ended`` (WARNING: ``missing`` ranks), each with a ``message`` in words.
+    waits until every other rank has, or is gone (its store connection closed, or its
+    process died: with ``departures``, invariant 1 of :mod:`rdzv.rendezvous._departures`),
+    or until none did for :data:`QUIET_SECONDS` (a member alive but silent), within
+    ``read_timeout`` at most. Before waiting it reports ``exit_wait`` (INFO:
+    ``waiting_for`` ranks, ``timeout``, ``quiet``); when some rank did not call
+    ``shutdown()``, ``exit_wait_ended`` (WARNING: ``gone`` and ``missing`` ranks), each
+    with a ``message`` in words.
 
     Returns:
-        How many other nodes left (hosting node), or None (other nodes).
+        How many other nodes left, gone ones included (hosting node), or None (other nodes).
 
     Raises:
         RendezvousConnectionError: the store could not be reached.
     """
     timeout = cfg.read_timeout.total_seconds()
+    quiet = min(QUIET_SECONDS, timeout)
     try:
         if not cfg.start_daemon:  # its own key only: O(1), not O(world size), per member
             store.add(keys.of(round_index, f"exit/{cfg.rank}"), 1)  # answered: the host
             return None  # has it before we close
         others = [rank for rank in range(cfg.world_size) if rank != cfg.rank]
-        exits = {rank: keys.of(round_index, f"exit/{rank}") for rank in others}
         if not others:
             return 0
         report(
@@ -170,27 +225,28 @@ def leave(
             INFO,
             waiting_for=others,
             timeout=timeout,
+            quiet=quiet,
             message=_msg(
-                f"waiting up to {timeout:g} s (read_timeout) for {name_ranks(others)} to call",
-                "shutdown() before stopping the rendezvous store",
+                f"waiting for {name_ranks(others)} to call shutdown() before stopping the",
+                f"rendezvous store (not for a node whose connection closes; up to {quiet:g} s",
+                f"while none does, {timeout:g} s (read_timeout) at most)",
             ),
         )
-        try:
-            store.wait([exits[rank] for rank in others], cfg.read_timeout)
-        except StoreTimeoutError:
-            missing = [rank for rank in others if not store.check([exits[rank]])]
+        if departures is not None:
+            waited = departures.wait(round_index, "exit", others, timeout, quiet)
+        else:
+            exits = {rank: keys.of(round_index, f"exit/{rank}") for rank in others}
+            waited = _store_wait(store, exits, timeout, quiet, clock)
+        if waited.gone or waited.missing:
             report(
                 "exit_wait_ended",
                 WARNING,
-                missing=missing,
+                gone=waited.gone,
+                missing=waited.missing,
                 timeout=timeout,
-                message=_msg(
-                    f"{name_ranks(missing)} did not call shutdown() within {timeout:g} s",
-                    "(read_timeout); stopping the rendezvous store anyway",
-                ),
+                message=not_left_message(waited, timeout, quiet),
             )
-            return len(others) - len(missing)
-        return len(others)
+        return len(others) - len(waited.missing)
     except StoreError as exc:
         raise RendezvousConnectionError(
             _msg(
@@ -198,3 +254,40 @@ def leave(
                 f"{cfg.endpoint} cleanly: {exc}",
             )
         ) from exc
+
+
+def _why_missing(waited: Waited, timeout: float, quiet: float) -> str:
+    """Why the wait for ``waited.missing`` ended."""
+    if waited.ended_by == "quiet":
+        them = "it" if len(waited.missing) == 1 else "them"
+        return f"nothing was heard from {them} for {quiet:g} s"
+    return f"not within {timeout:g} s (read_timeout)"
+
+
+_GONE: Final = "(its connection to the store closed, or its process ended)"
+
+
+def unconfirmed_message(where: str, waited: Waited, timeout: float, quiet: float) -> str:
+    """The hosting node of the completed round ``where`` stopped waiting for some members
+    to read the result (``waited``)."""
+    parts = []
+    if waited.gone:
+        parts.append(
+            f"{name_ranks(waited.gone)} left without confirming it read the result {_GONE}"
+        )
+    if waited.missing:
+        why = _why_missing(waited, timeout, quiet)
+        parts.append(f"{name_ranks(waited.missing)} did not confirm reading it: {why}")
+    return f"{where} completed, but {', and '.join(parts)}; this node keeps the world it got."
+
+
+def not_left_message(waited: Waited, timeout: float, quiet: float) -> str:
+    """The hosting node stopped waiting for some members to call ``shutdown()``."""
+    parts = []
+    if waited.gone:
+        parts.append(f"{name_ranks(waited.gone)} left without calling shutdown() {_GONE}")
+    if waited.missing:
+        why = _why_missing(waited, timeout, quiet)
+        parts.append(f"{name_ranks(waited.missing)} did not call shutdown(): {why}")
+    stopping = "stopping the rendezvous store" + (" anyway" if waited.missing else "")
+    return f"{'; '.join(parts)}; {stopping}"

@@ -110,6 +110,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Final, NoReturn
 
+    from rdzv.rendezvous._departures import Departures
     from rdzv.rendezvous._lost_member import LostMemberWatch
     from rdzv.store.base import Store
 
@@ -347,15 +348,14 @@ class RoundProtocol(RoundIO):
     def _acknowledge(self) -> None:
         self.call(self.store.set, self.keys.of(self.round, f"ack/{self.me.rank}"), b"1")
 
-    def wait_for_readers(self, timeout: float) -> None:
+    def wait_for_readers(self, timeout: float, departures: Departures | None = None) -> None:
         """Exit barrier of the hosting node whose round completed: return once every node
-        read the verdict (see :func:`rdzv.rendezvous._exit.wait_for_readers`).
+        read the verdict or is gone (see :func:`rdzv.rendezvous._exit.wait_for_readers`).
 
         Raises:
-            RendezvousTimeoutError: some ranks did not read it within ``timeout`` seconds.
             RendezvousConnectionError: the store connection failed.
         """
-        _exit.wait_for_readers(self, timeout)
+        _exit.wait_for_readers(self, timeout, departures)
 
     def linger(self, timeout: float) -> None:
         """Exit barrier of a hosting node whose round failed (see

@@ -39,7 +39,6 @@ the seconds until the next check of that claim, None after the last of
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from functools import partial
 from rdzv.errors import RendezvousStateError, StoreError
 from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous._connection import close_store, fresh_connection
+from rdzv.rendezvous._departures import ServerKeys
 from rdzv.rendezvous._round_failures import member_lost_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
@@ -125,9 +125,7 @@ class LostMemberWatch:
         self._grace = MEMBER_GRACE if grace is None else grace
         self._clock = clock
         self._keys = RoundKeys(cfg.run_id)
-        # Keys reach the server with the TCPStore client's leading "/" (torch's too).
-        self._head = f"/{self._keys.prefix}/round/".encode()
-        self._key = re.compile(re.escape(self._head) + rb"(\d+)/(?:(claim|confirmed)/(\d+)|done)")
+        self._watched = ServerKeys(cfg.run_id, rb"(?:(claim|confirmed)/(\d+)|done)")
         self._settled = -1
         self._closed = False
         self._timers: set[threading.Thread] = set()
@@ -140,7 +138,7 @@ class LostMemberWatch:
         self._pending: dict[int, dict[int, bytes]] = {}  # round -> rank -> vanished claim
         self._ended: set[int] = set()  # rounds with a verdict, or decided complete
         self._io = threading.Lock()  # the watch's own connection
-        self._cancel = server.watch_writers(self._selects, self._on_close, self._on_write)
+        self._cancel = server.watch_writers(self._watched.selects, self._on_close, self._on_write)
 
     def settled(self, round_index: int) -> None:
         """This node read the verdict of rounds up to ``round_index``: stop checking them."""
@@ -212,11 +210,8 @@ class LostMemberWatch:
 
     # -- on the server's loop thread --------------------------------------------------------
 
-    def _selects(self, key: bytes) -> bool:
-        return key.startswith(self._head) and self._key.fullmatch(key) is not None
-
     def _on_write(self, key: bytes, value: bytes | None) -> None:
-        match = self._key.fullmatch(key)
+        match = self._watched.match(key)
         if match is None:
             return
         round_index, kind = int(match[1]), match[2]
@@ -276,7 +271,7 @@ class LostMemberWatch:
         self._due[round_index] = min(first or (due, rank), (due, rank))
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
-        match = self._key.fullmatch(key)
+        match = self._watched.match(key)
         if match is None or match[2] != b"claim" or value is None:
             return
         round_index, rank = int(match[1]), int(match[3])

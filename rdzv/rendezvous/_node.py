@@ -3,7 +3,8 @@
 The connection is dialled at the first round and kept: the store handed to users is that
 connection, scoped to the run. A connection that broke mid-round is dropped and closed, so
 the next round dials again (node 0 may be back). The hosting node also watches its members
-(:mod:`rdzv.rendezvous._lost_member`) for as long as it keeps the connection.
+(:mod:`rdzv.rendezvous._lost_member`) and how they leave (:mod:`rdzv.rendezvous._departures`)
+for as long as it keeps the connection.
 
 A round is the join (:mod:`rdzv.rendezvous._join`) followed, on the hosting node, by an exit
 barrier (:mod:`rdzv.rendezvous._exit`): after a complete round, until every member read the
@@ -21,6 +22,7 @@ from functools import partial
 from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
 from rdzv.events import INFO, emit, get_logger
 from rdzv.rendezvous._connection import close_store, dial, reconnect
+from rdzv.rendezvous._departures import Departures, watch_departures
 from rdzv.rendezvous._exit import leave, linger
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._liveness import handler_ended, handler_started
@@ -66,6 +68,7 @@ class Node:
         self.store: Store | None = None
         self.next_round = 0
         self._members: LostMemberWatch | None = None
+        self._departures: Departures | None = None
         self._joined_last_round = False
         self._serve_until: tuple[int, float] | None = None  # a round that lost a member
 
@@ -86,6 +89,8 @@ class Node:
         self._serve_until = None
         store = self._connect(round_index, started, deadline)
         self._watch_members(store)
+        if self._departures is not None:
+            self._departures.forget_before(round_index)
         protocol = RoundProtocol(
             store,
             cfg,
@@ -110,7 +115,8 @@ class Node:
                 raise
             if cfg.start_daemon:
                 store.set_timeout(cfg.read_timeout)
-                protocol.wait_for_readers(cfg.read_timeout.total_seconds())
+                timeout = cfg.read_timeout.total_seconds()
+                protocol.wait_for_readers(timeout, self._watch_departures(store))
         except RendezvousError:
             if protocol.connection_lost:
                 self.store = None  # broken: the next round dials again (node 0 may be back)
@@ -143,7 +149,8 @@ class Node:
             try:
                 if self._joined_last_round:
                     report = partial(self._report, last)
-                    left = leave(store, self.cfg, self.keys, last, report)
+                    departures = self._departures
+                    left = leave(store, self.cfg, self.keys, last, report, departures)
                 elif self._serve_until is not None:
                     self._serve_late_arrivals(store, *self._serve_until)
             except RendezvousConnectionError as exc:
@@ -213,7 +220,17 @@ class Node:
         if self._members is None and self.cfg.start_daemon:
             self._members = watch_members(store, self.cfg, self.me, time.time)
 
+    def _watch_departures(self, store: Store) -> Departures | None:
+        """The hosting node's departures watch, started at its first exit barrier (it replays
+        what the server recorded: the join path pays nothing for it)."""
+        if self._departures is None and self._members is not None:
+            self._departures = watch_departures(store, self.cfg.run_id, self.me)
+        return self._departures
+
     def _unwatch_members(self) -> None:
         members, self._members = self._members, None
+        departures, self._departures = self._departures, None
         if members is not None:
             members.close()
+        if departures is not None:
+            departures.close()

@@ -26,7 +26,7 @@ from rdzv.errors import (
     StoreProtocolError,
     StoreTimeoutError,
 )
-from rdzv.rendezvous._round_state import Identity, format_ranks, name_ranks
+from rdzv.rendezvous._round_state import Identity, format_ranks
 from rdzv.rendezvous._static_config import StaticConfig
 
 TYPE_CHECKING = False
@@ -45,7 +45,6 @@ __all__ = [
     "stale_message",
     "store_failure",
     "timeout_message",
-    "unread_message",
     "verdict_error",
 ]
 
@@ -275,16 +274,6 @@ def member_lost_message(where: str, lost: Identity, grace: float) -> str:
         "store closed before the round completed (it may have died or lost its network),",
         f"and no restarted rank {lost.rank} took its place within {grace:g} s. The round cannot",
         "complete without that node; check its log, then restart the round.",
-    )
-
-
-def unread_message(where: str, missing: list[int], timeout: float) -> str:
-    """The hosting node's exit barrier gave up on ``missing`` ranks."""
-    one = len(missing) == 1
-    return _msg(
-        f"{where} completed, but {name_ranks(missing)} did not confirm reading the result",
-        f"within {timeout:g} s (read_timeout); {'it' if one else 'they'} probably died right",
-        "after joining.",
     )
 
 

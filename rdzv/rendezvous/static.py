@@ -20,7 +20,11 @@ node runs its rounds in :mod:`rdzv.rendezvous._node`):
 * a port in use fails node 0 at once; the others fail at their deadline saying that no
   rendezvous server answered (or that what answered is not a rendezvous store), and so does
   a node that arrives after node 0 has exited;
-* the hosting node returns only after every node read the result (exit barrier);
+* the hosting node returns only after every node read the result, and its ``shutdown()``
+  only after every node left (exit barriers); a member whose connection closed or whose
+  process died is not waited for, a silent one 10 s past the last one heard of (see
+  :mod:`rdzv.rendezvous._departures`), and a member lost after the round completed does not
+  undo it;
 * ``set_closed``/``is_closed``/``num_nodes_waiting`` work through the store for every node.
 
 Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``run_id``,
@@ -28,7 +32,7 @@ Events on the ``rdzv.rendezvous`` logger (see :mod:`rdzv.events`), each with ``r
 since the call started): ``join_start``, ``joined``, ``complete``, ``failed``, ``closed``,
 ``shutdown``, ``linger_ended``, ``claim_taken_over``, ``failure_published`` /
 ``failure_not_published``, ``member_vanished``, ``member_lost`` /
-``member_loss_not_reported``, ``exit_wait`` /
+``member_loss_not_reported``, ``read_wait_ended``, ``exit_wait`` /
 ``exit_wait_ended``; their fields are listed in
 docs/rendezvous.md ("Events"). The store client reports connect attempts
 (``connect_attempt`` / ``connected`` on ``rdzv.client``).
@@ -296,14 +300,17 @@ class StaticTCPRendezvous(RendezvousHandler):
         """Leave the run: an exit barrier, then close the connection (and server, if hosted).
 
         A node that does not host the store records that it is leaving, then closes its
-        connection. The hosting node first waits, up to ``read_timeout``, until every other
-        member of the last round has left, so nobody loses the store while still using it;
-        then it stops the server. Calling it again is harmless.
+        connection. The hosting node first waits until every other member of the last round
+        has left, so nobody loses the store while still using it; then it stops the server.
+        A member whose connection closed or whose process died counts as left; one alive but
+        silent is waited for until no member answered for 10 s, ``read_timeout`` at most.
+        Calling it again is harmless.
 
         Returns:
-            True, or False when the hosting node gave up waiting for some nodes to leave
-            (they then lose the store) or the store was already gone; the ``shutdown``
-            event says which. Store failures are reported this way, never raised.
+            True, or False when the hosting node gave up waiting for some live nodes to
+            leave (they then lose the store) or the store was already gone; the
+            ``exit_wait_ended`` and ``shutdown`` events say which. Store failures are
+            reported this way, never raised.
         """
         self._shut_down = True
         left, error = self._node.leave()

@@ -77,6 +77,22 @@ def test_a_node_that_did_not_see_the_shared_store_is_a_violation() -> None:
     assert "shared_store" in checks_of(scenario(), [ok(0), bad, ok(2)])
 
 
+def test_a_successful_node_whose_key_rank_0_never_saw_is_a_violation() -> None:
+    host = ok(0)
+    host.seen_ranks = [0, 2]  # rank 1 succeeded on a store rank 0 does not share
+    found = [v for v in check(scenario(), [host, ok(1), ok(2)]) if v.check == "shared_store"]
+    assert [v.nodes for v in found] == [(1,)]
+    assert "rank 0 never saw its key" in found[0].message
+
+
+def test_a_killed_node_whose_key_rank_0_never_saw_is_no_shared_store_violation() -> None:
+    sc = scenario(expect={"nodes": [{"nodes": [1], "outcome": "killed"}]})
+    host = ok(0)
+    host.seen_ranks = [0, 2]  # rank 1 died once its rendezvous returned
+    killed = NodeOutcome(1, "killed", rank=1, world_size=3)
+    assert check(sc, [host, killed, ok(2)]) == []
+
+
 def test_hung_nodes_are_a_violation_unless_expected() -> None:
     hung = NodeOutcome(2, "hung", message="still running")
     assert "hung" in checks_of(scenario(), [ok(0), ok(1), hung])

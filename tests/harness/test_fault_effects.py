@@ -311,6 +311,18 @@ def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_n
     assert report.idle_faults == [kill, toxic]
 
 
+def test_a_toxics_record_says_it_acts_one_way_only_and_which() -> None:
+    # A toxic's stream defaults to downstream: a latency without 'stream' slows the store's
+    # replies only, which surprised a user expecting a slow link both ways.
+    latency = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 10}}
+    scenario = three_nodes("one-way-toxics", latency, latency | {"stream": "upstream"})
+    report = run_one(scenario, embedded_proxy, 3)
+    assert report.passed, report.problems or report.error
+    default, upstream = report.faults
+    assert default.detail == "latency downstream (store to node only) {'latency': 10}"
+    assert upstream.detail == "latency upstream (node to store only) {'latency': 10}"
+
+
 def test_an_interrupted_run_says_its_faults_due_later_were_not_reached() -> None:
     scenario = three_nodes(
         "interrupted-before-the-kill",

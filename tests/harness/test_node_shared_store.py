@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.world.node import _prove_shared
+import pytest
+
+from harness.world import shared_store
+from harness.world.shared_store import Seen, prove_shared
 from rdzv import HashStore
 
 
@@ -34,18 +37,21 @@ class CountingStore(HashStore):
         return super().check(keys)
 
 
-def run_ranks(store_of: Any, world_size: int) -> dict[int, Any]:
+def run_ranks(store_of: Any, world_size: int, absent: set[int] = frozenset()) -> dict[int, Any]:
     results: dict[int, Any] = {}
 
     def one(rank: int) -> None:
         result: dict[str, Any] = {}
+        seen = Seen()
         try:
-            result["ok"] = _prove_shared(store_of(rank), rank, world_size, rank, result)
+            result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, seen)
         except Exception as exc:
             result["error"] = exc
+        result["seen_ranks"] = seen.ranks
         results[rank] = result
 
-    threads = [threading.Thread(target=one, args=(r,)) for r in range(world_size)]
+    ranks = [r for r in range(world_size) if r not in absent]
+    threads = [threading.Thread(target=one, args=(r,)) for r in ranks]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -65,25 +71,45 @@ def test_every_rank_of_a_shared_store_sees_every_rank_with_linear_reads() -> Non
     assert store.asked < 8 * world
 
 
-def test_a_rank_on_a_store_of_its_own_does_not_pass_and_says_what_it_saw() -> None:
+@pytest.fixture
+def short_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shared_store, "QUIET_SECONDS", 0.2)
+
+
+@pytest.mark.usefixtures("short_quiet")
+def test_a_rank_on_a_store_of_its_own_does_not_pass_and_the_others_name_it_unseen() -> None:
     shared, alone = CountingStore(timeout=0.5), CountingStore(timeout=0.5)
     results = run_ranks(lambda rank: alone if rank == 2 else shared, 4)
-    assert all("error" in r and "ok" not in r for r in results.values())
-    assert results[0]["seen_ranks"] == [0, 1, 3]  # rank 0 names whose keys it saw
-    assert results[1]["seen_ranks"] == [0, 1]  # its own and rank 0's
+    assert "error" in results[2] and "ok" not in results[2]
     assert results[2]["seen_ranks"] == [2]  # rank 0's key is not in its store
+    for rank in (0, 1, 3):  # rank 0 saw no key of rank 2's: the checks judge that
+        assert results[rank]["ok"] is True and results[rank]["seen_ranks"] == [0, 1, 3]
 
 
+@pytest.mark.usefixtures("short_quiet")
+def test_a_rank_that_died_after_its_rendezvous_does_not_hold_the_others() -> None:
+    # rank 2 never writes its key (killed once its rendezvous returned); the store's own
+    # timeout is far away: rank 0 gives up on it once nobody arrives, not at the timeout
+    store = CountingStore(timeout=3600)
+    results = run_ranks(lambda rank: store, 4, absent={2})
+    for rank in (0, 1, 3):
+        assert results[rank]["ok"] is True, results
+        assert results[rank]["seen_ranks"] == [0, 1, 3]
+
+
+@pytest.mark.usefixtures("short_quiet")
 def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
     store = CountingStore(timeout=0.5)
     results: dict[int, Any] = {}
 
     def one(rank: int, world_size: int) -> None:
         result: dict[str, Any] = {}
+        seen = Seen()
         try:
-            result["ok"] = _prove_shared(store, rank, world_size, rank, result)
+            result["ok"] = prove_shared(store, rank, world_size, rank, seen)
         except Exception as exc:
             result["error"] = exc
+        result["seen_ranks"] = seen.ranks
         results[rank] = result
 
     threads = [threading.Thread(target=one, args=(r, 5 if r == 3 else 4)) for r in range(4)]
@@ -92,5 +118,6 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
     for thread in threads:
         thread.join()
     assert "error" in results[3] and "ok" not in results[3]  # it waits for a world of 5
-    assert "error" in results[0]  # and rank 0 for its "done"
-    assert results[1]["ok"] is True and results[2]["ok"] is True
+    # the others pass (rank 0 stops waiting for rank 3's "done"); the world-size check
+    # judges the mismatch
+    assert all(results[r]["ok"] is True for r in (0, 1, 2)), results

@@ -28,6 +28,8 @@ from harness.report.junit import junit_xml, write_junit
 from harness.report.text import result_line
 from harness.report.timeline import FAULT_COLORS, layout, nice_ticks, node_ranges
 from harness.run.model import FaultRecord, NodeEvent, Report, Violation
+from harness.run.suite import embedded_proxy, run_one
+from harness.scenario.load import parse
 
 
 def console_text(reports: list[Report]) -> str:
@@ -404,6 +406,24 @@ def test_a_skipped_scenario_is_counted_and_says_why() -> None:
     line = result_line(skipped_report())
     assert line.startswith("SKIP happy-three")
     assert line.endswith("(not run on torch-static: torch is not installed)")
+
+
+def test_a_scenario_its_world_cannot_run_is_skipped_naming_the_world_not_the_backend() -> None:
+    # The local world has no kernel packet rules: the world is the cause, not the backend
+    # (the line read "not run on static: the local world cannot ...").
+    scenario = parse(
+        {"name": "drop-here", "description": "a test", "nodes": 2, "fault": [{"kind": "drop"}]},
+        "<test>",
+    )
+    report = run_one(scenario, embedded_proxy, 1)
+    assert report.skipped is not None and report.skipped_by_world == "local"
+    line = result_line(report)
+    assert "not run on static" not in line
+    assert "(not run: the local world cannot drop, reject or lose packets" in line
+    assert "the netns world can (world = 'netns', or --world netns))" in line
+    page = render_html([report])
+    assert "not run on static" not in page
+    assert "not run: the local world cannot drop" in page
 
 
 def test_junit_marks_a_skipped_scenario_skipped(tmp_path: Path) -> None:

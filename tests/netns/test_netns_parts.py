@@ -99,13 +99,13 @@ def test_the_local_world_reports_kernel_faults_unsupported_with_the_reason(
     assert "netns" in report.skipped
 
 
-def test_the_netns_world_reports_toxics_unsupported() -> None:
-    scenario = _scenario(
-        nodes=2, world="netns", fault=[{"kind": "toxic", "type": "latency", "attributes": {}}]
-    )
+def test_the_netns_world_reports_a_squatter_unsupported_naming_the_world() -> None:
+    scenario = _scenario(nodes=2, world="netns", fault=[{"kind": "squatter", "mode": "silent"}])
     report = run_one(scenario, embedded_proxy, 1)
     assert report.skipped is not None
-    assert "the netns world cannot put toxics on a node's link" in report.skipped
+    assert "the netns world cannot hold the store's port with a squatter" in report.skipped
+    assert "the local world can" in report.skipped
+    assert report.skip_reason == f"not run: {report.skipped}"
 
 
 def test_a_machine_without_root_skips_the_netns_world_saying_so(

@@ -75,6 +75,7 @@ def test_a_dropped_syn_is_reported_as_no_answer_and_counted() -> None:
     )
     assert report.passed, report.violations
     assert "a filtered port?" in _messages(report)[1]
+    assert "198.18.0.10:29500" in _messages(report)[1]  # no link: it dials node 0 itself
     (fault,) = report.faults
     assert fault.acted and fault.acted.get("SYNs dropped", 0) >= 1
 
@@ -115,13 +116,20 @@ def test_a_host_name_endpoint_resolves_per_node_and_can_stop_resolving() -> None
     assert fault.acted is not None
 
 
-def test_an_interrupted_run_removes_its_namespaces() -> None:
+_THROUGH_THE_HARNESS = [
+    {"kind": "toxic", "type": "latency", "attributes": {"latency": 50}},
+    {"kind": "store_op", "op": "GET", "action": "delay", "delay": 0.1},
+]
+
+
+@pytest.mark.parametrize("via", [[], _THROUGH_THE_HARNESS], ids=["direct", "links"])
+def test_an_interrupted_run_removes_its_namespaces(via: list[dict[str, Any]]) -> None:
     stop = threading.Event()
     timer = threading.Timer(1.0, stop.set)
     timer.start()
     try:
         report = run_one(
-            _scenario(nodes=2, timeouts={"join": 30}, fault=[{"kind": "drop"}]),
+            _scenario(nodes=2, timeouts={"join": 30}, fault=[{"kind": "drop"}, *via]),
             embedded_proxy,
             1,
             stop,
@@ -130,6 +138,9 @@ def test_an_interrupted_run_removes_its_namespaces() -> None:
         timer.cancel()
     assert report.interrupted
     assert not _ours()
+    # the threads that entered node 0's namespace are gone with it
+    names = {"toxiproxy", "harness-store-faults"}
+    assert not [t.name for t in threading.enumerate() if t.name in names]
 
 
 _CHILD = """
@@ -212,6 +223,77 @@ def test_process_faults_work_as_in_the_local_world() -> None:
     acted = {fault.kind: fault.acted for fault in report.faults}
     assert acted["restart"] == {"nodes killed": 1, "nodes restarted": 1}
     assert acted["pause"] == {"nodes paused": 1}
+
+
+_SLOW = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 200}}
+
+
+def test_a_slow_link_and_a_filtered_store_port_act_on_the_same_node_in_one_run() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[
+            {**_SLOW, "stream": "upstream"},
+            {**_SLOW, "stream": "downstream"},
+            {"kind": "drop", "nodes": [1], "ports": ["store"], "at": 0.0, "duration": 2.0},
+        ],
+    )
+    assert report.passed, report.violations
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"]
+    upstream, downstream, drop = report.faults
+    assert upstream.acted.get("connections delayed", 0) >= 1, upstream
+    assert downstream.acted.get("connections delayed", 0) >= 1, downstream
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
+
+
+def test_a_node_behind_a_proxy_link_still_meets_the_kernel_filter_itself() -> None:
+    # The link listens in node 0's namespace, so node 2's own SYN to it is dropped: it
+    # reports a filtered port (no answer), not a connection the proxy accepted and closed.
+    report = _run(
+        nodes=3,
+        timeouts={"join": 3},
+        fault=[{**_SLOW, "stream": "upstream"}, {"kind": "drop", "nodes": [2], "ports": ["store"]}],
+        expect={
+            "outcome": "timeout",
+            "nodes": [
+                {"nodes": [0, 1], "outcome": "timeout", "message": "missing ranks: 2"},
+                {"nodes": [2], "outcome": "connection_error", "message": "a filtered port\\?"},
+            ],
+        },
+    )
+    assert report.passed, report.violations
+    assert "198.18.0.10:29500" not in _messages(report)[2]  # it dialled its link
+    slow, drop = report.faults
+    assert slow.acted.get("connections delayed", 0) >= 1, slow
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
+
+
+def test_a_link_down_in_the_netns_world_refuses_the_node_until_it_comes_up() -> None:
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[{"kind": "link_down", "nodes": [2], "at": 0.0, "duration": 1.0}],
+    )
+    assert report.passed, report.violations
+    (down,) = report.faults
+    assert down.acted.get("connection attempts refused (as the nodes saw them)", 0) >= 1, down
+
+
+def test_a_store_rule_acts_in_the_netns_world_beside_a_kernel_fault() -> None:
+    delay = {"kind": "store_op", "nodes": [1], "op": "COMPARE_SET", "action": "delay"}
+    report = _run(
+        nodes=3,
+        timeouts={"join": 15},
+        fault=[
+            delay | {"keys": "*/claim/*", "delay": 0.5},
+            {"kind": "drop", "nodes": [2], "ports": ["store"], "at": 0.0, "duration": 1.0},
+        ],
+    )
+    assert report.passed, report.violations
+    assert [o.status for o in report.outcomes] == ["ok", "ok", "ok"]
+    store, drop = report.faults
+    assert store.acted == {"COMPARE_SET requests held": 1}, store
+    assert drop.acted.get("SYNs dropped", 0) >= 1, drop
 
 
 def test_netem_is_detected_not_assumed() -> None:

@@ -186,7 +186,7 @@ class InThread:
             if self._notify is not None:
                 self._notify.set()
 
-    def outcome(self, timeout: float = 30.0) -> Any:
+    def outcome(self, timeout: float | None = 30.0) -> Any:
         assert self.done.wait(timeout), f"still blocked after {timeout}s"
         self._thread.join()
         if self.error is not None:

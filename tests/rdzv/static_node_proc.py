@@ -273,12 +273,13 @@ get_rendezvous_handler(params).next_rendezvous()
 
 
 @contextlib.contextmanager
-def crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
-    """Rank 2 of a 4-node run at ``endpoint`` (join timeout 60 s) in a process of its own
-    that prints the name of each rdzv event on its stdout; killed on the way out."""
+def python_process(code: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``python -c code args`` with this rdzv on its path, stdin and stdout piped (stderr
+    dropped); killed on the way out."""
     env = dict(os.environ, PYTHONPATH=str(Path(rdzv.__file__).resolve().parent.parent))
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CRASHING_NODE, endpoint],
+        [sys.executable, "-c", code, *args],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -289,8 +290,15 @@ def crashing_node(endpoint: str) -> Iterator[subprocess.Popen[str]]:
     finally:
         proc.kill()
         proc.wait(timeout=60)
-        assert proc.stdout is not None
-        proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+def crashing_node(endpoint: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    """Rank 2 of a 4-node run at ``endpoint`` (join timeout 60 s) in a process of its own
+    that prints the name of each rdzv event on its stdout; killed on the way out."""
+    return python_process(_CRASHING_NODE, endpoint)
 
 
 def wait_for_line(proc: subprocess.Popen[str], wanted: str, timeout: float = 60.0) -> None:

@@ -21,9 +21,10 @@ from rdzv.errors import (
 )
 from rdzv.events import EventCollector
 from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_WAKE, WAIT_FOR_DIAGNOSER
-from rdzv.rendezvous._exit import leave
+from rdzv.rendezvous._departures import Waited
+from rdzv.rendezvous._exit import leave, unconfirmed_message
 from rdzv.rendezvous._join import RoundProtocol
-from rdzv.rendezvous._round_failures import format_waited, timeout_message, unread_message
+from rdzv.rendezvous._round_failures import format_waited, timeout_message
 from rdzv.rendezvous._round_io import OVERSHOOT
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
@@ -313,22 +314,52 @@ def test_missing_ranks_the_store_cannot_tell_in_time_are_reported_as_not_determi
 # -- rank lists ----------------------------------------------------------------------------------
 
 
-def test_one_rank_that_did_not_read_the_result_is_named_in_the_singular() -> None:
-    assert unread_message("round 0", [2], 8.0) == (
-        "round 0 completed, but rank 2 did not confirm reading the result within 8 s"
-        " (read_timeout); it probably died right after joining."
+class _WaitingMovesTheClock(HashStore):
+    """A wait that times out moves ``clock`` on by its timeout (no real time passes)."""
+
+    def __init__(self, clock: _Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def wait(self, keys: Any, timeout: Any = None) -> None:
+        try:
+            super().wait(keys, 0.0)
+        except StoreTimeoutError:
+            self.clock.now += float(timeout)
+            raise
+
+
+def test_the_ranks_that_did_not_read_the_result_are_named_gone_or_silent() -> None:
+    where = "round 0 of run 'run' at h:1"
+    assert unconfirmed_message(where, Waited([1], [2], [], None, 0.1), 900.0, 10.0) == (
+        "round 0 of run 'run' at h:1 completed, but rank 2 left without confirming it read the"
+        " result (its connection to the store closed, or its process ended); this node keeps"
+        " the world it got."
     )
-    assert "but ranks 2-3 did not confirm" in unread_message("round 0", [2, 3], 8.0)
-    assert "; they probably died" in unread_message("round 0", [2, 3], 8.0)
+    both = unconfirmed_message(where, Waited([], [2, 3], [5], "quiet", 10.0), 900.0, 10.0)
+    assert "but ranks 2-3 left without confirming" in both
+    assert ", and rank 5 did not confirm reading it: nothing was heard from it for 10 s;" in both
+    late = unconfirmed_message(where, Waited([], [], [5, 6], "limit", 3.0), 3.0, 3.0)
+    assert "but ranks 5-6 did not confirm reading it: not within 3 s (read_timeout);" in late
 
 
-def test_the_hosting_node_names_the_one_rank_that_never_read_the_result() -> None:
-    store = HashStore()
+def test_the_hosting_node_reports_the_rank_that_never_read_the_result_and_keeps_the_world(
+    events: EventCollector,
+) -> None:
+    clock = _Clock()
+    store = _WaitingMovesTheClock(clock)
     for rank in (0, 1):
         store.set(KEYS.of(0, f"ack/{rank}"), "1")
-    protocol = _protocol(store, _Clock(), rank=0, world_size=3)
-    with pytest.raises(RendezvousTimeoutError, match=r"but rank 2 did not confirm reading the"):
-        protocol.wait_for_readers(0.01)
+    protocol = _protocol(store, clock, rank=0, world_size=3)
+    protocol.wait_for_readers(900.0)  # returns: the round completed, the world stands
+
+    [ended] = [e for e in events.events if e["event"] == "read_wait_ended"]
+    assert (ended["gone"], ended["missing"]) == ([], [2])
+    assert ended["message"].endswith(
+        "but rank 2 did not confirm reading it: nothing was heard from it for 10 s; this node"
+        " keeps the world it got."
+    )
+    assert clock.now == pytest.approx(10.3)  # the quiet window, not the 900 s read_timeout
 
 
 # -- the shutdown() exit barrier -----------------------------------------------------------------
@@ -349,14 +380,15 @@ def test_the_hosting_node_says_which_ranks_it_waits_for_at_shutdown_and_which_ne
         ("exit_wait_ended", logging.WARNING),
     ]
     waiting, ended = reports[0][2], reports[1][2]
-    assert (waiting["waiting_for"], ended["missing"]) == ([1, 2], [2])
+    assert (waiting["waiting_for"], ended["gone"], ended["missing"]) == ([1, 2], [], [2])
     assert waiting["message"] == (
-        "waiting up to 0.05 s (read_timeout) for ranks 1-2 to call shutdown() before stopping"
-        " the rendezvous store"
+        "waiting for ranks 1-2 to call shutdown() before stopping the rendezvous store (not for"
+        " a node whose connection closes; up to 0.05 s while none does, 0.05 s (read_timeout)"
+        " at most)"
     )
     assert ended["message"] == (
-        "rank 2 did not call shutdown() within 0.05 s (read_timeout); stopping the rendezvous"
-        " store anyway"
+        "rank 2 did not call shutdown(): not within 0.05 s (read_timeout); stopping the"
+        " rendezvous store anyway"
     )
 
 

@@ -12,32 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
-from static_node_proc import wait_for_line
+from static_node_proc import python_process, wait_for_line
 
 # Writes its argument in one write (atomic on a pipe), then lives until its stdin closes.
 _PRINTER = "import sys; sys.stdout.write(sys.argv[1]); sys.stdout.flush(); sys.stdin.read()"
 
 
-@contextlib.contextmanager
-def printing(text: str) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _PRINTER, text],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait(timeout=60)
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                pipe.close()
+def printing(text: str) -> contextlib.AbstractContextManager[subprocess.Popen[str]]:
+    return python_process(_PRINTER, text)
 
 
 def test_a_line_that_reached_the_pipe_together_with_earlier_ones_is_seen_at_once() -> None:

@@ -128,14 +128,19 @@ def test_a_worker_restart_completes_with_a_fresh_store_for_the_new_round(tmp_pat
 def test_the_survivor_fails_with_the_closed_connection_named_when_the_store_hosts_agent_dies(
     tmp_path: Path,
 ) -> None:
-    script_env = {"JOB_DIE_ON": ""}
-    with torchrun_job(tmp_path, 2, env=script_env, join_timeout=30) as job:
+    # the workers stay healthy (held), so the survivor's agent meets the loss in its own
+    # use of the store (its num_nodes_waiting() poll), not through a failing worker
+    with torchrun_job(tmp_path, 2, join_timeout=30, env={"JOB_HOLD": "1"}) as job:
         host = job.agents[0]
         # wait for the round to complete on node 1 (its rdzv event), then kill node 0's agent
         _wait_for_line(job.agents[1].log, "complete run_id='test-job' round=0")
         host.process.send_signal(signal.SIGKILL)
         survivor = job.agents[1].process.wait(JOB_SECONDS)
-        assert survivor != 0, job.agents[1].output()
+        output = job.agents[1].output()
+        assert survivor != 0, output
+        # torch's agent meets rdzv's error (as torch's class) where it next uses the store
+        assert "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError" in output
+        assert "closed the connection" in output
 
 
 def _wait_for_line(log: Path, text: str) -> None:

@@ -2,8 +2,9 @@
 
 Node 0's agent serves the rendezvous on a socket the test bound to port 0 and handed over
 (``--rdzv-conf listen_fd=N``), so no port is probed and released. Every agent runs in a
-session of its own; :meth:`Job.close` kills each session (the agent and its workers) by its
-process group id, also when a test fails.
+session of its own; torch starts each worker in a session of its own, so a worker asks the
+kernel to end it when its agent ends (``PR_SET_PDEATHSIG``). :meth:`Job.close` kills each
+agent's session, also when a test fails.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ from pathlib import Path
 
 #: The default worker: init_process_group (gloo), one all-reduce of rank + 1, one line out.
 WORKER = """
-import os, sys
+import ctypes, os, signal, sys
+
+# torch starts each worker in a session of its own: it ends with its agent (the parent)
+agent = os.getppid()
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+if os.getppid() != agent:  # the agent died before the line above
+    os._exit(1)
 import torch
 import torch.distributed as dist
 
+if os.environ.get("JOB_HOLD"):  # a healthy worker that never finishes (the agent decides)
+    import threading
+    threading.Event().wait()
 die_on = os.environ.get("JOB_DIE_ON")  # "GROUP_RANK:RESTART_COUNT": exit 3 after init
 dist.init_process_group("gloo")
 here = f"{os.environ['GROUP_RANK']}:{os.environ['TORCHELASTIC_RESTART_COUNT']}"
@@ -69,6 +79,7 @@ class Agent:
 class Job:
     """The agents of one job (see the module doc)."""
 
+    script: Path
     agents: list[Agent] = field(default_factory=list)
 
     def wait(self, timeout: float) -> list[int]:
@@ -76,7 +87,7 @@ class Job:
         return [agent.process.wait(timeout) for agent in self.agents]
 
     def close(self) -> None:
-        for agent in self.agents:  # the whole session: workers may outlive their agent
+        for agent in self.agents:
             with suppress(ProcessLookupError):
                 os.killpg(agent.process.pid, signal.SIGKILL)
             agent.process.wait()
@@ -97,7 +108,7 @@ def torchrun_job(
     script.write_text(WORKER)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    job = Job()
+    job = Job(script)
     try:
         for rank in range(nodes):
             conf = [f"timeout={join_timeout:g}", "read_timeout=60"]

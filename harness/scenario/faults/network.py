@@ -91,7 +91,8 @@ class ToxicFault(Timed):
             f"f{ctx.index}-{self.type}", self.type, self.stream, self.toxicity, self.attributes
         )
         toxic = world.add_toxic(targets, spec)
-        record = ctx.record(targets, f"{self.type} {self.stream} {self.attributes}")
+        way = _WAYS[self.stream]
+        record = ctx.record(targets, f"{self.type} {self.stream} ({way}) {self.attributes}")
 
         def tally() -> None:
             found = toxic.effects()
@@ -105,6 +106,10 @@ class ToxicFault(Timed):
 
         ctx.tally(tally)
         return toxic.remove
+
+
+#: Which way the data a toxic acts on flows (one stream: one way only).
+_WAYS = {"upstream": "node to store only", "downstream": "store to node only"}
 
 
 def _reach(applied: int, skipped: int, toxic_type: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import Layout, is_ip
 from harness.world.dns import DnsShim
+from harness.world.proxied import make_links
 from harness.world.squatters import Squatter
 from harness.world.store_faults import StoreFaultProxy
 
@@ -72,18 +73,10 @@ class Topology:
             self.store_faults = StoreFaultProxy(("127.0.0.1", self.store_port)).start()
             upstream = {i: self.store_faults.listen(i) for i in range(1, layout.nodes)}
         if layout.via_links and layout.nodes > 1:
-            wanted = {f"{layout.tag}-node{node}": node for node in range(1, layout.nodes)}
-            # One request for every link (POST /populate), however many nodes.
-            created = self.client.populate(
-                [
-                    {"name": name, "listen": "127.0.0.1:0", "upstream": f"127.0.0.1:{upstream[n]}"}
-                    for name, n in wanted.items()
-                ]
-            )
-            for info in created:
-                node = wanted[info.name]
-                self.proxies[node] = info.name
-                self.proxy_ports[node] = info.listen_address[1]
+            dials = {n: f"127.0.0.1:{upstream[n]}" for n in range(1, layout.nodes)}
+            names, ports = make_links(self.client, layout.tag, "127.0.0.1:0", dials)
+            self.proxies.update(names)
+            self.proxy_ports.update(ports)
         elif self.store_faults is not None:
             self.proxy_ports = {i: upstream[i] for i in range(1, layout.nodes)}
         if not is_ip(layout.host):

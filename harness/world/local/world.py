@@ -47,7 +47,7 @@ from harness.world.leaks import leaks, ours
 from harness.world.local.topology import Topology
 from harness.world.node import NodeSpec
 from harness.world.process_nodes import ProcessNodes
-from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic
+from harness.world.proxied import ProxiedLink, ProxiedToxic, ProxyLinks
 from harness.world.squatters import Squatter
 
 __all__ = [
@@ -90,13 +90,9 @@ class LocalWorld(ProcessNodes):
         self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
         self.topo = Topology(layout, client, self.cluster.ctx)
         self._squatter: _Squatter | None = None
-        self._downs = Downs()
-        self._touched: set[int] = set()  # nodes whose link a toxic or link_down acted on
-        self._log: list[dict[str, Any]] | None = None
-        self._log_read = False
+        self.links = ProxyLinks(client, self.topo.proxies, NO_EVENT_LOG)
         self._leftovers: list[int] = []
         self._abandoned = False
-        self._torn_down = False
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -113,7 +109,7 @@ class LocalWorld(ProcessNodes):
         self._leftovers = self.cluster.close(grace=grace)
 
     def teardown(self) -> list[str]:
-        self._torn_down = True
+        self.links.over = True
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once
@@ -144,35 +140,10 @@ class LocalWorld(ProcessNodes):
     # --- links, names, the store ------------------------------------------------------
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
-        proxies = [self.topo.proxies[node] for node in nodes]
-        self.client.bulk.add_toxic(
-            proxies,
-            toxic.type,
-            stream=toxic.stream,
-            name=toxic.name,
-            toxicity=toxic.toxicity,
-            attributes=dict(toxic.attributes),
-        )
-        self._touched.update(nodes)
-        return ProxiedToxic(
-            toxic,
-            lambda: self.client.bulk.remove_toxic(proxies, toxic.name),
-            self.link_log,
-            NO_EVENT_LOG,
-        )
+        return self.links.add_toxic(nodes, toxic)
 
     def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
-        proxies = [self.topo.proxies[node] for node in nodes]
-        downs = self._downs.take(nodes)
-        self.client.bulk.set_enabled(proxies, False)
-        self._touched.update(nodes)
-        return ProxiedLink(
-            downs,
-            lambda: self.client.bulk.set_enabled(proxies, True),
-            self.link_log,
-            self.topo.proxies.__getitem__,
-            NO_EVENT_LOG,
-        )
+        return self.links.link_down(nodes)
 
     def names_down(self) -> _Names:
         if self.topo.dns_up is None:
@@ -202,19 +173,7 @@ class LocalWorld(ProcessNodes):
     def link_log(self) -> list[dict[str, Any]] | None:
         """The proxy's events of every link a toxic or link_down acted on, in order (read
         once, after teardown; None when the proxy keeps no log)."""
-        if self._log_read:
-            return self._log
-        names = sorted({self.topo.proxies[node] for node in self._touched})
-        log: list[dict[str, Any]] | None
-        try:
-            events = [event for name in names for event in self.client.events(proxy=name)]
-        except HarnessError:
-            log = None
-        else:
-            log = sorted(events, key=lambda e: int(e["seq"]))
-        if self._torn_down:
-            self._log, self._log_read = log, True
-        return log
+        return self.links.log()
 
 
 @dataclass

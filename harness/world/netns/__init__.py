@@ -4,11 +4,12 @@
 * ``network``  the namespaces, the bridge, the veths and the addresses of one run
 * ``configure`` each node's addresses, links and neighbours, set from one thread (setns)
 * ``rules``    nft packet rules (drop, reject, loss, partition, filter) and ``tbf`` limits
+* ``links``    proxy links and the store interposer, their sockets in node 0's namespace
 * ``enter``    setns(2) through libc, and the node entry point (a forkserver child)
 * ``naming``   names tagged with the harness's PID and the run, addresses, dead runs' leftovers
 * ``shell``    running ``ip``/``nft``/``tc``; what this machine can do
 
-Imports the local world's parts (:mod:`harness.world.cluster`, ``node``, ``dns``) and
-nothing of scenarios or runs. Nothing is imported here, so the forkserver's preload of
-``enter`` stays light.
+Imports the local world's parts (:mod:`harness.world.cluster`, ``node``, ``dns``,
+``proxied``, ``store_faults``) and the embedded proxy, nothing of scenarios or runs.
+Nothing is imported here, so the forkserver's preload of ``enter`` stays light.
 """

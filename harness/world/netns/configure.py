@@ -5,8 +5,9 @@ An ``ip -n NS -batch`` per node costs a process that enters the namespace and re
 dedicated thread of the harness enters each node's namespace in turn (setns(2) moves only
 the calling thread) and configures it with the kernel's socket ioctls: address and netmask
 (``SIOCSIFADDR``/``SIOCSIFNETMASK``), links up (``SIOCSIFFLAGS``), permanent neighbours
-(``SIOCSARP`` with ``ATF_PERM``): microseconds per node. The thread ends when it is done, so
-no other thread of the harness ever runs in a node's namespace.
+(``SIOCSARP`` with ``ATF_PERM``): microseconds per node. The thread ends when it is done;
+the only other thread of the harness that enters a node's namespace is the proxy's, in
+node 0's, when the run has links (:mod:`~harness.world.netns.links`).
 """
 
 from __future__ import annotations

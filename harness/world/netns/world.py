@@ -12,8 +12,11 @@ the others have no route to.
 
 Verbs: kill/pause/resume/restart are signals, as in the local world; ``add_packet_rule``
 and ``limit_bandwidth`` are nft rules and ``tbf`` qdiscs (:mod:`~harness.world.netns.rules`),
-counted by the kernel. There is no proxy: toxics, link downs, squatters and store rules
-are not capabilities of this world (a scenario that needs one is reported unsupported).
+counted by the kernel. When the scenario's faults need links (toxics, link downs) or store
+rules, nodes ``1..N-1`` reach the store through proxy links or a store interposer served in
+node 0's namespace (:mod:`~harness.world.netns.links`), so they and kernel rules act on the
+same run; without such faults nothing starts and every node dials node 0 itself. Squatters
+are not a capability of this world (a scenario that needs one is reported unsupported).
 
 Nothing is left behind: teardown deletes the run's namespaces (and with them every veth,
 bridge, address, nft table and qdisc) and reports any that remain as a leak; a run also
@@ -54,18 +57,24 @@ from harness.world.cluster import LocalCluster
 from harness.world.dns import DnsShim
 from harness.world.leaks import leaks
 from harness.world.netns.enter import node_entry
+from harness.world.netns.links import StorePaths
 from harness.world.netns.naming import SERVE_PORT, is_second_address, run_id
 from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
 from harness.world.netns.rules import NftRule, RateLimit, Rules
 from harness.world.netns.shell import why_not
 from harness.world.node import NodeSpec
 from harness.world.process_nodes import ProcessNodes
+from harness.world.proxied import ProxiedLink, ProxiedToxic, ProxyLinks
 
 __all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
 
 NAME = "netns"
-NETNS_CAPABILITIES = frozenset({KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH})
-_NO_PROXY = "its links are kernel rules, not proxy links (run it in the local world)"
+NETNS_CAPABILITIES = frozenset(
+    {KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS, STORE_RULES}
+)
+#: What makes a run start its proxy links.
+_LINKED = frozenset({TOXICS, LINKS})
+_NO_SQUATTER = "node 0's port is in its own namespace, where no squatter runs (run it locally)"
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,14 @@ class NetnsWorld(ProcessNodes):
             self.dns_up.set()
             self.dns_failures = self.cluster.ctx.Array("q", layout.nodes, lock=False)
         self._leftovers: list[int] = []
+        linked = layout.via_links and bool(layout.needs & _LINKED)
+        self.paths: StorePaths | None = None
+        if layout.nodes > 1 and (linked or layout.store_rules):
+            dial = self.host if is_ip(self.host) else self.network.address(0)
+            path = self.network.path(0)
+            self.paths = StorePaths(
+                layout.tag, layout.nodes, path, dial, SERVE_PORT, linked, layout.store_rules
+            )
 
     def _host(self, host: str) -> str:
         """The endpoint host the nodes are told (see the module docstring)."""
@@ -119,25 +136,35 @@ class NetnsWorld(ProcessNodes):
 
     @property
     def endpoint(self) -> str:
-        """``host:port`` of the store, as the nodes are told."""
+        """``host:port`` of the store, as node 0 is told (and every node without a link)."""
         return f"{self.host}:{SERVE_PORT}"
+
+    def endpoint_of(self, node: int) -> str:
+        """``host:port`` node ``node`` is told: its link's port when it has one."""
+        port = self.paths.ports.get(node) if self.paths is not None else None
+        return self.endpoint if port is None else f"{self.host}:{port}"
 
     # --- lifecycle --------------------------------------------------------------------
 
     def build(self, seed: int) -> None:
-        """Build the network (after removing what dead harnesses left); ``seed`` is
-        unused: the kernel draws the loss rolls (they are counted, not replayable)."""
+        """Build the network (after removing what dead harnesses left), then the paths
+        through the harness the faults need; ``seed`` draws the links' toxicity rolls and
+        jitter (the kernel draws its loss rolls: counted, not replayable)."""
         sweep()
         self.network.build()
+        if self.paths is not None:
+            self.paths.build(seed)
 
     def stop_nodes(self, grace: float) -> None:
         self._leftovers = self.cluster.close(grace=grace)
 
     def teardown(self) -> list[str]:
         self.rules.snapshot()
-        problems = self.network.teardown()
+        problems = self.paths.teardown() if self.paths is not None else []
+        problems += self.network.teardown()
         reader = self.cluster._reader
         threads = [reader] if isinstance(reader, threading.Thread) else []
+        threads += self.paths.threads if self.paths is not None else []
         return leaks(self._leftovers, [], problems, threads)
 
     # --- nodes ------------------------------------------------------------------------
@@ -147,15 +174,17 @@ class NetnsWorld(ProcessNodes):
         shim = None
         if self.dns_up is not None:
             shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
-        spec = NodeSpec(launch, self.endpoint, dns=shim)
+        spec = NodeSpec(launch, self.endpoint_of(node), dns=shim)
         args = (self.network.path(node), spec, self.cluster.gate)
         self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, args)
 
     # --- the network ------------------------------------------------------------------
 
     def add_packet_rule(self, rule: PacketRule) -> NftRule:
+        store = self.paths.store_ports() if self.paths is not None else (SERVE_PORT,)
+
         def real(ports: tuple[int, ...]) -> tuple[int, ...]:
-            return tuple(SERVE_PORT if port == STORE_PORT else port for port in ports)
+            return tuple(p for port in ports for p in (store if port == STORE_PORT else (port,)))
 
         found = replace(rule, ports=real(rule.ports), except_ports=real(rule.except_ports))
         return self.rules.add(found)
@@ -175,20 +204,29 @@ class NetnsWorld(ProcessNodes):
     def _failed(self) -> int:
         return 0 if self.dns_failures is None else sum(self.dns_failures)
 
-    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> Any:
-        raise cannot(self.name, TOXICS, _NO_PROXY)
+    def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
+        return self._links(TOXICS).add_toxic(nodes, toxic)
 
-    def link_down(self, nodes: Sequence[int]) -> Any:
-        raise cannot(self.name, LINKS, _NO_PROXY)
+    def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
+        return self._links(LINKS).link_down(nodes)
+
+    def _links(self, capability: str) -> ProxyLinks:
+        if self.paths is None or self.paths.links is None:
+            raise cannot(self.name, capability, "the layout asked for no links")
+        return self.paths.links
 
     def squatter(self) -> Any:
-        raise cannot(self.name, SQUATTER, _NO_PROXY)
+        raise cannot(self.name, SQUATTER, _NO_SQUATTER)
 
     def add_store_rule(self, rule: StoreRule) -> None:
-        raise cannot(self.name, STORE_RULES, _NO_PROXY)
+        if self.paths is None or self.paths.store_faults is None:
+            raise HarnessError("add_store_rule: the layout asked for no store rules")
+        self.paths.store_faults.add_rule(rule)
 
     def link_log(self) -> list[dict[str, Any]] | None:
-        return None
+        if self.paths is None or self.paths.links is None:
+            return None
+        return self.paths.links.log()
 
 
 @dataclass

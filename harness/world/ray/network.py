@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import ToxicSpec
-from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic
+from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic, put_toxic
 
 __all__ = ["Agent", "RayNetwork"]
 
@@ -84,14 +84,7 @@ class RayNetwork:
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
         """Put ``toxic`` on the links of ``nodes`` (one request per host)."""
         for client, names in self._by_agent(nodes):
-            client.bulk.add_toxic(
-                names,
-                toxic.type,
-                stream=toxic.stream,
-                name=toxic.name,
-                toxicity=toxic.toxicity,
-                attributes=dict(toxic.attributes),
-            )
+            put_toxic(client, names, toxic)
         self._touched.update(nodes)
         return ProxiedToxic(toxic, lambda: self._remove_toxic(nodes, toxic.name), self.log, NO_LOG)
 
