@@ -78,7 +78,17 @@ class StoreTimeoutError(StoreError, TimeoutError):
 
 
 class StoreConnectionError(StoreError, ConnectionError):
-    """The store could not be reached, or the connection to it was lost."""
+    """The store could not be reached, or the connection to it was lost.
+
+    Attributes:
+        connect_cause: when no store could be reached at connect time, what the last
+            connection attempt met: ``"refused"`` (nothing listens there), ``"no answer"``
+            (nothing came back at all: a firewall that drops, or the host is down), ``"no
+            route"``, ``"reset"`` (something on the path), ``"unresolvable"`` (the host
+            name), ``"not a store"`` (something else answered there); else None.
+    """
+
+    connect_cause: str | None = None
 
 
 class StoreClosedError(StoreConnectionError):

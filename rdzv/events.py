@@ -11,6 +11,11 @@ Event names used by rdzv:
 * ``connected`` (store client): ``endpoint``, ``attempts``, ``elapsed``
 * ``server_listening`` (store server): ``endpoint``, ``addresses``
 * ``bind_fallback`` (store server): ``host``, ``reason``, ``addresses``
+* ``store_client_cut`` (store server, WARNING): ``peer``, ``bound``, ``message``: a bound cut a
+  connection that had spoken the protocol (see docs/store.md)
+* ``store_connection_dropped`` (store server, WARNING): ``peer``, ``message``: a connection
+  that broke the protocol was dropped (the first few of a burst);
+  ``store_connections_dropped`` (``message``): the summary of the rest
 * rendezvous events (``joined``, ``complete``, ``failed``, ...) are documented in
   :mod:`rdzv.rendezvous.static`.
 

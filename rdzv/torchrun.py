@@ -198,12 +198,7 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
         try:
             with _translated():
                 info = self._rdzv.next_rendezvous()
-                key = _PORT_KEY.format(round=round_index)
-                if server is not None:
-                    port = server.port
-                    info.store.set(key, str(port))
-                else:
-                    port = int(info.store.get(key))
+            port = self._round_port(info.store, round_index, server)
         except BaseException:
             if server is not None:
                 server.close()
@@ -222,6 +217,23 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
         return torch_api.RendezvousInfo(
             store, cfg.rank, cfg.world_size, torch_api.RendezvousStoreInfo(cfg.host, port)
         )
+
+    def _round_port(self, store: Any, round_index: int, server: StoreServer | None) -> int:
+        """The port of round ``round_index``'s store: published by node 0, read by the others
+        (a blocking get, bounded by ``read_timeout``)."""
+        key = _PORT_KEY.format(round=round_index)
+        try:
+            if server is not None:
+                store.set(key, str(server.port))
+                return server.port
+            return int(store.get(key))
+        except rdzv_errors.StoreError as exc:
+            cfg = self._rdzv.config
+            raise torch_api.RendezvousConnectionError(
+                f"rank {cfg.rank}: round {round_index} completed, but its store's port could not"
+                f" be {'published' if server is not None else 'read from node 0'} on the"
+                f" rendezvous store at {cfg.endpoint}: {exc}"
+            ) from exc
 
     def is_closed(self) -> bool:
         with _translated():

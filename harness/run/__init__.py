@@ -5,6 +5,8 @@
 * ``worlds``    which world runs a scenario; whether it can do what the faults need
 * ``schedule``  the runner's timed actions
 * ``startup``   the wait until every node is ready at the gate; the release skew
+* ``starts``    the node starts pending during a run: one per node (one incarnation at a
+                time), merged when another is asked for, a restart cancellable
 * ``unfired``   the records of faults whose time or event never came (they did not act)
 * ``context``   what the runner lends a fault while it acts; the runner's node states
 * ``checks``    invariants and expectations -> violations

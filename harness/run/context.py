@@ -20,7 +20,16 @@ from harness.scenario.model import Scenario
 from harness.world.base import Launch
 from harness.world.messages import Outcome
 
-__all__ = ["FaultContext", "NodeState", "Services"]
+__all__ = ["FaultContext", "NodeState", "PendingStart", "Services"]
+
+
+@dataclass
+class PendingStart:
+    """A start of a node the schedule holds: when, for which fault, what to call then."""
+
+    t: float
+    owner: int  # the index of the fault that asked for it
+    started: list[Callable[[], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -36,9 +45,14 @@ class NodeState:
     placement: str | None = None
     finished: float | None = None
     status: str | None = None
-    pending_start: bool = False
+    pending: PendingStart | None = None
     incarnation: int = 0
     launch: Launch | None = None
+
+    @property
+    def pending_start(self) -> bool:
+        """A start of the node is scheduled (a late start, or a restart's)."""
+        return self.pending is not None
 
 
 class Services(Protocol):
@@ -58,7 +72,10 @@ class Services(Protocol):
     def tallies(self) -> list[Callable[[], None]]: ...
     def now(self) -> float: ...
     def finish(self, node: int, status: str, message: str) -> None: ...
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None: ...
+    def start_at(
+        self, node: int, t: float, started: Callable[[], None], owner: int
+    ) -> int | None: ...
+    def cancel_start(self, node: int) -> int | None: ...
     def never_start(self, nodes: Sequence[int]) -> int: ...
 
 
@@ -111,8 +128,15 @@ class FaultContext:
     def finish(self, node: int, status: str, message: str) -> None:
         self._run.finish(node, status, message=message)
 
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
-        self._run.start_at(node, t, started)
+    def start_at(self, node: int, t: float, started: Callable[[], None]) -> int | None:
+        return self._run.start_at(node, t, started, self._index)
+
+    def pending_start(self, node: int) -> int | None:
+        pending = self._run.nodes[node].pending
+        return None if pending is None else pending.owner
+
+    def cancel_start(self, node: int) -> int | None:
+        return self._run.cancel_start(node)
 
     def never_start(self, nodes: Sequence[int]) -> int:
         return self._run.never_start(nodes)

@@ -36,6 +36,7 @@ from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.model import NodeEvent, NodeOutcome, Report
 from harness.run.schedule import Schedule
+from harness.run.starts import Starts
 from harness.run.startup import await_ready, release_skew
 from harness.run.unfired import unfired_records
 from harness.run.worlds import check_supported, worlds_for
@@ -72,13 +73,14 @@ class _Run:
             self.world.interrupt_on(self.stop)
         self.nodes = {i: NodeState() for i in range(scenario.nodes)}
         self.schedule = Schedule()
+        self.starts = Starts(self.schedule, self.nodes, lambda node: self.start_nodes([node]))
         self.records: list[FaultRecord] = []
         self.tallies: list[Callable[[], None]] = []
         self.triggers: dict[tuple[int, str], list[Callable[[], None]]] = {}
         self.heals: dict[int, Callable[[], None]] = {}  # pending heals, by ticket
         self._tickets = itertools.count()
         self.starting = True  # until the first nodes start
-        self.deferred: dict[int, tuple[float, Callable[[], None]]] = {}
+        self.deferred: dict[int, tuple[float, Callable[[], None], int]] = {}
         self.t0 = 0.0
         self.released = False  # the clock reads 0 until the nodes are released
         self.first: list[int] = []  # the nodes released together
@@ -113,6 +115,7 @@ class _Run:
             world_size=world_size,
             join_timeout=sc.timeouts.join,
             config=config,
+            incarnation=max(1, self.nodes[node].incarnation),
         )
         for _, fault in self.faults:
             launch = fault.prepare(launch)
@@ -122,7 +125,7 @@ class _Run:
         """Start nodes, a few at a time, then arm each one's hard deadline."""
         for node in nodes:
             state = self.nodes[node]
-            state.pending_start = False
+            state.pending = None
             state.outcome, state.status, state.finished = None, None, None
             state.incarnation += 1
         if len(nodes) == 1:
@@ -144,17 +147,16 @@ class _Run:
         state.started = self.now()
         self.world.start(state.launch)
 
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
-        """Start ``node`` (again) at ``t``; before the nodes start, the last call wins."""
+    def start_at(self, node: int, t: float, started: Callable[[], None], owner: int) -> int | None:
+        """Start ``node`` (again) at ``t`` for fault ``owner``; before the nodes start, the
+        last call wins. During the run a start merges with one pending (:mod:`.starts`)."""
         if self.starting:
-            self.deferred[node] = (t, started)
-            return
-        self.nodes[node].pending_start = True
-        self.schedule.at(t, partial(self._start_later, node, started))
+            self.deferred[node] = (t, started, owner)
+            return None
+        return self.starts.ask(node, t, started, owner)
 
-    def _start_later(self, node: int, started: Callable[[], None]) -> None:
-        self.start_nodes([node])
-        started()
+    def cancel_start(self, node: int) -> int | None:
+        return self.starts.cancel(node)
 
     def never_start(self, nodes: Sequence[int]) -> int:
         """Mark ``nodes`` absent; how many were not already."""
@@ -274,9 +276,7 @@ class _Run:
             if state.status == "absent":
                 continue
             if node in self.deferred:
-                t, started = self.deferred[node]
-                state.pending_start = True
-                self.schedule.at(t, partial(self._start_later, node, started))
+                self.starts.pend(node, *self.deferred[node])
             else:
                 now.append(node)
         self.starting = False

@@ -10,6 +10,8 @@
                     default; its network (``local.topology``) and the leak check
 * ``cluster``       node processes (forkserver) of every world on this machine: start,
                     start gate and release, signal, reap
+* ``incarnations`` which incarnation of each node is live (one at a time): the
+                    bookkeeping of the packed and the Ray world
 * ``process_nodes`` the node verbs of a world whose nodes are such processes (local, netns)
 * ``proxied``       toxics and downed links on proxied links (local, ray): removal,
                     effects and cuts read from the proxy's event log

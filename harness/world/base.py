@@ -168,6 +168,8 @@ class Launch:
     #: The node freezes itself once its handler is built, before the release (resumed by
     #: :meth:`World.resume`).
     start_paused: bool = False
+    #: Which start of the node this is (1: its first; a restart's replacement: 2, ...).
+    incarnation: int = 1
 
 
 @dataclass(frozen=True)
@@ -291,17 +293,19 @@ class World(Protocol):
         randomness (toxicity rolls, jitter). Cleans up what it made before raising."""
 
     def start(self, launch: Launch) -> None:
-        """Start node ``launch.node`` (again, after it ended: a new incarnation). May be
-        called from several threads at once. Until :meth:`release`, a node started says
-        ``ready`` once it is up and then waits at the start gate; after it, a node goes on
-        at once (``ready`` then ``started``)."""
+        """Start node ``launch.node`` (again, after it ended: a new incarnation). A node is
+        one incarnation at a time: one still running is killed first (as by :meth:`kill`).
+        May be called from several threads at once (for different nodes). Until
+        :meth:`release`, a node started says ``ready`` once it is up and then waits at the
+        start gate; after it, a node goes on at once (``ready`` then ``started``)."""
 
     def release(self) -> None:
         """Open the start gate: every node waiting at it goes on, all together (one
         operation, not one per node). Idempotent; nodes started later do not wait."""
 
     def kill(self, node: int) -> bool:
-        """End the node at once, without warning; False when it was not running."""
+        """End the node at once, without warning; False when it was not running (ended,
+        or killed already)."""
 
     def pause(self, node: int) -> bool:
         """Freeze the node; False when it was not running."""
@@ -311,6 +315,10 @@ class World(Protocol):
 
     def paused(self, node: int) -> bool:
         """Whether the node is frozen right now."""
+
+    def live(self, node: int) -> int:
+        """How many incarnations of the node are running now (started, neither killed nor
+        ended): never more than one."""
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> Toxic:
         """Put ``toxic`` on the links of ``nodes``."""

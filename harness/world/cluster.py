@@ -170,8 +170,11 @@ class LocalCluster:
         stdout and stderr belong in ``output_path`` (:attr:`outputs` keeps the tail under
         ``key``). When it ends without having been killed here, ``on_exit(exitcode)`` is
         called (default: the ``exit`` message of node ``key``). Tracked by PID, ended by
-        :meth:`close` like every node process.
+        :meth:`close` like every node process. A node (an int ``key``) is one process at a
+        time: its process still running is killed first.
         """
+        if isinstance(key, int):
+            self.kill(key)
         reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
             target=target,
@@ -196,9 +199,10 @@ class LocalCluster:
         return process
 
     def signal(self, node: Key, sig: signal.Signals) -> bool:
-        """Send ``sig`` to the node's current process; False if it is not running."""
+        """Send ``sig`` to the node's current process; False if it is not running (ended,
+        or killed here: a killed process is not signalled again while it dies)."""
         current = self._current(node)
-        if current is None or not current.process.is_alive():
+        if current is None or current.stopped or not current.process.is_alive():
             return False
         with contextlib.suppress(ProcessLookupError):
             os.kill(current.process.pid, sig)
@@ -216,9 +220,10 @@ class LocalCluster:
         return self.signal(node, signal.SIGKILL)
 
     def stopped(self, node: int) -> bool:
-        """True while the node's current process is stopped (by SIGSTOP), per the kernel."""
+        """True while the node's current process is stopped (by SIGSTOP), per the kernel
+        (False once it was killed here)."""
         current = self._current(node)
-        if current is None or not current.process.is_alive():
+        if current is None or current.stopped or not current.process.is_alive():
             return False
         try:
             return bool(psutil.Process(current.process.pid).status() == psutil.STATUS_STOPPED)
@@ -229,6 +234,12 @@ class LocalCluster:
         """True while the node's current process is alive."""
         current = self._current(node)
         return current is not None and current.process.is_alive()
+
+    def live(self, node: int) -> int:
+        """How many processes of the node are running and not killed here (at most one)."""
+        with self._lock:
+            runs = list(self._procs.get(node, ()))
+        return sum(1 for inc in runs if not inc.stopped and inc.process.is_alive())
 
     def pids(self) -> dict[int, str]:
         """Every PID this cluster ever started, with its process's name (its role)."""

@@ -30,5 +30,8 @@ class ProcessNodes:
     def paused(self, node: int) -> bool:
         return self.cluster.stopped(node)
 
+    def live(self, node: int) -> int:
+        return self.cluster.live(node)
+
     def output(self, node: int) -> str | None:
         return self.cluster.outputs.get(node)

@@ -22,6 +22,7 @@ from rdzv.errors import (
     RendezvousStateError,
     RendezvousTimeoutError,
     StoreBindError,
+    StoreConnectionError,
     StoreError,
     StoreProtocolError,
     StoreTimeoutError,
@@ -54,6 +55,37 @@ _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
     "timeout": RendezvousTimeoutError,
     "connection_lost": RendezvousConnectionError,
     "member_lost": RendezvousConnectionError,
+}
+
+#: What to check when no store answered, by the cause the connect observed
+#: (``StoreConnectionError.connect_cause``, from :func:`rdzv.store._causes.classify`). A
+#: store that failed to bind on a live host is refused, never silent nor unreachable.
+_CONNECT_ADVICE: Final[dict[str | None, str]] = {
+    "refused": (
+        "Nothing listens there: check that node 0 started and could bind the port (its log "
+        "says), and that every node was given the same host:port."
+    ),
+    "no answer": (
+        "A firewall dropping the port, or a host that is down, looks like this: check that "
+        "the port is open from this node to node 0's host (firewalls, security groups, "
+        "network policies) and that the host is up."
+    ),
+    "no route": (
+        "Check the addressing (is that an address of node 0 on a network this node reaches?) "
+        "and the routing between the hosts."
+    ),
+    "reset": (
+        "Something on the path reset it: check what lies between the hosts (a proxy, a "
+        "firewall) and what listens on that port (a different service?)."
+    ),
+    "unresolvable": (
+        "Check the host name and this node's DNS (a name created with node 0 may not exist yet)."
+    ),
+    "not a store": (
+        "Check that host:port is node 0's rendezvous endpoint: another service, or a "
+        "stalled store, holds that port."
+    ),
+    None: "Node 0 hosts the store: check that it started and could bind the port.",
 }
 
 
@@ -218,14 +250,16 @@ def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> Rendezvo
                 f"{format_waited(waited, _seconds(cfg))} s (join timeout {timeout}): {exc}",
             )
         )
+    cause = exc.connect_cause if isinstance(exc, StoreConnectionError) else None
     if isinstance(exc, StoreProtocolError) or isinstance(exc.__cause__, StoreProtocolError):
-        head = f"something answered at {cfg.endpoint}, but it is not a rendezvous store"
-    else:
-        head = f"no rendezvous server answered at {cfg.endpoint}"
+        cause = "not a store"
+    said = str(exc).rstrip(".")
+    if cfg.endpoint not in said:  # the store's message names the endpoint it dialled, once
+        said = f"the rendezvous store at {cfg.endpoint}: {said}"
     return RendezvousConnectionError(
         _msg(
-            f"rank {cfg.rank}: {head} within the join timeout ({timeout}): {str(exc).rstrip('.')}.",
-            "Node 0 hosts the store: check that it started and could bind the port.",
+            f"rank {cfg.rank} (join timeout {timeout}): {said}.",
+            _CONNECT_ADVICE.get(cause, _CONNECT_ADVICE[None]),
         )
     )
 

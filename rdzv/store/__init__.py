@@ -8,8 +8,9 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_fast``                            the server's fast path: the frequent requests served
   from the received bytes onto the table, with the semantics above (no I/O)
 * ``_convert`` ``base``                 torch's ``Store`` ABC, ``HashStore``, ``PrefixStore``
-* ``_bind`` ``_droplog`` ``_loop`` ``_conn`` ``server``  ``StoreServer``: the only server-side
-  I/O (a poller loop, the connections on it, the server)
+* ``_bind`` ``_droplog`` ``_loop`` ``_bounds`` ``_conn`` ``server``  ``StoreServer``: the only
+  server-side I/O (a poller loop, the bounds on what connections hold, the connections on
+  it, the server)
 * ``_transport`` ``_connect`` ``_waits`` ``_hosting`` ``client``  ``TCPStore``: deadlines,
   retries, pipelining; a master hosts a ``StoreServer``
 

@@ -11,14 +11,17 @@ Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking so
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
   leaves more than ``_HIGH_WATER`` bytes of replies unread; reading pauses too, and resumes
   once the peer has read all but ``_LOW_WATER`` of them. A peer may send at most
-  ``_MAX_HELD_BYTES`` while it waits.
-* **Bounded descriptors.** ``partial_since`` is when the request still incomplete began (the
-  connect, for the first request; None when no request is incomplete), and one timer per
-  such connection drops it once that is ``partial_request_timeout`` ago. Time spent with
-  reading paused by us does not count against the peer.
+  ``_MAX_HELD_BYTES`` while it waits, and as much again as the keys it waits for.
+  ``partial`` is the size of the incomplete request the decoder holds (counted once the
+  first request completed; before that a connection holds fewer than 5 bytes: a longer
+  first request is not VALIDATE and is dropped at once). The server's
+  :class:`~rdzv.store._bounds.Bounds` sums it over the connections, keeps the sum within
+  its budget and applies the handshake deadline (the only bound in time alone).
 * **Closing.** A dropped connection stops reading at once and is closed in the next loop
   iteration (never inside another connection's batch); then the KV forgets its session and
-  the writer watches hear of the close (:meth:`Connection.lost`).
+  the writer watches hear of the close (:meth:`Connection.lost`), and every buffer it held
+  is released. A connection that spoke the protocol and is cut by a bound
+  (:meth:`Connection.cut`) is logged in full, with the bound, by the server.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from time import monotonic
 
 from rdzv.errors import StoreProtocolError
 from rdzv.store import _decoder, _wire
-from rdzv.store._loop import READ, WRITE, EventLoop, Timer
+from rdzv.store._kv import HeldTooMany
+from rdzv.store._loop import READ, WRITE, EventLoop
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,18 +48,22 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-_READ_SIZE: Final = 65536
 # Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
 _OVERSENT: Final = "too many bytes sent while waiting"
 _INCOMPLETE: Final = "request left incomplete"
+_VALIDATE_SIZE: Final = len(_wire.encode_request(_wire.Validate()))
+# The bounds that may cut a connection that spoke the protocol, as the server's log names them.
+_OVERSENT_BOUND: Final = "bytes sent while waiting"
+_HELD_BOUND: Final = "requests held behind a WAIT"
 
 
 class Connection:
     """One accepted client connection (see the module doc); registers itself."""
 
     __slots__ = (
+        "bounds",
         "closed",
         "closing",
         "decoded_any",
@@ -65,8 +73,7 @@ class Connection:
         "held_bytes",
         "loop",
         "out",
-        "partial_since",
-        "partial_timer",
+        "partial",
         "peername",
         "pending",
         "reading_paused",
@@ -74,6 +81,7 @@ class Connection:
         "server",
         "session",
         "sock",
+        "starving",
     )
 
     def __init__(
@@ -91,8 +99,9 @@ class Connection:
         self.closing = False  # reading stopped, closed in the next iteration
         self.closed = False
         self.decoded_any = False
-        self.reading_paused = False
-        self.partial_timer: Timer | None = None
+        self.reading_paused = False  # the peer leaves its replies unread
+        self.starving = False  # the server's buffer budget is spent (rdzv.store._bounds)
+        self.partial = 0  # bytes of the incomplete request held, once greeted
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
@@ -100,10 +109,10 @@ class Connection:
         server._conns.add(self)
         self.session = server.kv.open(self)
         self.serve_fast = server.serve_fast
+        self.bounds = server.bounds
         loop.register(sock, READ, self.on_events)
         self.events = READ
-        self.partial_since: float | None = loop.time()  # the first request is due
-        self._arm_partial_timer(self.partial_since)
+        server.bounds.accepted(self)  # the first request is due
 
     # --- events -----------------------------------------------------------------------
 
@@ -118,7 +127,7 @@ class Connection:
         if not mask & READ or self.closing or self.reading_paused:
             return
         try:
-            data = self.sock.recv(_READ_SIZE)
+            data = self.sock.recv(self.bounds.read_size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:  # reset by the peer
@@ -131,7 +140,7 @@ class Connection:
         if (
             session.waiting is None
             and session.validated
-            and self.partial_since is None  # nothing buffered in the decoder
+            and not self.partial  # nothing buffered in the decoder
             and not (self.pending or self.out or self.decoder.error)
         ):
             used, replies = self.serve_fast(self, data)
@@ -158,28 +167,37 @@ class Connection:
         the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
-            if self.held_bytes > _MAX_HELD_BYTES:
-                self.server.kv.close(self)
-                self.drop(
-                    _OVERSENT,
-                    StoreProtocolError(
-                        f"sent more than {_MAX_HELD_BYTES} bytes while waiting for keys"
-                    ),
+            if self.held_bytes > _MAX_HELD_BYTES and self.held_bytes > self._may_hold():
+                self.cut(
+                    _OVERSENT_BOUND,
+                    f"it sent {self.held_bytes} bytes while waiting for keys, more than "
+                    f"{self._may_hold()} (1 MiB and as much again as its wait's keys)",
                 )
                 return
         else:
             self.held_bytes = 0
-        requests = self.decoder.feed(data)
-        if requests:
-            self.decoded_any = True
-        if not self.decoder.buffered:
-            self.partial_since = None
-        elif requests or self.partial_since is None:
-            # A new request began in ``data``; a trickle of bytes does not restart the clock.
-            self.partial_since = self.loop.time()
-            self._arm_partial_timer(self.partial_since)
+        decoder = self.decoder
+        requests = decoder.feed(data)
+        after = decoder.buffered
+        if not self.decoded_any:
+            if requests:
+                self.decoded_any = True
+                self.bounds.greeted(self)
+            elif after >= _VALIDATE_SIZE:  # whatever it is, it is not VALIDATE
+                self.server.kv.close(self)
+                self.drop(
+                    _REJECTED,
+                    StoreProtocolError(
+                        f"its first request (opcode {decoder.first_byte}, {after} bytes so "
+                        f"far) is not VALIDATE; the peer does not speak the TCPStore protocol"
+                    ),
+                )
+                return
+        if self.decoded_any and (after != self.partial or (requests and after)):
+            before, self.partial = self.partial, after
+            self.bounds.buffered(self, before, after, bool(requests))
         if not requests:
-            if self.decoder.error is not None:
+            if decoder.error is not None:
                 self._pump()
             return
         if self.pending or len(requests) > _BATCH or len(self.out) > _HIGH_WATER:
@@ -187,36 +205,24 @@ class Connection:
             self._pump()
             return
         self._apply(requests)  # the common case: a request or two, nothing queued
-        if self.decoder.error is not None and not self.dropped:
+        if decoder.error is not None and not self.dropped:
             self._pump()
 
-    # --- the partial-request bound ----------------------------------------------------
+    # --- the bounds (rdzv.store._bounds) ----------------------------------------------
 
-    def _arm_partial_timer(self, since: float) -> None:
-        if self.partial_timer is None:
-            when = since + self.server.partial_request_timeout
-            self.partial_timer = self.loop.call_at(when, self._check_partial)
+    def _may_hold(self) -> int:
+        """Bytes this connection may send while it waits: 1 MiB, and as much again as the
+        keys of its wait (rdzv's client follows a WAIT with a MULTI_GET of the same keys)."""
+        waiting = self.session.waiting
+        keys = waiting.keys if waiting is not None else ()
+        return _MAX_HELD_BYTES + sum(map(len, keys)) + 8 * len(keys) + 9
 
-    def _check_partial(self) -> None:
-        """Timer callback: drop the connection if its request is incomplete for too long."""
-        self.partial_timer = None
-        since = self.partial_since
-        if since is None or self.dropped:
-            return
-        now = self.loop.time()
-        if self.reading_paused:  # we are not reading: the clock restarts when we do
-            self.partial_since = since = now
-        bound = self.server.partial_request_timeout
-        if now < since + bound:
-            self._arm_partial_timer(since)
+    def expire(self, bound: float) -> None:
+        """The handshake deadline passed before the first request completed: drop."""
+        if self.dropped:
             return
         received = self.decoder.buffered
-        if self.decoded_any:
-            what = (
-                f"left a request incomplete for longer than {bound:g} s "
-                f"({received} bytes of it received)"
-            )
-        elif received:
+        if received:
             what = (
                 f"sent only {received} bytes of its first request within {bound:g} s of connecting"
             )
@@ -224,6 +230,24 @@ class Connection:
             what = f"sent no request within {bound:g} s of connecting"
         self.server.kv.close(self)
         self.drop(_INCOMPLETE, StoreProtocolError(what))
+
+    def cut(self, bound: str, detail: str) -> None:
+        """Close this connection, which spoke the protocol, because it exceeded ``bound``;
+        the server logs it in full, naming the peer, the bound and ``detail``."""
+        if self.dropped:
+            return
+        server = self.server
+        server.kv.close(self)
+        self.bounds.forget(self, self.partial)
+        self.partial = 0
+        self.pending.clear()
+        server.cut(self.peername, bound, detail)
+        self._close_soon()
+
+    def starve(self, starving: bool) -> None:
+        """Stop reading (the server's buffer budget is spent) or read again."""
+        self.starving = starving
+        self._update_events()
 
     # --- requests and replies ---------------------------------------------------------
 
@@ -254,7 +278,10 @@ class Connection:
         if outcome.dropped:
             for conn, error in outcome.dropped.items():
                 assert isinstance(conn, Connection)
-                conn.drop(_REJECTED, error)
+                if isinstance(error, HeldTooMany):
+                    conn.cut(_HELD_BOUND, str(error))
+                else:
+                    conn.drop(_REJECTED, error)
 
     def write(self, payload: bytes) -> None:
         """Send ``payload`` now, keeping what the kernel does not take."""
@@ -311,7 +338,7 @@ class Connection:
         writing while replies are kept."""
         if self.closed:
             return
-        reading = not (self.reading_paused or self.closing)
+        reading = not (self.reading_paused or self.starving or self.closing)
         want = (READ if reading else 0) | (WRITE if self.out else 0)
         if want == self.events:
             return
@@ -357,10 +384,10 @@ class Connection:
                 self.loop.unregister(self.sock)
             self.events = 0
         self.sock.close()
-        if self.partial_timer is not None:
-            self.partial_timer.cancel()
-            self.partial_timer = None
+        self.decoder.discard()
         server = self.server
+        self.bounds.forget(self, self.partial)
+        self.partial = 0
         server._conns.discard(self)
         server.kv.close(self)
         server.kv.writer_closed(self, notify=not server.closing)

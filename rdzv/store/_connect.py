@@ -1,53 +1,42 @@
 """Connecting a client: resolve, dial with bounded retries, handshake.
 
 Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None`` = none).
-Connect and handshake retry on refused / reset / unresolvable name / a peer that closes
-during the handshake until the deadline, pausing with jitter drawn from the caller's
-``random.Random``: after a refused connection within :data:`FAST_WINDOW` seconds of the
-start, :data:`FAST_RETRY` (the host is up and answers at once, its store is merely still
-starting: a node 0 late by a few ms must not cost its peers a long back-off), otherwise an
-exponential backoff (:class:`Backoff`); the final error names the endpoint, the attempt
-count, the elapsed time (measured from the start, never shown below the timeout once it
-passed), the timeout and the last cause, in words or with a public exception name. Peers
-are never reverse-resolved.
+Connect and handshake retry on refused / reset / no answer / no route / unresolvable name /
+a peer that closes during the handshake until the deadline. Each connection attempt waits
+for an answer for a bounded time, and the pauses between attempts follow the schedule of
+:mod:`rdzv.store._retry` (jitter drawn from the caller's ``random.Random``): a path that
+heals is used within about a second, a store that is starting within a few ms, and a host
+nobody reaches gets about one SYN a second from each node. The final error (a
+``StoreConnectionError`` carrying ``connect_cause``) names the endpoint, the
+attempt count, the elapsed time (measured from the start, never shown below the timeout once
+it passed), the timeout and the last cause, in words or with a public exception name, and what
+that cause means (:mod:`rdzv.store._causes`). Peers are never reverse-resolved.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import random
 import socket
 import threading
 import time
 
-from rdzv.errors import StoreConnectionError, StoreProtocolError
+from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store import _wire
+from rdzv.store._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
 from rdzv.store._convert import format_elapsed
+from rdzv.store._retry import Schedule
 from rdzv.store._transport import Channel, Expired
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = [
-    "FAST_RETRY",
-    "FAST_WINDOW",
-    "Backoff",
-    "Connected",
-    "connect",
-    "describe",
-    "endpoint_text",
-    "retry_pause",
-]
+__all__ = ["Connected", "connect", "describe", "endpoint_text"]
 
 _log = get_logger("rdzv.client")
 
-#: Seconds from the start of a connect during which a refused attempt is retried after
-#: :data:`FAST_RETRY` (with jitter: between half of it and all of it).
-FAST_WINDOW: Final = 1.0
-FAST_RETRY: Final = 0.02
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
 _PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
 _RETRYABLE: Final = (OSError, StoreProtocolError)
@@ -57,40 +46,8 @@ class _Silent(Expired):
     """The peer accepted a connection but never answered the handshake."""
 
 
-class _NoAnswer(TimeoutError):
-    """A connection attempt got nothing back: no SYN-ACK, no reset, no ICMP error."""
-
-
 class _CutShort(Expired):
     """The connect deadline passed early in a handshake: no evidence about the peer."""
-
-
-class Backoff:
-    """Exponential backoff with full jitter: sleep ``uniform(0, min(cap, initial * 2**n))``."""
-
-    __slots__ = ("attempt", "cap", "initial", "rng")
-
-    def __init__(
-        self, rng: random.Random, initial: float = 0.025, cap: float = 1.0, attempt: int = 0
-    ) -> None:
-        self.rng = rng
-        self.initial = initial
-        self.cap = cap
-        self.attempt = attempt
-
-    def next_delay(self) -> float:
-        ceiling = min(self.cap, self.initial * 2**self.attempt)
-        self.attempt += 1
-        return self.rng.uniform(ceiling / 4, ceiling)
-
-
-def retry_pause(last: BaseException | None, since_start: float, backoff: Backoff) -> float:
-    """Seconds to wait before the next attempt, given why the last one failed and how long
-    ago the connect started: :data:`FAST_RETRY` (jittered) after a refusal within
-    :data:`FAST_WINDOW`, else the backoff's next delay."""
-    if isinstance(last, ConnectionRefusedError) and since_start < FAST_WINDOW:
-        return backoff.rng.uniform(FAST_RETRY / 2, FAST_RETRY)
-    return backoff.next_delay()
 
 
 def endpoint_text(host: str, port: int) -> str:
@@ -119,19 +76,24 @@ def _resolve(host: str, port: int, deadline: float | None) -> list[tuple[int, tu
     worker.start()
     worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
     if error:
+        if isinstance(error[0], socket.gaierror):
+            raise _Unresolvable(f"{host!r} did not resolve: {error[0]}") from error[0]
         raise error[0]
     if not result:
-        raise TimeoutError(f"resolving {host!r} did not finish before the deadline")
+        raise _Unresolvable(f"resolving {host!r} did not finish before the deadline")
     return result[0]
 
 
-def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
+def _dial(host: str, port: int, deadline: float | None, bound: float) -> socket.socket:
+    """A socket connected to ``host:port``, each address tried for at most ``bound`` seconds
+    (less when the deadline comes first)."""
     last: OSError | None = None
     for family, address in _resolve(host, port, deadline):
         sock = socket.socket(family, socket.SOCK_STREAM)
         began = time.monotonic()
+        left = bound if deadline is None else deadline - began
         try:
-            sock.settimeout(None if deadline is None else max(0.001, deadline - time.monotonic()))
+            sock.settimeout(max(0.001, min(bound, left)))
             sock.connect(address)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
@@ -139,6 +101,7 @@ def _dial(host: str, port: int, deadline: float | None) -> socket.socket:
             sock.close()
             waited = format_elapsed(time.monotonic() - began)
             last = _NoAnswer(f"no answer to the connection attempt within {waited} s")
+            last.cut_short = left < bound
         except OSError as exc:
             sock.close()
             last = exc
@@ -174,16 +137,17 @@ def connect(
     endpoint = endpoint_text(host, port)
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    backoff = Backoff(rng)
+    schedule = Schedule(rng)
     attempts = 0
     last: BaseException | None = None
     foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
     while True:
         attempts += 1
         try:
-            sock = _dial(host, port, deadline)
+            sock = _dial(host, port, deadline, schedule.attempt_bound())
         except _RETRYABLE as exc:
-            last = exc
+            if not (isinstance(exc, _NoAnswer) and exc.cut_short and last is not None):
+                last = exc  # an attempt cut short by the deadline says less
         else:
             channel = Channel(sock, endpoint, limits)
             try:
@@ -203,7 +167,7 @@ def connect(
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             break
-        pause = retry_pause(last, now - start, backoff)
+        pause = schedule.pause(last, now - start)
         if deadline is not None and now + pause >= deadline:
             # An attempt starting at the deadline could only fail and would hide the
             # cause seen so far: wait out the budget and report.
@@ -256,32 +220,6 @@ def describe(exc: BaseException | None) -> str | None:
     return f"{name}: {exc}"
 
 
-_UNREACHABLE: Final = frozenset({errno.EHOSTUNREACH, errno.ENETUNREACH})
-
-
-def _meaning(last: BaseException | None) -> str:
-    """What the last failed attempt says about the network, for the final error: refused,
-    reset, no answer at all, or no route (empty when there is nothing to add)."""
-    if isinstance(last, _NoAnswer):
-        return (
-            "no answer to the connection attempt: nothing came back, not even a refusal; "
-            "a firewall silently drops it (a filtered port?) or the host is down"
-        )
-    if isinstance(last, ConnectionRefusedError):
-        return (
-            "refused: the host answered but nothing listens on that port (the store has not "
-            "started, or listens on another address), or a firewall rejects the connection"
-        )
-    if isinstance(last, ConnectionResetError):
-        return "reset: the host, or something on the path (a proxy, a firewall), reset it"
-    if isinstance(last, OSError) and last.errno in _UNREACHABLE:
-        return (
-            "no route to the host: this node cannot reach that address (an address on "
-            "another network, or a firewall answering host-unreachable)"
-        )
-    return ""
-
-
 def _seconds(value: float | None) -> str:
     return "none" if value is None else f"{value:g} s"
 
@@ -305,13 +243,29 @@ def _give_up(
         head = f"no rendezvous store answered at {endpoint}"
     shown = elapsed if timeout is None else max(elapsed, timeout)  # the deadline passed
     tries = "1 connection attempt" if attempts == 1 else f"{attempts} connection attempts"
-    meaning = _meaning(last)
-    error = StoreConnectionError(
+    cause = classify(last)
+    meaning = None if cause is None else MEANING.get(cause)
+    if isinstance(last, StoreClosedError):  # its message already says what it means
+        meaning = None
+    error = connect_failure(
         f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
         f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
-        + (f" ({meaning})" if meaning else "")
+        + (f" ({meaning})" if meaning else ""),
+        "not a store" if foreign is not None else cause,
     )
     # The cause a user can act on: an OSError or a protocol error, never this package's
-    # private deadline signals (the message has already said what they meant).
-    error.__cause__ = None if isinstance(last, Expired) else last
+    # private signals (the message has already said what they meant).
+    error.__cause__ = _public(last)
     return error
+
+
+def _public(last: BaseException | None) -> BaseException | None:
+    """``last`` as a cause users may see: the builtin it stands for in place of this
+    package's private signals; none for a deadline."""
+    if isinstance(last, Expired):
+        return None
+    if isinstance(last, _NoAnswer):
+        return TimeoutError(str(last))
+    if isinstance(last, _Unresolvable):
+        return last.__cause__ or OSError(str(last))  # the resolver's own error
+    return last

@@ -74,6 +74,16 @@ class RequestDecoder:
         """Bytes received but not yet decoded (a partial frame)."""
         return len(self._buf) - self._pos
 
+    @property
+    def first_byte(self) -> int | None:
+        """The opcode of the partial frame buffered (None: nothing is)."""
+        return self._buf[self._pos] if self.buffered else None
+
+    def discard(self) -> None:
+        """Release the partial frame (the connection closed)."""
+        self._buf = bytearray()
+        self._pos = 0
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[Request]:
         """Append ``data`` and return every request now complete, in order.
 
@@ -110,7 +120,9 @@ class RequestDecoder:
                     break
                 out.append(req)
         except StoreProtocolError as exc:
-            self.error = exc
+            # Without its traceback: the frames would keep the received bytes alive for as
+            # long as the error is kept.
+            self.error = exc.with_traceback(None)
             buf.clear()
             self._pos = 0
             return out

@@ -37,7 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["KV", "MAX_HELD", "PROBE_KEY", "Outcome"]
+__all__ = ["KV", "MAX_HELD", "PROBE_KEY", "HeldTooMany", "Outcome"]
 
 #: The key an rdzv client CHECKs during its handshake to learn it may pipeline.
 PROBE_KEY: Final = w.PROBE_KEY
@@ -49,6 +49,11 @@ _CANCELED: Final = w.encode_u8(w.WAIT_CANCELED)
 _U64_PACK: Final = struct.Struct("<Q").pack  # a byte string's length prefix
 
 ConnId = Hashable
+
+
+class HeldTooMany(StoreProtocolError):
+    """More than :data:`MAX_HELD` requests pipelined behind a pending wait: a bound, which
+    a client that speaks the protocol can exceed (the server names it when it cuts one)."""
 
 
 class _Wait:
@@ -190,7 +195,7 @@ class KV(Table):
                     session.held.clear()
                     out.add(conn, _CANCELED)
                 elif len(session.held) >= MAX_HELD:
-                    raise StoreProtocolError(
+                    raise HeldTooMany(
                         f"more than {MAX_HELD} requests pipelined behind a pending WAIT"
                     )
                 else:

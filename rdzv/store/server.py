@@ -9,12 +9,15 @@ back by :attr:`StoreServer.port`.
 Where it listens follows the bind rules of :mod:`rdzv.store._bind`. Peers' addresses are never
 reverse-resolved.
 
-A request must arrive whole within :data:`PARTIAL_REQUEST_TIMEOUT` seconds of its first byte
-(the first request, ``VALIDATE``, within that time of connecting), else the connection is
-dropped: a peer that sends half a request and then nothing would otherwise hold a descriptor
-forever. A client idle between requests, or blocked in a WAIT, has no partial request and is
-never dropped for it. Dropped connections are logged through :class:`rdzv.store._droplog.DropLog`:
-the first few in full, the rest as one summary line per interval.
+The first request (``VALIDATE``) must arrive within :data:`PARTIAL_REQUEST_TIMEOUT` seconds
+of connecting; after that no connection is cut for being slow, only for exceeding a bound on
+what it holds: the buffer budget (:data:`rdzv.store._bounds.BUFFER_BUDGET` of incomplete
+requests over all connections), which cuts only requests stalled for
+:data:`PARTIAL_REQUEST_TIMEOUT` and only while it is spent (:mod:`rdzv.store._bounds`).
+Connections dropped for breaking the protocol are logged through
+:class:`rdzv.store._droplog.DropLog`: the first few in full, the rest as one summary line per
+interval. A connection that spoke the protocol and is cut by a bound is logged in full, every
+time (the ``store_client_cut`` event, naming the peer and the bound).
 
 The connections themselves (reading, back-pressure, the partial-request timer) are
 :mod:`rdzv.store._conn`'s.
@@ -29,9 +32,10 @@ import socket
 import threading
 
 from rdzv.errors import StoreProtocolError
-from rdzv.events import emit, get_logger
+from rdzv.events import WARNING, emit, get_logger
 from rdzv.store import _wire
 from rdzv.store._bind import bind, bind_plan
+from rdzv.store._bounds import BUFFER_BUDGET, Bounds, release_memory
 from rdzv.store._conn import Connection
 from rdzv.store._droplog import DropLog
 from rdzv.store._fast import fast_path
@@ -42,12 +46,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
+__all__ = ["BUFFER_BUDGET", "PARTIAL_REQUEST_TIMEOUT", "StoreServer", "bind_plan"]
 
 _log = get_logger("rdzv.server")
 
-#: Seconds a request may stay incomplete (from its first byte, or from the connect for the
-#: first request) before the connection is dropped.
+#: Seconds a connection may take to send its first request whole; also how long a request
+#: must have been incomplete before the buffer budget, once spent, may cut its connection.
 PARTIAL_REQUEST_TIMEOUT: Final = 30.0
 _WATCH_SECONDS: Final = 10.0  # bound of adding a writer watch on the loop thread
 _ACCEPT_RETRY: Final = 1.0  # seconds without accepting after running out of descriptors
@@ -63,12 +67,23 @@ class StoreServer:
         port: port to listen on; 0 picks an ephemeral port, read back from :attr:`port`.
         limits: decoding limits per connection.
         listen_fd: take over an already bound socket (torch's ``master_listen_fd``).
-        partial_request_timeout: seconds a request may stay incomplete before its
-            connection is dropped (see the module doc).
+        partial_request_timeout: seconds a connection may take to send its first request
+            whole, and a request must have been incomplete before the buffer budget may
+            cut its connection (see the module doc).
+        buffer_budget: bytes of incomplete requests all connections may hold together; at
+            least ``limits.max_frame``.
+
+    Attributes:
+        bounds: the handshake deadline and the buffer budget
+            (:class:`rdzv.store._bounds.Bounds`); ``bounds.held`` and ``bounds.peak`` are the
+            bytes of incomplete requests held now and at most so far.
+        cuts: connections that spoke the protocol and were cut by a bound (each logged as a
+            ``store_client_cut`` event).
+        drops: the log of connections dropped for breaking the protocol.
 
     Raises:
-        ValueError: ``port`` is outside 0..65535, or ``partial_request_timeout`` is not a
-            positive finite number.
+        ValueError: ``port`` is outside 0..65535, ``partial_request_timeout`` is not a
+            positive finite number, or ``buffer_budget`` is below ``limits.max_frame``.
         StoreBindError: (from :meth:`start`) the port is in use or cannot be bound; the
             message names host, port and errno and says why in plain words.
     """
@@ -81,6 +96,7 @@ class StoreServer:
         limits: _wire.Limits | None = None,
         listen_fd: int | None = None,
         partial_request_timeout: float = PARTIAL_REQUEST_TIMEOUT,
+        buffer_budget: int = BUFFER_BUDGET,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port {port!r} is outside 0..65535")
@@ -90,11 +106,24 @@ class StoreServer:
                 f"got {partial_request_timeout!r}"
             )
         self.partial_request_timeout = partial_request_timeout
+        self.limits = limits or _wire.Limits()
+        if buffer_budget < self.limits.max_frame:
+            raise ValueError(
+                f"buffer_budget ({buffer_budget} bytes) must hold at least one request of "
+                f"limits.max_frame ({self.limits.max_frame} bytes)"
+            )
+        self.buffer_budget = buffer_budget
+        self.bounds = Bounds(
+            partial_request_timeout,
+            partial_request_timeout,
+            buffer_budget,
+            lambda conn: conn.expire(partial_request_timeout),
+        )
+        self.cuts = 0  # connections that spoke the protocol, cut by a bound
         self.drops = DropLog()
         self._summary_timer: Timer | None = None
         self.host = host
         self._requested_port = port
-        self.limits = limits or _wire.Limits()
         self._listen_fd = listen_fd
         self._sockets: list[socket.socket] = []
         self._loop: EventLoop | None = None
@@ -131,6 +160,7 @@ class StoreServer:
                 sock.close()
             raise
         self._loop = loop
+        self.bounds.loop = loop
         self._thread = threading.Thread(
             target=loop.run_forever, name=f"rdzv-store:{self.port}", daemon=True
         )
@@ -176,7 +206,7 @@ class StoreServer:
             self._summary_timer.cancel()
             self._summary_timer = None
         for line in self.drops.close(loop.time()):
-            _log.warning("%s (store server on port %s closing)", line, self.port)
+            _dropped_event(f"{line} (store server on port {self.port} closing)")
         loop.stop()
 
     def _acceptor(self, listener: socket.socket) -> Handler:
@@ -224,27 +254,37 @@ class StoreServer:
 
     def dropped(self, peername: object, reason: str, error: StoreProtocolError) -> None:
         """Log (or count, under a flood) one dropped connection; runs on the loop."""
-        if isinstance(peername, tuple) and len(peername) >= 2:
-            host = str(peername[0])
-            peer = f"[{host}]:{peername[1]}" if ":" in host else f"{host}:{peername[1]}"
-        else:
-            host = peer = "an unknown peer"
+        peer, host = _peer(peername)
         loop = self._loop
         assert loop is not None
         line = self.drops.record(loop.time(), peer, host, reason, str(error))
         if line is not None:
-            _log.warning("%s", line)
+            _dropped_event(line, peer)
         elif self._summary_timer is None:
             due = self.drops.summary_due
             assert due is not None
             self._summary_timer = loop.call_at(due, self._log_summary)
+
+    def cut(self, peername: object, bound: str, detail: str) -> None:
+        """Log one connection that spoke the protocol, cut by ``bound``; runs on the loop."""
+        self.cuts += 1
+        emit(
+            _log,
+            "store_client_cut",
+            WARNING,
+            message=f"cutting store client {_peer(peername)[0]} (store server on port "
+            f"{self.port}): bound '{bound}' exceeded: {detail}",
+            peer=_peer(peername)[0],
+            bound=bound,
+        )
 
     def _log_summary(self) -> None:
         self._summary_timer = None
         assert self._loop is not None
         line = self.drops.summary(self._loop.time())
         if line is not None:
-            _log.warning("%s", line)
+            _dropped_event(line)
+            release_memory()  # a flood of dropped connections left freed memory behind
 
     @property
     def closing(self) -> bool:
@@ -293,6 +333,23 @@ class StoreServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _dropped_event(line: str, peer: str | None = None) -> None:
+    """Log a line of the drop log as a WARNING event: ``store_connection_dropped`` for one
+    connection (with its ``peer``), ``store_connections_dropped`` for a summary."""
+    if peer is None:
+        emit(_log, "store_connections_dropped", WARNING, message=line)
+    else:
+        emit(_log, "store_connection_dropped", WARNING, message=line, peer=peer)
+
+
+def _peer(peername: object) -> tuple[str, str]:
+    """``(peer, host)`` as logged: ``10.0.0.7:51234`` (``[::1]:51234``), ``10.0.0.7``."""
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        host = str(peername[0])
+        return (f"[{host}]:{peername[1]}" if ":" in host else f"{host}:{peername[1]}"), host
+    return "an unknown peer", "an unknown peer"
 
 
 def _raise_fd_limit() -> None:

@@ -13,13 +13,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.run.model import Report
 from harness.run.suite import embedded_proxy, run_one
-from harness.scenario.load import parse
+from harness.scenario.load import load, parse
 from harness.world.netns import naming
 from harness.world.netns.network import Network, sweep
 from harness.world.netns.shell import has_netem, run, why_not
@@ -223,6 +224,17 @@ def test_process_faults_work_as_in_the_local_world() -> None:
     acted = {fault.kind: fault.acted for fault in report.faults}
     assert acted["restart"] == {"nodes killed": 1, "nodes restarted": 1}
     assert acted["pause"] == {"nodes paused": 1}
+
+
+def test_two_restarts_of_a_node_on_one_event_start_one_replacement_in_namespaces() -> None:
+    found = load(
+        Path(__file__).resolve().parents[1] / "harness/fuzz_data/two-restarts-one-event.toml"
+    )
+
+    report = run_one(found.in_world("netns"), embedded_proxy, 0)
+
+    assert report.passed, report.violations  # issue 30: rank 2 claimed by two replacements
+    assert report.faults[2].acted == {"restarts merged with fault[1]'s (the node starts once)": 1}
 
 
 _SLOW = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 200}}

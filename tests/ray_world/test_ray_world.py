@@ -10,9 +10,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from ray_helpers import built, problems, run, scenario_file
+from ray_helpers import ROOT, built, problems, run, scenario_file
 
 from harness.run.runner import run_scenario
+from harness.scenario.load import load
 from harness.world.ray.session import RaySession
 
 pytestmark = pytest.mark.ray
@@ -58,6 +59,19 @@ def test_a_latency_toxic_on_every_link_slows_but_does_not_fail(ray_local: RaySes
     assert report.passed, problems(report)
     latency = [f for f in report.faults if f.kind == "toxic"]
     assert latency and all(f.acted for f in latency), [f.acted for f in latency]
+
+
+@pytest.mark.parametrize("pack", [None, 2], ids=["own-actors", "packed-actors"])
+def test_two_restarts_of_a_node_on_one_event_start_one_replacement_on_ray(
+    pack: int | None, ray_local: RaySession
+) -> None:
+    found = load(ROOT / "tests" / "harness" / "fuzz_data" / "two-restarts-one-event.toml")
+
+    report = run(found.packed(pack), seed=0)
+
+    assert report.passed, problems(report)  # issue 30: rank 2 was claimed by two replacements
+    merged = report.faults[2]
+    assert merged.acted == {"restarts merged with fault[1]'s (the node starts once)": 1}
 
 
 def test_256_packed_nodes_rendezvous_in_a_few_actors(ray_local: RaySession) -> None:

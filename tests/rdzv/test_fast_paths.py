@@ -16,7 +16,7 @@ from scripted_peer import ScriptedPeer
 
 from conftest import InThread
 from rdzv.store import _wire
-from rdzv.store._connect import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
+from rdzv.store._retry import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
 

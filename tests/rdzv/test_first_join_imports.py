@@ -105,6 +105,7 @@ _SERVER_SIDE = {
     "rdzv.store.server",
     "rdzv.store._conn",
     "rdzv.store._loop",
+    "rdzv.store._bounds",
     "rdzv.store._decoder",
     "rdzv.store._droplog",
     "rdzv.store._fast",

@@ -85,6 +85,20 @@ def test_a_refused_connection_keeps_the_os_error_as_its_cause() -> None:
     assert _private_rdzv(_chain(info.value)) == []
 
 
+def test_a_connect_that_got_no_answer_chains_a_builtin_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def connect(self: socket.socket, address: object) -> None:
+        raise TimeoutError("timed out")  # what a dropped SYN looks like at the attempt's bound
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    with pytest.raises(StoreConnectionError) as info:
+        TCPStore("127.0.0.1", 9, timeout=0.3)
+    assert info.value.connect_cause == "no answer"
+    assert type(info.value.__cause__) is TimeoutError
+    assert _private_rdzv(_chain(info.value)) == []
+
+
 #: Logs two events and a plain warning through rdzv's loggers. ``argv[1]`` says when the
 #: application imports (and, for ``*-configured``, configures) logging: before importing rdzv,
 #: after it, or never. Prints whether ``logging`` was imported once rdzv's import was done.

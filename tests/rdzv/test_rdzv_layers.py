@@ -28,6 +28,8 @@ SANS_IO = [
     "rdzv.store._fast",
     "rdzv.store._droplog",
     "rdzv.store._convert",
+    "rdzv.store._causes",
+    "rdzv.store._retry",
     "rdzv.rendezvous._round_failures",
     "rdzv.rendezvous._static_config",
 ]

@@ -3,8 +3,9 @@
 Most tests run the server in a subprocess (``server_process``) so its memory can be
 measured with psutil; after each attack the server is still running, a legitimate client's
 keys and operations are intact, a new client can connect, and the server's RSS grew by less
-than :data:`RSS_SLACK`. The slowloris and log-flood tests use an in-process server whose
-partial-request bound is :data:`BOUND` seconds.
+than :data:`RSS_SLACK`. The memory-bound and log-flood tests use an in-process server whose
+partial-request bound is :data:`BOUND` seconds. The bounds themselves (the handshake
+deadline, the buffer budget, slow clients never cut) are ``test_server_bounds.py``'s.
 """
 
 from __future__ import annotations
@@ -19,49 +20,37 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psutil  # type: ignore[import-untyped]
 import pytest
+from raw_peer import (
+    BOUND,
+    HALF_SET,
+    HTTP,
+    VALIDATE,
+    drop_lines,
+    greeted,
+    raw,
+    read_until_closed,
+    signal_when_waiting,
+)
 
 from conftest import InThread, ServerProcess
 from rdzv.errors import StoreClosedError
 from rdzv.store import _wire
+from rdzv.store._bounds import READ_SIZE, SPENT_READ_SIZE
 from rdzv.store._droplog import FULL_LINES, SUMMARY_INTERVAL
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
 
 RSS_SLACK = 64 * 1024 * 1024
-VALIDATE = _wire.encode_request(_wire.Validate())
 HUGE = 4 * 1024**3
-BOUND = 0.3
-HALF_SET = bytes([_wire.Op.SET]) + _wire.encode_bytes(b"/k") + struct.pack("<Q", 100) + b"x" * 40
-HTTP = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 def _rss(pid: int) -> int:
     return int(psutil.Process(pid).memory_info().rss)
-
-
-def _raw(port: int, host: str = "127.0.0.1") -> socket.socket:
-    return socket.create_connection((host, port), timeout=10)
-
-
-def _read_until_closed(sock: socket.socket, timeout: float = 10.0) -> bytes:
-    """Everything the server sends before it closes ``sock``; fails if it never closes."""
-    sock.settimeout(timeout)
-    data = b""
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            return data
-        except TimeoutError:
-            raise AssertionError(f"the server kept the connection open; it sent {data!r}") from None
-        if not chunk:
-            return data
-        data += chunk
 
 
 def _ensure_fd_limit(needed: int) -> None:
@@ -114,21 +103,6 @@ def _assert_healthy(server_process: ServerProcess, legit: TCPStore, rss_before: 
     assert grown < RSS_SLACK, f"the server's RSS grew by {grown / 2**20:.1f} MiB"
 
 
-def _signal_when_waiting(server: StoreServer, count: int = 1) -> threading.Event:
-    """An event set (on the server's loop) once ``count`` connections are blocked waiting."""
-    event = threading.Event()
-    original = server.kv.feed
-
-    def feed(conn: Any, requests: Any, now: float) -> Any:
-        outcome = original(conn, requests, now)
-        if len(server.kv.waiting()) >= count:
-            event.set()
-        return outcome
-
-    server.kv.feed = feed  # type: ignore[method-assign]
-    return event
-
-
 # --- garbage on the wire ------------------------------------------------------------------
 
 
@@ -141,7 +115,7 @@ def test_random_bytes_from_many_connections_do_not_disturb_the_server(
         head = VALIDATE if i % 2 else b""
         payload = head + rng.randbytes(rng.randint(1, 4096))
         # The server may drop the connection while we are still sending.
-        with _raw(server_process.port) as sock, contextlib.suppress(OSError):
+        with raw(server_process.port) as sock, contextlib.suppress(OSError):
             sock.sendall(payload)
     _assert_healthy(server_process, legit, before)
 
@@ -162,9 +136,9 @@ def test_a_length_prefix_claiming_4_gib_drops_only_that_connection(
     server_process: ServerProcess, legit: TCPStore, frame: bytes
 ) -> None:
     before = _rss(server_process.pid)
-    with _raw(server_process.port) as sock:
+    with raw(server_process.port) as sock:
         sock.sendall(VALIDATE + frame)
-        assert _read_until_closed(sock) == b""
+        assert read_until_closed(sock) == b""
     _assert_healthy(server_process, legit, before)
 
 
@@ -172,9 +146,9 @@ def test_an_http_request_is_answered_by_closing_the_connection(
     server_process: ServerProcess, legit: TCPStore
 ) -> None:
     before = _rss(server_process.pid)
-    with _raw(server_process.port) as sock:
+    with raw(server_process.port) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
-        assert _read_until_closed(sock) == b""
+        assert read_until_closed(sock) == b""
     _assert_healthy(server_process, legit, before)
 
 
@@ -197,7 +171,7 @@ def test_half_a_frame_then_close_changes_nothing(
     server_process: ServerProcess, legit: TCPStore, partial: bytes
 ) -> None:
     before = _rss(server_process.pid)
-    with _raw(server_process.port) as sock:
+    with raw(server_process.port) as sock:
         sock.sendall(partial)
     _assert_healthy(server_process, legit, before)
 
@@ -210,7 +184,7 @@ def test_a_thousand_idle_connections_held_open_do_not_starve_anyone(
     held: list[socket.socket] = []
     try:
         for i in range(1000):
-            sock = _raw(server_process.port)
+            sock = raw(server_process.port)
             held.append(sock)
             if i % 2:  # half of them complete a handshake, then idle
                 sock.sendall(VALIDATE + _wire.encode_request(_wire.Ping(i)))
@@ -229,7 +203,7 @@ def test_requests_pipelined_behind_a_pending_wait_cannot_grow_memory_without_bou
 ) -> None:
     before = _rss(server_process.pid)
     big_set = _wire.encode_request(_wire.Set(b"/x", b"y" * 2**20))
-    with _raw(server_process.port) as sock:
+    with raw(server_process.port) as sock:
         sock.sendall(VALIDATE + _wire.encode_request(_wire.Wait((b"/never",))))
         with contextlib.suppress(OSError):  # dropping us would be a fine answer
             for _ in range(100):
@@ -244,7 +218,7 @@ def test_a_client_that_never_reads_its_replies_cannot_grow_memory_without_bound(
     assert legit.check(["blob"])  # SET has no reply: make sure it landed before the GETs
     before = _rss(server_process.pid)
     get = _wire.encode_request(_wire.Get(b"/blob"))
-    with _raw(server_process.port) as sock:
+    with raw(server_process.port) as sock:
         sock.sendall(VALIDATE + _wire.encode_request(_wire.Ping(1)))
         assert sock.recv(4) == _wire.encode_u32(1)  # the server is reading this connection
         sock.sendall(get * 100)
@@ -259,7 +233,7 @@ def test_add_on_a_non_integer_drops_only_that_connection(server: StoreServer) ->
     offender = TCPStore("127.0.0.1", server.port, timeout=15.0)
     bystander = TCPStore("127.0.0.1", server.port, timeout=15.0)
     try:
-        waiting = _signal_when_waiting(server)
+        waiting = signal_when_waiting(server)
         waiter = InThread(waiter_store.get, "released")
         assert waiting.wait(10), "the waiter never reached the server"
         bystander.set("word", "abc")
@@ -286,12 +260,12 @@ def test_an_unknown_opcode_drops_only_that_connection(server: StoreServer, prelu
     waiter_store = TCPStore("127.0.0.1", server.port, timeout=15.0)
     bystander = TCPStore("127.0.0.1", server.port, timeout=15.0)
     try:
-        waiting = _signal_when_waiting(server)
+        waiting = signal_when_waiting(server)
         waiter = InThread(waiter_store.get, "released")
         assert waiting.wait(10), "the waiter never reached the server"
-        with _raw(server.port) as sock:
+        with raw(server.port) as sock:
             sock.sendall(prelude + bytes([99]) + b"\x00" * 16)
-            assert _read_until_closed(sock) == b""
+            assert read_until_closed(sock) == b""
         bystander.set("released", "yes")
         assert waiter.outcome() == b"yes"
         assert bystander.add("n", 1) == 1
@@ -301,16 +275,16 @@ def test_an_unknown_opcode_drops_only_that_connection(server: StoreServer, prelu
 
 
 def test_a_wrong_magic_in_validate_drops_the_connection(server: StoreServer) -> None:
-    with _raw(server.port) as sock:
+    with raw(server.port) as sock:
         wrong = _wire.encode_request(_wire.Validate(0xDEADBEEF))
         sock.sendall(wrong + _wire.encode_request(_wire.Ping(7)))
-        assert _read_until_closed(sock) == b""
+        assert read_until_closed(sock) == b""
     with TCPStore("127.0.0.1", server.port, timeout=10.0) as client:
         assert client.add("n", 1) == 1
 
 
 def test_clients_that_vanish_mid_wait_leave_no_waiters_behind(server: StoreServer) -> None:
-    socks = [_raw(server.port) for _ in range(200)]
+    socks = [raw(server.port) for _ in range(200)]
     try:
         for i, sock in enumerate(socks):
             sock.sendall(VALIDATE + _wire.encode_request(_wire.Wait((f"/k{i}".encode(),))))
@@ -337,7 +311,7 @@ def test_waiting_clients_get_store_closed_promptly_when_the_server_closes(
 ) -> None:
     clients = [TCPStore("127.0.0.1", server.port, timeout=60.0) for _ in range(4)]
     try:
-        waiting = _signal_when_waiting(server, count=4)
+        waiting = signal_when_waiting(server, count=4)
         blocked = [
             InThread(clients[0].get, "never"),
             InThread(clients[1].wait, ["never", "nor-this"]),
@@ -368,109 +342,6 @@ def test_a_waiting_client_gets_store_closed_promptly_when_the_server_process_is_
             client.check(["never"])
 
 
-# --- slowloris: a request must arrive whole within the bound ----------------------------------
-
-
-@pytest.fixture
-def strict_server() -> Iterator[StoreServer]:
-    """An in-process StoreServer on 127.0.0.1 that drops a request incomplete for BOUND s."""
-    with StoreServer("127.0.0.1", 0, partial_request_timeout=BOUND) as running:
-        yield running
-
-
-@pytest.mark.parametrize(
-    ("sent", "logged"),
-    [
-        pytest.param(b"", r"sent no request within 0\.3 s of connecting", id="nothing"),
-        pytest.param(
-            VALIDATE[:3],
-            r"sent only 3 bytes of its first request within 0\.3 s of connecting",
-            id="half-validate",
-        ),
-        pytest.param(
-            VALIDATE + HALF_SET,
-            rf"left a request incomplete for longer than 0\.3 s \({len(HALF_SET)} bytes",
-            id="half-a-set",
-        ),
-        pytest.param(
-            VALIDATE + _wire.encode_request(_wire.Wait((b"/never",))) + HALF_SET,
-            r"left a request incomplete for longer than 0\.3 s",
-            id="half-a-set-behind-a-wait",
-        ),
-    ],
-)
-def test_a_connection_that_sends_half_a_request_and_then_nothing_is_dropped_after_the_bound(
-    strict_server: StoreServer, caplog: pytest.LogCaptureFixture, sent: bytes, logged: str
-) -> None:
-    caplog.set_level(logging.WARNING, logger="rdzv.server")
-    with _raw(strict_server.port) as sock:
-        sock.sendall(sent)
-        assert _read_until_closed(sock, timeout=60) == b""
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
-    assert re.match(r"dropping store connection from 127\.0\.0\.1:\d+: ", line), line
-    assert re.search(logged, line), line
-    with TCPStore("127.0.0.1", strict_server.port, timeout=10.0) as client:
-        assert client.add("n", 1) == 1
-        assert strict_server.kv.waiting() == {}
-
-
-def test_clients_waiting_or_idle_longer_than_the_bound_are_never_dropped(
-    strict_server: StoreServer,
-) -> None:
-    port = strict_server.port
-    waiter_store = TCPStore("127.0.0.1", port, timeout=60.0)
-    idle = _raw(port)
-    try:
-        idle.sendall(VALIDATE + _wire.encode_request(_wire.Ping(1)))
-        assert idle.recv(4) == _wire.encode_u32(1)
-        waiting = _signal_when_waiting(strict_server)
-        waiter = InThread(waiter_store.get, "released")
-        assert waiting.wait(10), "the waiter never reached the server"
-        # A clock that needs no sleep: a connection opened now, sending half a request, is
-        # dropped once the bound has passed for it, so for the waiter and the idle one too.
-        with _raw(port) as loris:
-            loris.sendall(VALIDATE[:3])
-            assert _read_until_closed(loris, timeout=60) == b""
-        with TCPStore("127.0.0.1", port, timeout=10.0) as setter:
-            setter.set("released", "yes")
-        assert waiter.outcome() == b"yes"
-        assert waiter_store.add("n", 1) == 1
-        idle.sendall(_wire.encode_request(_wire.Ping(2)))
-        assert idle.recv(4) == _wire.encode_u32(2)
-    finally:
-        waiter_store.close()
-        idle.close()
-
-
-def test_hundreds_of_half_requests_are_all_dropped_while_a_legitimate_client_is_served(
-    strict_server: StoreServer,
-) -> None:
-    port = strict_server.port
-    partials = [b"", VALIDATE[:2], VALIDATE + HALF_SET, VALIDATE + HALF_SET[:5]]
-    lorises: list[socket.socket] = []
-    try:
-        with TCPStore("127.0.0.1", port, timeout=30.0) as legit_client:
-            for i in range(400):
-                sock = _raw(port)
-                lorises.append(sock)
-                sock.sendall(partials[i % len(partials)])
-                if i % 50 == 0:
-                    legit_client.set(f"k{i}", str(i))
-            for sock in lorises:
-                assert _read_until_closed(sock, timeout=60) == b""
-            assert legit_client.multi_get(["k0", "k350"]) == [b"0", b"350"]
-            assert legit_client.add("n", 1) == 1
-    finally:
-        for sock in lorises:
-            sock.close()
-
-
-def test_the_partial_request_bound_must_be_a_positive_number_of_seconds() -> None:
-    for bad in (0, -1.0, float("inf"), float("nan")):
-        with pytest.raises(ValueError, match="partial_request_timeout must be a positive number"):
-            StoreServer("127.0.0.1", 0, partial_request_timeout=bad)
-
-
 # --- the log under a flood ------------------------------------------------------------------
 
 
@@ -485,22 +356,22 @@ def test_a_flood_of_garbage_connections_logs_a_bounded_number_of_lines_that_coun
     try:
         with TCPStore("127.0.0.1", server.port, timeout=30.0) as legit_client:
             for _ in range(lorises):
-                held.append(_raw(server.port))
-                held[-1].sendall(VALIDATE + HALF_SET)
+                held.append(raw(server.port))
+                held[-1].sendall(VALIDATE[:3])
             for i in range(garbage):
-                with _raw(server.port) as sock:
+                with raw(server.port) as sock:
                     sock.sendall(HTTP)
-                    assert _read_until_closed(sock) == b""
+                    assert read_until_closed(sock) == b""
                 legit_client.set(f"k{i}", "v")
             for sock in held:
-                assert _read_until_closed(sock, timeout=60) == b""
+                assert read_until_closed(sock, timeout=60) == b""
             assert legit_client.get("k199") == b"v"
     finally:
         for sock in held:
             sock.close()
         server.close()
     elapsed = time.monotonic() - started
-    lines = [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
+    lines = drop_lines(caplog.records)
     full = [line for line in lines if line.startswith("dropping store connection from")]
     assert len(full) == FULL_LINES
     assert full[-1].endswith(f"(further drops are summarised every {SUMMARY_INTERVAL:g} s)")
@@ -520,6 +391,129 @@ def test_a_flood_of_garbage_connections_logs_a_bounded_number_of_lines_that_coun
     assert len(lines) <= FULL_LINES + int(elapsed / SUMMARY_INTERVAL) + 3, lines
 
 
+# --- what hostile connections hold: bounded, and released --------------------------------------
+
+SMALL = _wire.Limits(max_value=1024 * 1024, max_frame=1024 * 1024 + 4096)
+
+
+def _send_some(sock: socket.socket, data: bytes) -> None:
+    """Send what the kernel takes now (the server may have stopped reading, or dropped us)."""
+    sock.setblocking(False)
+    with contextlib.suppress(OSError):
+        sock.send(data)
+
+
+def _on_loop(server: StoreServer, fn: Callable[[], Any]) -> Any:
+    """``fn()`` run on the server's loop thread (where its state is consistent)."""
+    done = threading.Event()
+    result: list[Any] = []
+    assert server._loop is not None
+    server._loop.call_soon_threadsafe(lambda: (result.append(fn()), done.set()))
+    assert done.wait(30), "the server's loop did not run the call"
+    return result[0]
+
+
+def _until(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        time.sleep(0.05)
+
+
+def test_hostile_connections_of_every_kind_hold_at_most_the_budget_and_release_it_on_close() -> (
+    None
+):
+    _ensure_fd_limit(2500)
+    rng = random.Random(20261204)
+    budget = SMALL.max_frame
+    partial = _wire.encode_request(_wire.Set(b"/p", b"x" * 900 * 1024))[: 200 * 1024]
+    not_validate = bytes([_wire.Op.SET]) + _wire.encode_bytes(b"/k") + struct.pack("<Q", 2**23)
+    kinds: list[Callable[[int], socket.socket]] = [
+        greeted,  # then a partial frame of 200 KiB
+        raw,  # garbage
+        greeted,  # a slow sender, a few bytes at a time
+        raw,  # a first request that is not VALIDATE
+        raw,  # half a VALIDATE, never completed
+    ]
+    first = [partial, rng.randbytes(4096), HALF_SET[:3], not_validate + b"y" * 60_000, VALIDATE[:2]]
+    held: list[socket.socket] = []
+    with StoreServer(
+        "127.0.0.1", 0, limits=SMALL, buffer_budget=budget, partial_request_timeout=BOUND
+    ) as server:
+        try:
+            with TCPStore("127.0.0.1", server.port, timeout=30.0) as legit_client:
+                for i in range(500):
+                    sock = kinds[i % 5](server.port)
+                    held.append(sock)
+                    _send_some(sock, first[i % 5])
+                    if i % 5 == 2:
+                        _send_some(sock, HALF_SET[3:6])
+                    if i % 50 == 0:
+                        legit_client.set(f"k{i}", str(i))
+                for sock in held[2::5]:  # the slow senders go on, slowly
+                    _send_some(sock, HALF_SET[6:9])
+                assert legit_client.multi_get(["k0", "k450"]) == [b"0", b"450"]
+
+                def per_connection() -> tuple[int, int]:
+                    greeted_most = max(c.partial for c in server._conns)
+                    unvalidated_most = max(
+                        (c.decoder.buffered for c in server.bounds.unvalidated), default=0
+                    )
+                    return greeted_most, unvalidated_most
+
+                greeted_most, unvalidated_most = _on_loop(server, per_connection)
+                assert greeted_most <= SMALL.max_frame + READ_SIZE
+                assert unvalidated_most < len(VALIDATE)
+                # The budget, the read that spent it, the one request read on past it, and a
+                # short read of each connection that began a request while it was spent.
+                spent_reads = SPENT_READ_SIZE * len(held)
+                assert server.bounds.peak <= budget + READ_SIZE + SMALL.max_frame + spent_reads
+                for sock in held:
+                    sock.close()
+                _until(lambda: len(server._conns) == 1, "closing every hostile connection")
+                assert legit_client.add("n", 1) == 1
+
+                def left() -> dict[str, int]:
+                    assert server._loop is not None
+                    return {
+                        "held": server.bounds.held,
+                        "partials": len(server.bounds.partials),
+                        "starved": len(server.bounds.starved),
+                        "unvalidated": len(server.bounds.unvalidated),
+                        "timers": len(server._loop._timers),
+                    }
+
+                after = _on_loop(server, left)
+                assert after["timers"] < 10, "closed connections still have timers"
+                del after["timers"]
+                assert after == dict.fromkeys(after, 0)
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def test_the_servers_memory_returns_after_a_thousand_partial_frames_close(
+    server_process: ServerProcess, legit: TCPStore
+) -> None:
+    _ensure_fd_limit(2500)
+    before = _rss(server_process.pid)
+    partial = _wire.encode_request(_wire.Set(b"/p", b"x" * 2**20))[: 60 * 1024]
+    held: list[socket.socket] = []
+    try:
+        for _ in range(1000):
+            held.append(greeted(server_process.port))
+            _send_some(held[-1], partial)
+        assert legit.get("keep") == b"kept"
+    finally:
+        for sock in held:
+            sock.close()
+    assert legit.add("count", 1) == 2
+    _until(
+        lambda: _rss(server_process.pid) - before < 16 * 2**20,
+        f"the server's RSS returning to {before / 2**20:.1f} MiB + 16 MiB",
+    )
+
+
 # --- scale ----------------------------------------------------------------------------------
 
 
@@ -531,7 +525,7 @@ def test_the_server_accepts_and_serves_4096_concurrent_connections(
     held: list[socket.socket] = []
     try:
         for i in range(count):
-            sock = _raw(server_process.port)
+            sock = raw(server_process.port)
             held.append(sock)
             sock.sendall(VALIDATE + _wire.encode_request(_wire.Ping(i)))
         for i, sock in enumerate(held):

@@ -86,7 +86,7 @@ def test_port_in_use_fails_node_0_at_once_and_the_others_at_their_deadline(
         failure = nodes.nodes[f"n{rank}"].last()
         assert failure["error"] == "RendezvousConnectionError", failure
         message = failure["message"]
-        assert f"no rendezvous server answered at 127.0.0.1:{port}" in message
+        assert f"no rendezvous store answered at 127.0.0.1:{port}" in message
         assert re.search(r"\d+ connection attempt", message)
         assert "ConnectionRefusedError" in message  # the last cause
         attempts = [e for e in nodes.nodes[f"n{rank}"].events if e["event"] == "connect_attempt"]

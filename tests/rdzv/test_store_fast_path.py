@@ -51,7 +51,7 @@ class World:
         if not fast:
             self.server.serve_fast = lambda conn, src: (0, b"")
         self.loop = EventLoop()
-        self.server._loop = self.loop
+        self.server._loop = self.server.bounds.loop = self.loop
         self.drops: list[tuple[int, str, str]] = []
         self.conns: list[Connection] = []
         self.peers: list[socket.socket] = []

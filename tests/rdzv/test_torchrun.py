@@ -24,7 +24,7 @@ from tests.rdzv.torchrun_jobs import torchrun_job
 
 pytestmark = pytest.mark.torch
 
-JOB_SECONDS = 120  # the bound of one small job's run (generous: 2 busy cores)
+JOB_SECONDS = 240  # the bound of one small job's run (generous: torch imports on 2 busy cores)
 
 
 def _params(**config: object) -> object:
@@ -141,6 +141,22 @@ def test_the_survivor_fails_with_the_closed_connection_named_when_the_store_host
         # torch's agent meets rdzv's error (as torch's class) where it next uses the store
         assert "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError" in output
         assert "closed the connection" in output
+
+
+def test_node_0_leaves_at_once_when_a_non_host_agent_died(tmp_path: Path) -> None:
+    # node 1's agent is SIGKILLed (its worker ends with it) while the workers all-reduce
+    # (killed earlier, before its worker joined the process group, node 0's worker would
+    # wait in init_process_group for its timeout, on every backend: docs/torchrun.md):
+    # node 0's worker fails, its agent (no restarts left) fails and shuts the rendezvous
+    # down. rdzv's exit barrier must not wait its read_timeout (900 s here, torchrun's
+    # default) for rank 1, whose store connection closed: the pytest timeout is the bound.
+    with torchrun_job(tmp_path, 2, read_timeout=900, env={"JOB_LOOP": "1"}) as job:
+        _wait_for_line(job.agents[1].log, "WORKER_LOOPS 1")  # the process group is up
+        job.agents[1].process.send_signal(signal.SIGKILL)
+        code = job.agents[0].process.wait(JOB_SECONDS)
+        output = job.agents[0].output()
+        assert code != 0, output
+        assert "exit_wait_ended: rank 1 left without calling shutdown()" in output, output[-3000:]
 
 
 def _wait_for_line(log: Path, text: str) -> None:

@@ -24,10 +24,10 @@ WORKER = """
 import ctypes, os, signal, sys
 
 # torch starts each worker in a session of its own: it ends with its agent (the parent)
-agent = os.getppid()
 ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-if os.getppid() != agent:  # the agent died before the line above
-    os._exit(1)
+with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:
+    if b"torch.distributed.run" not in parent.read():  # the agent died before the prctl
+        os._exit(1)
 import torch
 import torch.distributed as dist
 
@@ -40,6 +40,11 @@ here = f"{os.environ['GROUP_RANK']}:{os.environ['TORCHELASTIC_RESTART_COUNT']}"
 if die_on == here:
     print("WORKER_DIES", here, flush=True)
     os._exit(3)
+if os.environ.get("JOB_LOOP"):  # all-reduce until a peer is gone (then raise: exit 1)
+    dist.all_reduce(torch.tensor([1.0]))
+    print("WORKER_LOOPS", os.environ["RANK"], flush=True)
+    while True:
+        dist.all_reduce(torch.tensor([1.0]))
 value = torch.tensor([float(dist.get_rank() + 1)])
 dist.all_reduce(value)
 print(
@@ -100,6 +105,7 @@ def torchrun_job(
     *,
     max_restarts: int = 0,
     join_timeout: float = 60.0,
+    read_timeout: float = 60.0,
     env: dict[str, str] | None = None,
     rank_flag: str = "--node-rank",
 ) -> Iterator[Job]:
@@ -111,7 +117,7 @@ def torchrun_job(
     job = Job(script)
     try:
         for rank in range(nodes):
-            conf = [f"timeout={join_timeout:g}", "read_timeout=60"]
+            conf = [f"timeout={join_timeout:g}", f"read_timeout={read_timeout:g}"]
             if rank_flag == "--rdzv-conf":
                 conf.append(f"rank={rank}")
             pass_fds: tuple[int, ...] = ()

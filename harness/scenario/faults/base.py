@@ -80,9 +80,26 @@ class Context(Protocol):
     def finish(self, node: int, status: str, message: str) -> None:
         """Give the node its outcome now (unless it has one)."""
 
-    def start_at(self, node: int, t: float, started: Callable[[], None]) -> None:
+    def start_at(self, node: int, t: float, started: Callable[[], None]) -> int | None:
         """Start the node (again) at ``t`` instead of with the others, then call
-        ``started``. Before the nodes start, a node's last ``start_at`` wins."""
+        ``started``. Before the nodes start, a node's last ``start_at`` wins (None).
+
+        A node is one incarnation at a time: while a start of it is pending (a late
+        start, or a restart's), another ``start_at`` merges with it -- the node starts
+        once, at the later of the two times, and both ``started`` are called.
+
+        Returns:
+            The index of the fault whose pending start this one merged with (None: the
+            start is this fault's own).
+        """
+
+    def pending_start(self, node: int) -> int | None:
+        """The index of the fault whose start of the node is pending (None: none is)."""
+
+    def cancel_start(self, node: int) -> int | None:
+        """Cancel the pending start of a node that ran before (a restart's replacement,
+        not a first start); the index of the fault that asked for it (None: none was
+        pending)."""
 
     def never_start(self, nodes: Sequence[int]) -> int:
         """Keep ``nodes`` from starting (outcome ``absent``); how many were not already."""

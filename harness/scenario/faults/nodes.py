@@ -31,7 +31,11 @@ class _OnNodes(Timed):
 
 
 class KillFault(_OnNodes):
-    """The nodes end at once, without warning (SIGKILL): outcome ``killed``."""
+    """The nodes end at once, without warning (SIGKILL): outcome ``killed``.
+
+    A node down with a restart pending (a restart's replacement not started yet) stays
+    down: the kill cancels that start (one incarnation at a time; the record says so).
+    """
 
     kind: Literal["kill"]
     needs: ClassVar[frozenset[str]] = frozenset({KILL})
@@ -42,6 +46,12 @@ class KillFault(_OnNodes):
         for node in targets:
             if _kill(world, record, node):
                 ctx.finish(node, "killed", "killed by the harness (SIGKILL)")
+            else:
+                owner = ctx.cancel_start(node)
+                if owner is not None:
+                    record.count(f"restarts cancelled (fault[{owner}]'s: the node stays down)")
+                    why = f"killed by the harness while down (fault[{owner}]'s restart cancelled)"
+                    ctx.finish(node, "killed", why)
             record.end = record.start
 
 
@@ -51,6 +61,12 @@ def _kill(world: World, record: FaultRecord, node: int) -> bool:
     if killed:
         record.count("nodes killed")
     return killed
+
+
+def _down(ctx: Context, node: int) -> str:
+    """Why a process fault found ``node`` not running, when a start of it is pending."""
+    owner = ctx.pending_start(node)
+    return "" if owner is None else f"node {node} was down, fault[{owner}]'s start pending"
 
 
 class PauseFault(_OnNodes):
@@ -68,7 +84,8 @@ class PauseFault(_OnNodes):
 
     def prepare(self, launch: Launch) -> Launch:
         node = launch.node
-        if self.on == "started" and self.on_node == node and self.after == 0 and node in self.nodes:
+        own = self.on == "started" and self.on_node == node and self.after == 0
+        if own and node in self.nodes and launch.incarnation == 1:  # it fires once
             return dataclasses.replace(launch, start_paused=True)
         return launch
 
@@ -83,6 +100,8 @@ class PauseFault(_OnNodes):
                 record.count("nodes paused")
             elif world.pause(node):
                 record.count("nodes paused")
+            else:
+                record.note = "; ".join(filter(None, [record.note, _down(ctx, node)]))
 
         def heal() -> None:
             for node in targets:
@@ -100,7 +119,12 @@ def _resume(world: World, ctx: Context, node: int, tries: int) -> None:
 
 
 class RestartFault(_OnNodes):
-    """The nodes end (SIGKILL) and start again after ``duration`` (0 by default)."""
+    """The nodes end (SIGKILL) and start again after ``duration`` (0 by default).
+
+    One incarnation at a time: a restart of a node down with a start pending (another
+    restart's, or a late start) merges with it -- no second replacement: the node starts
+    once, at the later of the two times (the record names the fault merged with).
+    """
 
     kind: Literal["restart"]
     needs: ClassVar[frozenset[str]] = frozenset({KILL, RESTART})
@@ -110,9 +134,26 @@ class RestartFault(_OnNodes):
         record = ctx.record(targets, "")
         for node in targets:
             _kill(world, record, node)
-            later = ctx.now() + (self.duration or 0.0)
-            ctx.start_at(node, later, partial(record.count, "nodes restarted"))
-            record.end = later
+            record.end = later = ctx.now() + (self.duration or 0.0)
+            replacement = _Replacement(ctx, record)
+            owner = ctx.start_at(node, later, replacement)
+            if owner is not None:
+                replacement.merged = True
+                record.count(f"restarts merged with fault[{owner}]'s (the node starts once)")
+
+
+@dataclasses.dataclass
+class _Replacement:
+    """Called when a restart's replacement starts: when, and (unless merged) a count."""
+
+    ctx: Context
+    record: FaultRecord
+    merged: bool = False  # the start is another fault's: counted there
+
+    def __call__(self) -> None:
+        self.record.end = max(self.record.end or 0.0, self.ctx.now())
+        if not self.merged:
+            self.record.count("nodes restarted")
 
 
 class AbsentFault(Fault):

@@ -17,7 +17,8 @@ kill      every socket of the node is reset (the peer sees a RST), its handler i
 pause     both directions of the node's link hold their data (a ``latency`` toxic of a
           year; removing it hands on what it held, in order) -- the node's own clock and
           code go on; a node launched paused waits in its thread until resumed
-restart   a new incarnation (a new thread in the same process), same node id and rank
+restart   a new incarnation (a new thread in the same process), same node id and rank;
+          one still live is killed first (a node is one incarnation at a time)
 ========  ==========================================================================
 
 Every node's report says where it ran (``placement``); the maxrss a packed node reports is
@@ -27,7 +28,6 @@ its process's.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,8 +35,9 @@ from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import PAUSE, Launch, Layout, OnMessage, cannot
+from harness.world.incarnations import Incarnation, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
-from harness.world.messages import Exit, Message, ends
+from harness.world.messages import Exit, Message
 from harness.world.node import NodeSpec
 from harness.world.packed.node import serve
 
@@ -69,16 +70,6 @@ class PackedWorlds:
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> PackedWorld:
         return PackedWorld(layout, self.client, on_message, self.pack)
-
-
-@dataclass(eq=False)
-class _Incarnation:
-    number: int
-    node: int
-    frozen: bool = False  # launched paused, not resumed yet
-    paused: bool = False  # its link holds its data
-    killed: bool = False
-    ended: bool = False  # reported its outcome
 
 
 @dataclass(eq=False)
@@ -123,9 +114,7 @@ class PackedWorld(LocalWorld):
         self._on_message = on_message
         self._placement = placement(pack)
         self._processes: dict[int, _Process] = {}
-        self._incarnations: dict[int, _Incarnation] = {}
-        self._current: dict[int, _Incarnation] = {}
-        self._numbers = itertools.count(1)
+        self._book = Incarnations()
         self._lock = threading.Lock()
         self._stopping = False
 
@@ -141,10 +130,9 @@ class PackedWorld(LocalWorld):
             super().start(launch)
             return
         process = self._process(self.group(node))
-        inc = _Incarnation(next(self._numbers), node, frozen=launch.start_paused)
-        with self._lock:
-            self._incarnations[inc.number] = inc
-            self._current[node] = inc
+        inc, before = self._book.begin(node, frozen=launch.start_paused)
+        if before is not None:  # one incarnation at a time: the one still live ends first
+            self._end(before)
         spec = NodeSpec(launch, self.topo.endpoint(node))
         if not process.send(("start", inc.number, spec)):
             inc.ended = True
@@ -153,20 +141,24 @@ class PackedWorld(LocalWorld):
     def kill(self, node: int) -> bool:
         if node == 0:
             return super().kill(node)
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
+        self._end(inc)
+        return True
+
+    def _end(self, inc: Incarnation) -> None:
+        """Kill incarnation ``inc`` of a packed node (see the module docstring)."""
         inc.killed = True  # from now on nothing it sends is delivered
         if inc.paused:  # its resets must reach the store now, not when the link is healed
-            self._unhold(node)
+            self._unhold(inc.node)
             inc.paused = False
-        self._processes[self.group(node)].send(("kill", inc.number))
-        return True
+        self._processes[self.group(inc.node)].send(("kill", inc.number))
 
     def pause(self, node: int) -> bool:
         if node == 0:
             return super().pause(node)
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
         if node not in self.topo.proxies:
@@ -186,12 +178,11 @@ class PackedWorld(LocalWorld):
     def resume(self, node: int) -> bool:
         if node == 0:
             return super().resume(node)
-        with self._lock:
-            latest = self._current.get(node)
+        latest = self._book.latest(node)
         if latest is not None and latest.paused:  # healed even if the node ended meanwhile
             self._unhold(node)
             latest.paused = False
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
         if inc.frozen:
@@ -202,8 +193,13 @@ class PackedWorld(LocalWorld):
     def paused(self, node: int) -> bool:
         if node == 0:
             return super().paused(node)
-        inc = self._running(node)
+        inc = self._book.running(node)
         return inc is not None and (inc.frozen or inc.paused)
+
+    def live(self, node: int) -> int:
+        if node == 0:
+            return super().live(node)
+        return self._book.live(node)
 
     def output(self, node: int) -> str | None:
         if node == 0:
@@ -219,13 +215,6 @@ class PackedWorld(LocalWorld):
         super().stop_nodes(grace)
 
     # --- internals --------------------------------------------------------------------
-
-    def _running(self, node: int) -> _Incarnation | None:
-        with self._lock:
-            inc = self._current.get(node)
-        if inc is None or inc.killed or inc.ended:
-            return None
-        return inc
 
     def _unhold(self, node: int) -> None:
         for stream in _STREAMS:
@@ -259,25 +248,16 @@ class PackedWorld(LocalWorld):
 
     def _deliver(self, item: tuple[int, Message]) -> None:
         number, message = item
-        with self._lock:
-            inc = self._incarnations.get(number)
-        if inc is None or inc.killed:
-            return
-        if ends(message):
-            inc.ended = True
-        self._on_message(message)
+        if self._book.deliverable(number, message):
+            self._on_message(message)
 
     def _process_ended(self, nodes: range, code: int | None) -> None:
-        with self._lock:
-            lost = [self._current[n] for n in nodes if n in self._current]
-        for inc in lost:
-            if not (inc.killed or inc.ended):
-                inc.ended = True
-                why = (
-                    f"the packed process of nodes {nodes.start}-{nodes.stop - 1} exited with "
-                    f"code {code} before this node reported an outcome"
-                )
-                self._on_message(_exit(inc.node, why, code))
+        for inc in self._book.lose(nodes):
+            why = (
+                f"the packed process of nodes {nodes.start}-{nodes.stop - 1} exited with "
+                f"code {code} before this node reported an outcome"
+            )
+            self._on_message(_exit(inc.node, why, code))
 
 
 def _key(group: int) -> str:

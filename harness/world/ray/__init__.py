@@ -4,7 +4,7 @@
                installed at all (it is the optional ``ray`` extra)
 * ``world``    :class:`~harness.world.ray.world.RayWorld` and its factory
                :class:`~harness.world.ray.world.RayWorlds`: placement group, actors, verbs
-* ``groups``   which nodes share an actor; what is kept of each node start
+* ``groups``   which nodes share an actor (node starts: ``harness.world.incarnations``)
 * ``pump``     the thread that brings the nodes' messages home (a long poll per actor)
 * ``network``  a proxy agent per host, each node's link on it (toxics, link down)
 * ``actors``   what runs inside Ray: a node group (packed nodes) and a host's proxy agent

@@ -1,4 +1,5 @@
-"""How the Ray world groups a run's nodes into actors, and what it keeps of each node start.
+"""How the Ray world groups a run's nodes into actors (each node start is kept in the
+shared book of :mod:`harness.world.incarnations`).
 
 Group 0 is node 0 alone (the store host); groups ``1..`` hold ``pack`` nodes each, in node
 order. A group of one node is a whole process (its faults are real); a larger one hosts its
@@ -12,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["DEFAULT_GROUPS", "Group", "Incarnation", "default_pack", "placement", "plan"]
+__all__ = ["DEFAULT_GROUPS", "Group", "default_pack", "placement", "plan"]
 
 
 @dataclass(eq=False)
@@ -35,19 +36,6 @@ class Group:
     def whole(self) -> bool:
         """The group is one node: its process is the node's (kill and pause are real)."""
         return len(self.nodes) == 1
-
-
-@dataclass(eq=False)
-class Incarnation:
-    """One start of a node."""
-
-    number: int
-    node: int
-    group: Group
-    frozen: bool = False  # launched paused, not resumed yet
-    paused: bool = False  # stopped (a whole group) or its link holds its data
-    killed: bool = False
-    ended: bool = False  # reported its outcome (or its actor died)
 
 
 #: Actors the nodes ``1..N-1`` of a large run are packed into when no ``pack`` is given.

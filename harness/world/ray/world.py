@@ -27,7 +27,6 @@ not offered: scenarios that need them are reported unsupported here.
 
 from __future__ import annotations
 
-import itertools
 import signal
 import threading
 import time
@@ -58,11 +57,12 @@ from harness.world.base import (
     cannot,
     is_ip,
 )
-from harness.world.messages import Exit, Message, ends, shifted
+from harness.world.incarnations import Incarnation, Incarnations
+from harness.world.messages import Exit, Message, shifted
 from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
 from harness.world.ray.cluster import Placement
-from harness.world.ray.groups import Group, Incarnation, default_pack, plan
+from harness.world.ray.groups import Group, default_pack, plan
 from harness.world.ray.network import RayNetwork
 from harness.world.ray.pump import Pump
 from harness.world.ray.session import RaySession, connect
@@ -110,10 +110,7 @@ class RayWorld:
         self.groups: list[Group] = plan(layout.nodes, self.pack)
         self.network: RayNetwork | None = None
         self._store: tuple[str, int] = ("", 0)
-        self._incarnations: dict[int, Incarnation] = {}
-        self._current: dict[int, Incarnation] = {}
-        self._numbers = itertools.count(1)
-        self._lock = threading.Lock()
+        self._book = Incarnations()
         self._pump = Pump(self._deliver, self._group_lost)
         self._leftovers: list[str] = []
         self._spares: dict[str, Any] = {}  # Ray node id -> a one-node actor started ahead
@@ -244,15 +241,15 @@ class RayWorld:
     def start(self, launch: Launch) -> None:
         node = launch.node
         group = self._group_of(node)
+        before = self._book.running(node)
+        if before is not None:  # one incarnation at a time: the one still live ends first
+            self._end(before)
         with group.lock:
             if group.dead:  # its actor died on its own: a new one in its bundle
                 self._place.spawn(group, store=False)
             if not group.synced:  # a new actor (spawned at its predecessor's kill)
                 self._ready(group)
-        inc = Incarnation(next(self._numbers), node, group, frozen=launch.start_paused)
-        with self._lock:
-            self._incarnations[inc.number] = inc
-            self._current[node] = inc
+        inc, _ = self._book.begin(node, frozen=launch.start_paused)
         spec = NodeSpec(launch, self._endpoint(node))
         started = group.actor.command.remote(("start", inc.number, spec))
         if not self._waits.get(started, _START_WAIT, f"node {node} to start"):
@@ -269,26 +266,32 @@ class RayWorld:
         announce("running")
 
     def kill(self, node: int) -> bool:
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
-        inc.killed = True  # from now on nothing it sends is delivered
-        if inc.group.whole:
-            self._replace(inc.group)
-            return True
-        if inc.paused:
-            self._network().unhold(node, PAUSE_TOXIC)
-            inc.paused = False
-        inc.group.actor.command.remote(("kill", inc.number))
+        self._end(inc)
         return True
 
+    def _end(self, inc: Incarnation) -> None:
+        """Kill incarnation ``inc``: its actor when it is alone in it, else as a packed node."""
+        inc.killed = True  # from now on nothing it sends is delivered
+        group = self._group_of(inc.node)
+        if group.whole:
+            self._replace(group)
+            return
+        if inc.paused:
+            self._network().unhold(inc.node, PAUSE_TOXIC)
+            inc.paused = False
+        group.actor.command.remote(("kill", inc.number))
+
     def pause(self, node: int) -> bool:
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
         if not inc.paused:
-            if inc.group.whole:
-                self._signal(inc.group, signal.SIGSTOP)
+            group = self._group_of(node)
+            if group.whole:
+                self._signal(group, signal.SIGSTOP)
             elif node in self._network().links:
                 self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
             else:
@@ -298,25 +301,28 @@ class RayWorld:
         return True
 
     def resume(self, node: int) -> bool:
-        with self._lock:
-            latest = self._current.get(node)
+        group = self._group_of(node)
+        latest = self._book.latest(node)
         if latest is not None and latest.paused and not latest.killed:
-            if latest.group.whole:
-                self._signal(latest.group, signal.SIGCONT)
+            if group.whole:
+                self._signal(group, signal.SIGCONT)
             else:
                 self._network().unhold(node, PAUSE_TOXIC)
             latest.paused = False
-        inc = self._running(node)
+        inc = self._book.running(node)
         if inc is None:
             return False
         if inc.frozen:
             inc.frozen = False
-            inc.group.actor.command.remote(("resume", inc.number))
+            group.actor.command.remote(("resume", inc.number))
         return True
 
     def paused(self, node: int) -> bool:
-        inc = self._running(node)
+        inc = self._book.running(node)
         return inc is not None and (inc.frozen or inc.paused)
+
+    def live(self, node: int) -> int:
+        return self._book.live(node)
 
     def _signal(self, group: Group, signum: int) -> None:
         agent = self._network().agents[group.host]
@@ -327,30 +333,14 @@ class RayWorld:
             raise HarnessError("the ray world was used before build() made its network")
         return self.network
 
-    def _running(self, node: int) -> Incarnation | None:
-        with self._lock:
-            inc = self._current.get(node)
-        if inc is None or inc.killed or inc.ended:
-            return None
-        return inc
-
     def _deliver(self, group: Group, items: list[tuple[int, Message]]) -> None:
         for number, message in items:
-            with self._lock:
-                inc = self._incarnations.get(number)
-            if inc is None or inc.killed:
-                continue
-            if ends(message):
-                inc.ended = True
-            self._on_message(shifted(message, -group.offset))  # the actor's host clock, to ours
+            if self._book.deliverable(number, message):
+                self._on_message(shifted(message, -group.offset))  # the actor's clock, to ours
 
     def _group_lost(self, group: Group, why: str) -> None:
-        with self._lock:
-            lost = [inc for inc in self._current.values() if inc.group is group]
-        for inc in lost:
-            if not (inc.killed or inc.ended):
-                inc.ended = True
-                self._on_message(_exit(inc.node, f"its Ray actor died: {why}"))
+        for inc in self._book.lose(group.nodes):
+            self._on_message(_exit(inc.node, f"its Ray actor died: {why}"))
 
     # --- links, names, the store ------------------------------------------------------
 
