@@ -18,10 +18,24 @@ from harness.world.local import LOCAL_CAPABILITIES, LocalWorlds
 from harness.world.netns.world import NETNS_CAPABILITIES, NetnsWorlds
 from harness.world.packed import PackedWorlds
 
-__all__ = ["check_supported", "worlds_for"]
+__all__ = ["capabilities_of", "check_supported", "worlds_for"]
 
 #: What each world can do, to say which one could run a scenario its world cannot.
 _CAPABLE = {"local": LOCAL_CAPABILITIES, "netns": NETNS_CAPABILITIES}
+
+
+def capabilities_of(world: str) -> frozenset[str]:
+    """What the world named ``world`` can do, for a caller that makes scenarios for it
+    (``harness fuzz --world``).
+
+    Raises:
+        ValueError: ``world`` is not ``local`` or ``netns`` (the Ray world's capabilities
+            are its cluster's, known once it is connected).
+    """
+    if world not in _CAPABLE:
+        known = " or ".join(map(repr, _CAPABLE))
+        raise ValueError(f"no capabilities known for the {world!r} world; choose {known}")
+    return _CAPABLE[world]
 
 
 def worlds_for(scenario: Scenario, client: ToxiproxyClient) -> WorldFactory:

@@ -26,7 +26,8 @@
 * ``node``          the node process: one rendezvous, its events, one outcome
 * ``warm_up``       a node's first step taken before it says ``ready`` (page faults
                     paid before the release)
-* ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
+* ``backends``      the rendezvous a node runs: rdzv static, torch-static, torch-c10d,
+                    module:factory (torch's: ``torch_backends``)
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
 * ``squatters``     listeners that hold node 0's port (bind faults)
 * ``store_faults``  an interposer that decodes TCPStore requests and applies store rules

@@ -43,7 +43,7 @@ from harness.world.backends import create_handler
 from harness.world.base import Launch
 from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.messages import Event, Message, Outcome, Ready, Started
-from harness.world.shared_store import Seen, prove_shared
+from harness.world.shared_store import Seen, prove_shared, quiet_for
 from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
@@ -259,7 +259,8 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
         rank, world_size = _rank_and_size(info)
         said = replace(said, rank=rank, world_size=world_size, run_id=launch.run_id)
         queue.put(Event(spec.node, time.monotonic(), "returned", {"rank": rank}))
-        shared = prove_shared(_store_of(info), rank, world_size, spec.node, seen)
+        quiet = quiet_for(launch.join_timeout)
+        shared = prove_shared(_store_of(info), rank, world_size, spec.node, seen, quiet)
         said = replace(said, shared_store_ok=shared)
     except BaseException as exc:  # reported, not raised: the harness judges it
         after = "after the rendezvous returned: " if said.rank is not None else ""
