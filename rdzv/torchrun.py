@@ -155,7 +155,7 @@ def node_rank_from_torchrun(
     return int(parsed.node_rank), "torchrun's --node-rank"
 
 
-class TorchrunRendezvous(torch_api.RendezvousHandler):
+class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unused-ignore]
     """torch's ``RendezvousHandler`` over :class:`rdzv.StaticTCPRendezvous` (module doc).
 
     Args:
