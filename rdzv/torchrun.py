@@ -194,7 +194,12 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
         round_index = self._rdzv.next_round
         server = None
         if cfg.start_daemon:
-            server = StoreServer(cfg.host, 0).start()
+            try:
+                server = StoreServer(cfg.host, 0).start()
+            except rdzv_errors.StoreError as exc:  # out of ports or descriptors
+                raise torch_api.RendezvousConnectionError(
+                    f"rank {cfg.rank}: node 0 could not open round {round_index}'s store: {exc}"
+                ) from exc
         try:
             with _translated():
                 info = self._rdzv.next_rendezvous()
@@ -205,13 +210,15 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
             raise
         if server is not None:
             self._keep(round_index, server)
-        store = TCPStore(
-            cfg.host,
-            port,
-            is_master=False,
-            timeout=cfg.read_timeout,
-            wait_for_workers=False,
-        )
+        try:
+            store = TCPStore(
+                cfg.host, port, is_master=False, timeout=cfg.read_timeout, wait_for_workers=False
+            )
+        except Exception as exc:  # torch's DistNetworkError, DistStoreError, ...
+            raise torch_api.RendezvousConnectionError(
+                f"rank {cfg.rank}: round {round_index} completed, but its store at"
+                f" {cfg.host}:{port} (served by node 0) could not be reached: {exc}"
+            ) from exc
         with self._lock:
             self._client = store
         return torch_api.RendezvousInfo(
