@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import _memory
+import _tcpstats
 import _trace
 
 _RDZV_WARM = [
@@ -196,6 +197,7 @@ def trial(
         # awake; a node woken after it starts at once and its lateness counts against it.
         start = time.monotonic() + 0.3 + n * 0.004
         start_at.value = start
+        tcp = _tcpstats.counters()  # the trial's own namespace: only its nodes' connects
         go.set()
         time.sleep(max(start - time.monotonic(), 0.0))
         idle = _idle_seconds()
@@ -204,6 +206,7 @@ def trial(
         while not all(returned_at[:]) and time.monotonic() < deadline:
             time.sleep(0.002)
         idle = _idle_seconds() - idle
+        tcp = _tcpstats.since(tcp)
         memory = _memory.total_mib([p.pid for p in procs if p.pid is not None])
         finish.set()
         results: dict[int, dict[str, Any]] = {}
@@ -229,6 +232,7 @@ def trial(
             "node0_cpu_ms": results[0]["cpu"] * 1000,
             "median_cpu_ms": statistics.median(cpu) * 1000,
         }
+        summary["tcp"] = tcp
         summary["pss_mib"] = memory["pss"]
         summary["node_uss_mib"] = memory["uss"] / n
         summary["cpu_idle_pct"] = 100 * idle / ((last - start) * (os.cpu_count() or 1))
