@@ -53,10 +53,10 @@ TORCH_SERVER = (
     "signal.sigwait({signal.SIGTERM, signal.SIGINT})\n"
 )
 #: The interpreter's ceiling on the aggregate workload, measured: the least a Python server
-#: does per set+get pair, on the loop primitives of rdzv's server (``rdzv/store/_loop.py``).
+#: does per set+get pair, on the loop primitives of rdzv's server (``rdzv/store/server/_loop.py``).
 #: ``floor``: one epoll wait, one recv, one send of the known reply (no parsing, no store);
 #: ``floor+fast``: the same loop serving each read with rdzv's own fast path
-#: (``rdzv/store/_fast.py``: parse, table, reply), without rdzv's connection bookkeeping.
+#: (``rdzv/store/state/_fast.py``: parse, table, reply), without rdzv's connection bookkeeping.
 #: rdzv's server minus ``floor+fast`` is its bookkeeping; ``floor+fast`` minus ``floor`` its
 #: parsing and table work. Both rely on what the aggregate clients do (one VALIDATE first,
 #: then a pair in one write and the next only after the reply): floors, not servers.
@@ -64,9 +64,9 @@ _FLOOR = """
 import select, socket, sys
 sys.path.insert(0, 'bench')
 from _store_load import _HELLO, _REPLY
-from rdzv.store._fast import fast_path
-from rdzv.store._wire import Limits
-from rdzv.store._writers import WatchingKV
+from rdzv.store.state._fast import fast_path
+from rdzv.store.wire._wire import Limits
+from rdzv.store.state._writers import WatchingKV
 serve = fast_path(WatchingKV(), Limits())
 srv = socket.create_server(('127.0.0.1', 0), backlog=4096)
 srv.setblocking(False)
