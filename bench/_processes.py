@@ -110,7 +110,9 @@ def node(
         out.put(("ready", rank, None))
         if not go.wait(timeout):
             raise TimeoutError("never released")
-        late = time.monotonic() - start_at.value
+        # --node0-ahead: node 0 starts that much before the instant the others start at
+        ahead = options.get("node0_ahead", 0.0) if rank == 0 else 0.0
+        late = time.monotonic() - (start_at.value - ahead)
         if late < 0:
             time.sleep(-late)  # every node starts at the same instant, not in wake-up order
         cpu = time.process_time()
@@ -195,7 +197,7 @@ def trial(
         # Waking N processes through one Event is serialised (each sleeper acknowledges), so
         # the release names a common start instant far enough ahead for all of them to be
         # awake; a node woken after it starts at once and its lateness counts against it.
-        start = time.monotonic() + 0.3 + n * 0.004
+        start = time.monotonic() + 0.3 + n * 0.004 + options.get("node0_ahead", 0.0)
         start_at.value = start
         tcp = _tcpstats.counters()  # the trial's own namespace: only its nodes' connects
         go.set()
