@@ -10,7 +10,10 @@ Each server runs in its own process (started here, ended here by PID). Rows (``-
 * ``aggregate``: ``--clients`` (256) client processes at once against each server, set+get
   pairs for ``--seconds``; aggregate pairs/s and the ratio (goal >= 1.0x torch's server),
   and the server process's CPU time per pair (user and system, from ``/proc``), the figure
-  that stays put when other work shares the machine.
+  that stays put when other work shares the machine. ``--floor`` adds two floors of the
+  interpreter on the same clients (``FLOOR_SERVERS``): a minimal Python epoll server, and the
+  same loop serving each read with rdzv's fast path; the ratios to them say how much of the
+  remainder is the interpreter and how much rdzv's own work.
 * ``storm``: ``--storm`` (4096) clients connecting within ``--storm-window`` (0.1 s) to
   each server, each served one set+get: how many were served, retried, p50/p99/max
   connect-to-reply latency, server RSS with every connection open (goal <= 200 MiB).
@@ -21,7 +24,8 @@ namespace (``unshare -n``, loopback up; ``--no-netns`` to run here): torch's ser
 every peer's name on accept, which outside one stalls 5 s per client on this machine's
 unreachable resolver. Torch rows are skipped, saying so, when torch is absent.
 
-Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]``
+Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
+[--floor]``
 """
 
 from __future__ import annotations
