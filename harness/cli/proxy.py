@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import resource
 import secrets
 import signal
 import sys
@@ -96,7 +98,17 @@ async def _serve_proxy(args: argparse.Namespace) -> None:
         await runner.cleanup()
 
 
+def _open_files_up_to_the_limit() -> None:
+    """Raise this process's soft limit of open files to the hard one: each link holds three
+    descriptors (its listener, the client's connection, the dial upstream)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _proxy_command(args: argparse.Namespace) -> int:
+    _open_files_up_to_the_limit()
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve_proxy(args))
