@@ -31,6 +31,7 @@ from harness.world.base import ToxicEffects, ToxicSpec, Uncounted
 
 __all__ = [
     "LINKS_PER_PROXY",
+    "LINKS_PER_REQUEST",
     "Downs",
     "LogRows",
     "ProxiedLink",
@@ -118,26 +119,34 @@ class Downs:
         return before
 
 
+#: Links made in one ``POST /populate``: a request stays short on a loaded host (the
+#: client's timeout is 10 s; 10,240 links in one request did not answer in time on Ray).
+LINKS_PER_REQUEST = 256
+
+
 def make_links(
     client: ToxiproxyClient, tag: str, listen: str, upstream: Mapping[int, str]
 ) -> tuple[dict[int, str], dict[int, int]]:
     """One proxy link per node of ``upstream`` (node -> the ``host:port`` its link dials),
-    each listening on ``listen`` (``host:0``: a port of its own), made in one request
-    (``POST /populate``) however many nodes.
+    each listening on ``listen`` (``host:0``: a port of its own), made with
+    ``POST /populate``, :data:`LINKS_PER_REQUEST` links per request.
 
     Returns:
         Each node's link name (``<tag>-node<i>``) and the port its link listens on.
     """
     wanted = {f"{tag}-node{node}": node for node in upstream}
-    created = client.populate(
-        [{"name": name, "listen": listen, "upstream": upstream[n]} for name, n in wanted.items()]
-    )
     names: dict[int, str] = {}
     ports: dict[int, int] = {}
-    for info in created:
-        node = wanted[info.name]
-        names[node] = info.name
-        ports[node] = info.listen_address[1]
+    batch = list(wanted.items())
+    for start in range(0, len(batch), LINKS_PER_REQUEST):
+        part = batch[start : start + LINKS_PER_REQUEST]
+        created = client.populate(
+            [{"name": name, "listen": listen, "upstream": upstream[n]} for name, n in part]
+        )
+        for info in created:
+            node = wanted[info.name]
+            names[node] = info.name
+            ports[node] = info.listen_address[1]
     return names, ports
 
 

@@ -82,3 +82,6 @@ def test_a_proxy_process_that_cannot_start_says_so_and_names_its_log() -> None:
     with pytest.raises(ProxyStartError, match=r"ended with status .* its errors are in"):
         proc.ready(deadline=time.monotonic() + 120)
     proc.stop()
+    assert proc.log is not None
+    assert "cannot assign requested address" in proc.log.read_text()
+    proc.log.unlink()
