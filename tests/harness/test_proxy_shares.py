@@ -13,10 +13,17 @@ import pytest
 from harness.errors import ProxyStartError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
+from harness.proxy.info import ProxyInfo
 from harness.proxy.process import ProxyProcess
 from harness.world.base import Layout, ToxicSpec
 from harness.world.local.topology import Topology
-from harness.world.proxied import LINKS_PER_PROXY, ProxyLinks, shares
+from harness.world.proxied import (
+    LINKS_PER_PROXY,
+    LINKS_PER_REQUEST,
+    ProxyLinks,
+    make_links,
+    shares,
+)
 
 
 def test_shares_cut_the_nodes_in_order_into_at_most_per_each() -> None:
@@ -85,3 +92,27 @@ def test_a_proxy_process_that_cannot_start_says_so_and_names_its_log() -> None:
     assert proc.log is not None
     assert "cannot assign requested address" in proc.log.read_text()
     proc.log.unlink()
+
+
+class _RecordingClient:
+    """Stands in for a ToxiproxyClient: records each populate request, answers as a proxy."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+
+    def populate(self, proxies: list[dict[str, object]]) -> list[ProxyInfo]:
+        self.requests.append(len(proxies))
+        return [
+            ProxyInfo(str(p["name"]), "127.0.0.1:" + str(40000 + i), str(p["upstream"]), True)
+            for i, p in enumerate(proxies)
+        ]
+
+
+def test_links_are_made_in_batches_of_at_most_links_per_request() -> None:
+    client = _RecordingClient()
+    upstream = dict.fromkeys(range(1, 601), "127.0.0.1:9")
+    names, ports = make_links(client, "t", "127.0.0.1:0", upstream)  # type: ignore[arg-type]
+    assert client.requests == [LINKS_PER_REQUEST, LINKS_PER_REQUEST, 600 - 2 * LINKS_PER_REQUEST]
+    assert sorted(names) == list(range(1, 601))
+    assert names[600] == "t-node600"
+    assert ports[1] == 40000
