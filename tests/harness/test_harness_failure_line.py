@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,11 +22,10 @@ def _scenario(backend: str = "static") -> Scenario:
     return parse(data, "<test>")
 
 
-def _failing(exc_factory: object) -> object:
+def _failing(raiser: Callable[[], object]) -> object:
     @contextlib.contextmanager
     def proxies() -> Iterator[ToxiproxyClient]:
-        assert callable(exc_factory)
-        exc_factory()
+        raiser()
         yield ToxiproxyClient()
 
     return proxies
@@ -40,7 +39,11 @@ def _traceback_file(error: str) -> Path:
     return path
 
 
-def _one_line_with_traceback(error: str | None, *, names: str) -> None:
+def _reported(raiser: Callable[[], object], *, names: str, backend: str = "static") -> str:
+    """The report's error when the run's proxy provider calls ``raiser``: checked to be one
+    line naming a traceback file that holds ``names`` (the file is removed)."""
+    report = run_one(_scenario(backend), _failing(raiser), seed=1)  # type: ignore[arg-type]
+    error = report.error
     assert error is not None
     assert "\n" not in error
     path = _traceback_file(error)
@@ -48,6 +51,7 @@ def _one_line_with_traceback(error: str | None, *, names: str) -> None:
     path.unlink()
     assert "Traceback (most recent call last)" in text
     assert names in text
+    return error
 
 
 def test_a_proxy_that_does_not_answer_is_one_line_naming_the_cause_and_the_traceback_file() -> None:
@@ -56,26 +60,20 @@ def test_a_proxy_that_does_not_answer_is_one_line_naming_the_cause_and_the_trace
             "toxiproxy at http://127.0.0.1:1 did not answer POST /populate within 10.0 s"
         )
 
-    report = run_one(_scenario(), _failing(timeout), seed=1)  # type: ignore[arg-type]
-    assert report.error is not None
-    assert report.error.startswith(
+    assert _reported(timeout, names="ToxiproxyTimeoutError").startswith(
         "the harness could not run the scenario: toxiproxy at http://127.0.0.1:1 did not"
         " answer POST /populate within 10.0 s (traceback: "
     )
-    _one_line_with_traceback(report.error, names="ToxiproxyTimeoutError")
 
 
 def test_an_unexpected_exception_is_reported_as_a_bug_in_the_harness() -> None:
     def bug() -> None:
         {}["missing"]
 
-    report = run_one(_scenario(), _failing(bug), seed=1)  # type: ignore[arg-type]
-    assert report.error is not None
-    assert report.error.startswith(
+    assert _reported(bug, names="KeyError").startswith(
         "internal error (a bug in the harness: please report it with the traceback):"
         " KeyError: 'missing' (traceback: "
     )
-    _one_line_with_traceback(report.error, names="KeyError")
 
 
 def test_the_users_backend_raising_in_the_harness_is_told_apart_from_a_bug(
@@ -87,12 +85,12 @@ def test_the_users_backend_raising_in_the_harness_is_told_apart_from_a_bug(
     monkeypatch.syspath_prepend(str(tmp_path))
     module = importlib.import_module("tenk_user_backend")
 
-    report = run_one(  # type: ignore[arg-type]
-        _scenario("tenk_user_backend:factory"), _failing(lambda: module.factory(None)), seed=1
+    error = _reported(
+        lambda: module.factory(None),
+        names="my backend is broken",
+        backend="tenk_user_backend:factory",
     )
-    assert report.error is not None
-    assert report.error.startswith(
+    assert error.startswith(
         "the backend tenk_user_backend:factory failed in the harness (your code):"
         " RuntimeError: my backend is broken (traceback: "
     )
-    _one_line_with_traceback(report.error, names="my backend is broken")
