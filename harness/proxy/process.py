@@ -28,7 +28,7 @@ from pathlib import Path
 from harness.errors import ProxyStartError
 from harness.proxy.client import ToxiproxyClient
 
-__all__ = ["ProxyProcess", "start_all", "stop_all"]
+__all__ = ["START_WAIT", "ProxyProcess", "start_all", "stop_all"]
 
 _READY = re.compile(r"API on http://\[?([^\]\s]+?)\]?:(\d+) seed")
 #: Seconds a proxy process gets to print its address (it imports aiohttp: ~1 s when idle).

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
-from harness.proxy.process import ProxyProcess, start_all, stop_all
+from harness.proxy.process import START_WAIT, ProxyProcess, stop_all
 from harness.world.base import Layout, is_ip
 from harness.world.dns import DnsShim
 from harness.world.proxied import LINKS_PER_PROXY, make_links, shares
@@ -95,16 +97,30 @@ class Topology:
             self.dns_failures = self.ctx.Array("q", layout.nodes, lock=False)
 
     def _make_links(self, dials: dict[int, str]) -> None:
+        """The links, shared out: the world's own proxy makes its share while the proxy
+        processes start, then theirs are made at once, one thread per process."""
         parts = [list(dials)] if self.proxy_seed is None else shares(dials, self.links_per_proxy)
-        self.processes, clients = start_all(len(parts) - 1, "127.0.0.1", self.proxy_seed or 0)
-        for part, client in zip(parts, [self.client, *clients], strict=True):
-            names, ports = make_links(
-                client, self.layout.tag, "127.0.0.1:0", {n: dials[n] for n in part}
-            )
-            self.proxies.update(names)
-            self.proxy_ports.update(ports)
-            if client is not self.client:
-                self.routes.update(dict.fromkeys(part, client))
+        seed = self.proxy_seed or 0
+        self.processes = [ProxyProcess("127.0.0.1", seed).launch() for _ in parts[1:]]
+        self._add_links(self.client, parts[0], dials)
+        deadline = time.monotonic() + START_WAIT
+        clients = [process.ready(deadline) for process in self.processes]
+        with ThreadPoolExecutor(max(1, len(clients))) as pool:
+            made = [
+                pool.submit(self._add_links, client, part, dials)
+                for part, client in zip(parts[1:], clients, strict=True)
+            ]
+        for future in made:
+            future.result()
+
+    def _add_links(self, client: ToxiproxyClient, part: list[int], dials: dict[int, str]) -> None:
+        names, ports = make_links(
+            client, self.layout.tag, "127.0.0.1:0", {n: dials[n] for n in part}
+        )
+        self.proxies.update(names)
+        self.proxy_ports.update(ports)
+        if client is not self.client:
+            self.routes.update(dict.fromkeys(part, client))
 
     @property
     def _bind_address(self) -> str:
