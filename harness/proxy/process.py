@@ -9,8 +9,10 @@ every byte of every link. A world with that many links spreads them over several
 driven through its own :class:`~harness.proxy.client.ToxiproxyClient`.
 
 The process prints ``harness proxy: API on http://HOST:PORT seed N`` once it listens;
-:meth:`ProxyProcess.start` reads that line back (no port is guessed). Its error output goes
-to a file (:attr:`ProxyProcess.log`), never a pipe nobody reads.
+:meth:`ProxyProcess.ready` reads that line back (no port is guessed). Its error output goes
+to a file (:attr:`ProxyProcess.log`), never a pipe nobody reads. Its standard input is a
+pipe from the process that started it (``--until-stdin-closes``): when that process ends,
+however it ends (SIGKILL included), the proxy stops too.
 """
 
 from __future__ import annotations
@@ -57,10 +59,10 @@ class ProxyProcess:
         fd, name = tempfile.mkstemp(prefix="harness-proxy-", suffix=".log")
         self.log = Path(name)
         command = [sys.executable, "-m", "harness", "proxy", "--host", self.host, "--port", "0"]
-        command += ["--seed", str(self.seed)]
-        try:
+        command += ["--seed", str(self.seed), "--until-stdin-closes"]
+        try:  # its stdin is a pipe from here: it ends with this process, however this ends
             self._proc = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=fd, stdin=subprocess.DEVNULL, text=True
+                command, stdout=subprocess.PIPE, stderr=fd, stdin=subprocess.PIPE, text=True
             )
         finally:
             os.close(fd)
@@ -108,8 +110,9 @@ class ProxyProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
         if self.log is not None and self.log.exists() and self.log.stat().st_size == 0:
             self.log.unlink()
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import multiprocessing
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from harness.errors import ProxyStartError
@@ -116,3 +119,25 @@ def test_links_are_made_in_batches_of_at_most_links_per_request() -> None:
     assert sorted(names) == list(range(1, 601))
     assert names[600] == "t-node600"
     assert ports[1] == 40000
+
+
+def test_a_proxy_process_ends_when_the_process_that_started_it_is_killed() -> None:
+    script = (
+        "import sys, time\n"
+        "from harness.proxy.process import ProxyProcess\n"
+        "proc = ProxyProcess('127.0.0.1', 1).launch()\n"
+        "proc.ready(time.monotonic() + 120)\n"
+        "print(proc._proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = psutil.Process(int(parent.stdout.readline()))
+        parent.kill()
+        parent.wait()
+        child.wait(timeout=60)  # psutil.TimeoutExpired if the proxy outlives its parent
+        assert not child.is_running()
+    finally:
+        parent.kill()
+        parent.wait()
