@@ -100,6 +100,9 @@ def one(sc: Scenario) -> dict[str, float]:
     joins = [e.t for o in report.outcomes for e in o.events if e.event == "joined"]
     build = made[0].build_s if made else float("nan")
     print(f"    {result_line(report)}", flush=True)
+    for line in [report.error or "", *(v.message for v in report.violations)][:6]:
+        if line:
+            print(f"      {line[:600]}", flush=True)
     return {
         "passed": float(report.passed),
         "build": build,
