@@ -22,6 +22,7 @@ from typing import Any
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import ToxicSpec
 from harness.world.proxied import (
+    LINKS_PER_PROXY,
     Downs,
     ProxiedLink,
     ProxiedToxic,
@@ -53,6 +54,7 @@ class RayNetwork:
 
     tag: str
     agents: dict[str, Agent]
+    links_per_proxy: int = LINKS_PER_PROXY
     links: dict[int, tuple[ToxiproxyClient, str]] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)
     _downs: Downs = field(default_factory=Downs)
@@ -74,7 +76,7 @@ class RayNetwork:
             by_host.setdefault(host_id, []).append(node)
         for host_id, nodes in by_host.items():
             agent = self.agents[host_id]
-            parts = shares(nodes)
+            parts = shares(nodes, self.links_per_proxy)
             apis = (
                 ray.get(agent.actor.more.remote(len(parts) - 1), timeout=120)
                 if len(parts) > 1
