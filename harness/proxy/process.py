@@ -97,16 +97,21 @@ class ProxyProcess:
         self.port = int(found.group(2))
         return ToxiproxyClient(found.group(1), self.port)
 
-    def stop(self) -> None:
-        """End the process (SIGTERM, then SIGKILL after ``STOP_WAIT``); idempotent. Its log
-        is removed when it said nothing."""
+    def terminate(self) -> None:
+        """Ask the process to end (SIGTERM); :meth:`stop` waits for it."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+
+    def stop(self, wait: float = STOP_WAIT) -> None:
+        """End the process (SIGTERM, then SIGKILL after ``wait`` seconds); idempotent. Its
+        log is removed when it said nothing."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
         if proc.poll() is None:
             proc.terminate()
             try:
-                proc.wait(STOP_WAIT)
+                proc.wait(wait)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
@@ -136,6 +141,10 @@ def start_all(count: int, host: str, seed: int) -> tuple[list[ProxyProcess], lis
 
 
 def stop_all(procs: Sequence[ProxyProcess]) -> None:
-    """Stop every process of ``procs``."""
+    """Stop every process of ``procs``: SIGTERM to all at once, then wait for each (one
+    ``STOP_WAIT`` for them all, then SIGKILL)."""
     for proc in procs:
-        proc.stop()
+        proc.terminate()
+    deadline = time.monotonic() + STOP_WAIT
+    for proc in procs:
+        proc.stop(max(0.0, deadline - time.monotonic()))

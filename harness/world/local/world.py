@@ -113,6 +113,7 @@ class LocalWorld(ProcessNodes):
 
     def teardown(self) -> list[str]:
         self.links.over = True
+        self.links.log()  # kept now: the proxy processes' logs go with them in the teardown
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once
