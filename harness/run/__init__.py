@@ -12,6 +12,7 @@
 * ``checks``    invariants and expectations -> violations
 * ``model``     events, outcomes, violations, reports (what a run produces)
 * ``suite``     many scenarios on a thread pool, each in a local world on its own proxy
+* ``crash``     a harness failure in one line (cause, whose fault, the traceback's file)
 * ``budget``    what a scenario costs the machine; how many run at once (``-j``)
 
 Imports: :mod:`harness.scenario` (scenarios, fault kinds through their base class only),

@@ -2,8 +2,9 @@
 
 This is the orchestration behind ``harness run`` (and anything else that wants a whole
 suite): it never raises because one scenario went wrong. A scenario whose run raised comes
-back as a :class:`~harness.run.model.Report` whose ``error`` holds the traceback, so it counts
-as failed and still shows its seed and replay command.
+back as a :class:`~harness.run.model.Report` whose ``error`` is one line (the cause, whose
+fault it is, the file holding the traceback: :mod:`harness.run.crash`), so it counts as
+failed and still shows its seed and replay command.
 
 Ctrl-C (``KeyboardInterrupt`` in the main thread) stops the suite promptly: scenarios not
 yet started are cancelled, running ones are told to stop (their nodes are killed by PID
@@ -18,7 +19,6 @@ import secrets
 import signal
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager
@@ -29,6 +29,7 @@ from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.run.budget import Budget, auto_jobs, capacity, cost
+from harness.run.crash import failure_line
 from harness.run.model import Report
 from harness.run.runner import run_scenario
 from harness.run.worlds import worlds_for
@@ -159,13 +160,12 @@ def _run_one(
     except UnsupportedError as exc:
         return Report(scenario, seed, outcomes=[], skipped=str(exc), skipped_by_world=exc.world)
     except Exception as exc:
-        detail = "".join(traceback.format_exception(exc)).rstrip()
         return Report(
             scenario,
             seed,
             outcomes=[],
             duration=time.monotonic() - began,
-            error=f"the harness failed while running the scenario:\n{detail}",
+            error=failure_line(exc, scenario.name, scenario.backend),
         )
 
 

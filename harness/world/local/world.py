@@ -21,7 +21,6 @@ gave back: that is not the run's).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,15 +89,19 @@ class LocalWorld(ProcessNodes):
         self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
         self.topo = Topology(layout, client, self.cluster.ctx)
         self._squatter: _Squatter | None = None
-        self.links = ProxyLinks(client, self.topo.proxies, NO_EVENT_LOG)
+        self.links = ProxyLinks(client, self.topo.proxies, NO_EVENT_LOG, self.topo.routes)
         self._leftovers: list[int] = []
         self._abandoned = False
 
     # --- lifecycle --------------------------------------------------------------------
 
     def build(self, seed: int) -> None:
-        with contextlib.suppress(Exception):  # a real Toxiproxy has no seed to set
+        try:
             self.client.set_seed(seed)
+        except Exception:
+            pass
+        else:  # the embedded proxy: more links than one holds go to proxy processes
+            self.topo.proxy_seed = seed
         self.topo.build()
         if self.topo.squatter is not None:
             self._squatter = _Squatter(self.topo.squatter)
@@ -110,6 +113,7 @@ class LocalWorld(ProcessNodes):
 
     def teardown(self) -> list[str]:
         self.links.over = True
+        self.links.log()  # kept now: the proxy processes' logs go with them in the teardown
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once

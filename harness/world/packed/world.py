@@ -165,7 +165,7 @@ class PackedWorld(LocalWorld):
             raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
         if not inc.paused:
             for stream in _STREAMS:
-                self.client.add_toxic(
+                self.links.client_of(node).add_toxic(
                     self.topo.proxies[node],
                     "latency",
                     stream=stream,
@@ -219,7 +219,9 @@ class PackedWorld(LocalWorld):
     def _unhold(self, node: int) -> None:
         for stream in _STREAMS:
             with contextlib.suppress(Exception):  # already gone with the link
-                self.client.remove_toxic(self.topo.proxies[node], f"{PAUSE_TOXIC}-{stream}")
+                self.links.client_of(node).remove_toxic(
+                    self.topo.proxies[node], f"{PAUSE_TOXIC}-{stream}"
+                )
 
     def _process(self, group: int) -> _Process:
         with self._lock:

@@ -29,6 +29,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from harness.proxy.api import ToxiproxyServer
+from harness.proxy.process import ProxyProcess, start_all, stop_all
 from harness.world.node import NodeSpec
 from harness.world.packed.node import host
 
@@ -183,11 +184,20 @@ class ProxyAgent:
     """
 
     def __init__(self, address: str, seed: int) -> None:
+        self._address, self._seed = address, seed
         self._server = ToxiproxyServer(host=address, seed=seed).start()
+        self._processes: list[ProxyProcess] = []
 
     def api(self) -> tuple[str, int]:
         """Where the Toxiproxy API listens."""
         return self._server.host, self._server.port
+
+    def more(self, count: int) -> list[tuple[str, int]]:
+        """Start ``count`` proxy processes on this host (more links than this one holds:
+        see ``LINKS_PER_PROXY``), seeded alike; where each one's API listens."""
+        started, clients = start_all(count, self._address, self._seed)
+        self._processes += started
+        return [(client.host, client.port) for client in clients]
 
     def signal(self, pid: int, signum: int) -> bool:
         """Send ``signum`` to process ``pid`` on this host (False: it is gone)."""
@@ -198,5 +208,6 @@ class ProxyAgent:
         return True
 
     def stop(self) -> None:
-        """Stop the server (its links close with it)."""
+        """Stop the server and the proxy processes (their links close with them)."""
+        stop_all(self._processes)
         self._server.stop()
