@@ -86,6 +86,8 @@ class RoundIO:
         connection_lost: this node's own store connection broke (as opposed to a verdict
             that reports another node's broken connection).
         where: "round k of run 'x' at host:port", as messages name the round.
+        joining: inside the join (not its exit barrier): a lost connection is published.
+        read_verdict: this node read the round's verdict.
     """
 
     def __init__(
@@ -113,8 +115,8 @@ class RoundIO:
         self.keys = RoundKeys(cfg.run_id)
         self.connection_lost = False
         self.where = f"round {round_index} of run '{cfg.run_id}' at {cfg.endpoint}"
-        self._joining = False  # inside the join (not its exit barrier)
-        self._read_verdict = False  # this node read the round's verdict
+        self.joining = False  # inside the join (not its exit barrier)
+        self.read_verdict = False  # this node read the round's verdict
 
     def call(self, op: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
         """Run one store operation bounded by the deadline (past it: by the overshoot,
@@ -140,7 +142,7 @@ class RoundIO:
             RendezvousConnectionError: the connection broke, or the peer is not a store.
         """
         passed = self.clock() >= self.deadline
-        late = passed and self._joining and not self._read_verdict
+        late = passed and self.joining and not self.read_verdict
         if late and isinstance(exc, StoreConnectionError):
             # Too late to tell the others (invariant 9): they are past their deadline too.
             self.connection_lost = True
@@ -154,7 +156,7 @@ class RoundIO:
         error.__cause__ = exc
         if isinstance(error, RendezvousConnectionError) and not isinstance(exc, StoreProtocolError):
             self.connection_lost = True
-            if self._joining:
+            if self.joining:
                 self._publish_lost(doing, exc)
         self.fail(error)
 

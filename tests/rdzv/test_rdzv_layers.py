@@ -31,6 +31,7 @@ SANS_IO = [
     "rdzv.store._causes",
     "rdzv.store._retry",
     "rdzv.rendezvous._round_failures",
+    "rdzv.rendezvous._round_rules",
     "rdzv.rendezvous._static_config",
 ]
 IO_MODULES = {"socket", "asyncio", "time", "random", "selectors", "select", "ssl"}
