@@ -1,0 +1,144 @@
+"""The round's simulation (tests/rdzv/round_sim.py) against the invariants of
+rdzv.rendezvous._join: exhaustively with a bounded number of non-default choices for N <= 3,
+by hypothesis for N = 2..5; and three planted bugs it must catch.
+
+The default run explores a short deterministic subset; ``tox -e long`` (marked ``long``)
+explores up to three deviations and many more hypothesis schedules.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from round_sim import Config, explore, simulate
+
+from rdzv.rendezvous import _round_rules
+
+GRID = [
+    Config(n=2),
+    Config(n=3),
+    Config(n=2, hosted=False),
+    Config(n=3, hosted=False, watchmen=1),
+    Config(n=3, hosted=False, atomic_confirm=False, duplicates=1),
+    Config(n=3, duplicates=1, crashes=2),
+]
+
+
+def _patched(**rules: Any) -> Any:
+    """The real rules with some replaced: a planted bug."""
+    copy = types.SimpleNamespace(
+        **{name: getattr(_round_rules, name) for name in _round_rules.__all__}
+    )
+    copy.__dict__.update(rules)
+    return copy
+
+
+def _counterexample(cfgs: list[Config], rules: Any, deviations: int = 3) -> list[str]:
+    for cfg in cfgs:
+        for _, errors in explore(cfg, deviations, rules):
+            if errors:
+                return errors
+    return []
+
+
+def _check_exhaustively(cfg: Config, deviations: int) -> int:
+    count = 0
+    for choices, errors in explore(cfg, deviations):
+        assert not errors, f"{cfg} schedule {choices}: {errors}"
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("cfg", GRID, ids=repr)
+def test_every_schedule_with_one_deviation_keeps_the_invariants(cfg: Config) -> None:
+    assert _check_exhaustively(cfg, 1) > 10
+
+
+@pytest.mark.parametrize("cfg", GRID[:3], ids=repr)
+def test_every_schedule_with_two_deviations_keeps_the_invariants(cfg: Config) -> None:
+    assert _check_exhaustively(cfg, 2) > 100
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("cfg", GRID, ids=repr)
+def test_every_schedule_with_three_deviations_keeps_the_invariants(cfg: Config) -> None:
+    assert _check_exhaustively(cfg, 3) > 1000
+
+
+configs = st.builds(
+    Config,
+    n=st.integers(2, 5),
+    hosted=st.booleans(),
+    watchmen=st.integers(1, 8),
+    atomic_confirm=st.booleans(),
+    crashes=st.integers(0, 2),
+    restarts=st.integers(0, 2),
+    duplicates=st.integers(0, 1),
+)
+schedules = st.lists(st.integers(0, 40), max_size=120)
+
+
+def _hypothesis_schedules_keep_the_invariants(cfg: Config, choices: list[int]) -> None:
+    assert simulate(cfg, choices) == []
+
+
+test_drawn_schedules_of_two_to_five_nodes_keep_the_invariants = settings(
+    max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck)
+)(given(configs, schedules)(_hypothesis_schedules_keep_the_invariants))
+
+test_many_drawn_schedules_of_two_to_five_nodes_keep_the_invariants = pytest.mark.long(
+    settings(max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck))(
+        given(configs, schedules)(_hypothesis_schedules_keep_the_invariants)
+    )
+)
+
+
+def test_the_simulation_finds_a_round_completed_before_every_rank_confirmed() -> None:
+    """Planted bug (invariant 2): the node whose add filled ``count`` completes without
+    looking at the confirmations (a takeover counts a rank twice; torch's store confirms in
+    a second request)."""
+    bug = _patched(completes=lambda every_rank_confirmed, arbiter: not arbiter)
+    errors = _counterexample([Config(n=2, hosted=False, atomic_confirm=False)], bug)
+    assert any(error.startswith("invariant 2:") for error in errors), errors
+    errors = _counterexample([Config(n=2, hosted=False)], bug)  # through a takeover
+    assert any(error.startswith("invariant 2:") for error in errors), errors
+
+
+def test_the_simulation_finds_a_takeover_of_a_live_claim() -> None:
+    """Planted bug (invariant 6): a node takes over its rank's claim whether or not the
+    claimant still runs; a duplicate then joins a world with that rank twice."""
+    bug = _patched(may_take_over=lambda same_machine, holder_alive: same_machine)
+    for hosted in (True, False):
+        cfg = Config(n=2, hosted=hosted, crashes=0, restarts=0, duplicates=1)
+        errors = _counterexample([cfg], bug)
+        assert any(error.startswith("invariant 6:") for error in errors), errors
+        assert any(error.startswith("a rank twice in the world") for error in errors), errors
+
+
+def test_the_simulation_finds_a_timeout_verdict_that_omits_a_missing_rank() -> None:
+    """Planted bug (invariant 11): the verdict names every missing rank but the first."""
+    bug = _patched(missing_ranks=lambda joined, n: _round_rules.missing_ranks(joined, n)[1:])
+    for cfg in (Config(n=2), Config(n=3, hosted=False, watchmen=1)):
+        errors = _counterexample([cfg], bug)
+        assert any(error.startswith("invariant 11:") for error in errors), errors
+
+
+def test_hypothesis_finds_a_planted_bug_too() -> None:
+    """The drawn schedules (not only the exhaustive ones) catch a planted bug: a verdict
+    that omits a missing rank."""
+    bug = _patched(missing_ranks=lambda joined, n: _round_rules.missing_ranks(joined, n)[1:])
+    found: list[list[str]] = []
+
+    @settings(max_examples=300, derandomize=True, deadline=None, database=None)
+    @given(configs, schedules)
+    def search(cfg: Config, choices: list[int]) -> None:
+        errors = simulate(cfg, choices, bug)
+        if errors:
+            found.append(errors)
+
+    search()
+    assert any(error.startswith("invariant 11:") for errors in found for error in errors)
