@@ -142,3 +142,14 @@ def test_hypothesis_finds_a_planted_bug_too() -> None:
 
     search()
     assert any(error.startswith("invariant 11:") for errors in found for error in errors)
+
+
+def test_the_simulation_finds_a_host_that_completes_with_a_closed_members_claim() -> None:
+    """A fourth planted bug (invariant 10): the hosting node decides ``complete`` while a
+    member's connection closed and nobody took its claim over."""
+
+    def ignoring_pending(*args: Any) -> Any:
+        return _round_rules.host_decision(*args[:4], (), *args[5:])
+
+    errors = _counterexample([Config(n=2, restarts=0)], _patched(host_decision=ignoring_pending))
+    assert any(error.startswith("invariant 10:") for error in errors), errors
