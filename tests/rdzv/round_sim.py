@@ -75,6 +75,7 @@ class Sim:
         self.watch = Watch()
         self.last_read: list[int] = []
         self.errors: list[str] = []
+        self.trace: list[tuple[int, tuple[Any, ...]]] = []  # (rank, request) in order
         self.budget = {"crash": cfg.crashes, "restart": cfg.restarts, "dup": cfg.duplicates}
         self.host = self._start(0) if cfg.hosted else None
         for rank in range(0 if self.host is None else 1, cfg.n):
@@ -208,6 +209,8 @@ class Sim:
         raise AssertionError(op)
 
     def _step(self, p: Proc) -> None:
+        assert p.op is not None
+        self.trace.append((p.rank, p.op))
         value = self._run(p)
         assert p.gen is not None
         try:
