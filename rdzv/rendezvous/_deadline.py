@@ -78,6 +78,7 @@ from rdzv.rendezvous._round_io import OVERSHOOT
 from rdzv.rendezvous._round_rules import (
     CLAIMS_ASKED,
     WATCHMEN,
+    after_deadline,
     elected,
     missing_ranks,
     ranks_in,
@@ -157,11 +158,12 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
     """
     done = io.keys.of(io.round, "done")
     chosen = _elected(io)
-    if chosen is None:  # its wait ended late (4): read the verdict that exists
+    step = after_deadline(chosen, watchman)
+    if step == "read_late" and chosen is None:  # its wait ended late (4): read what exists
         return _read_or_fail(io, done, "no time was left to ask the store")
-    if chosen:
+    if step == "diagnose":
         return _diagnose_and_publish(io, done)
-    if not watchman:  # woke LATE_WAKE past its deadline: read the elected one's verdict (4)
+    if step == "read_late":  # woke LATE_WAKE past its deadline: the elected one's verdict (4)
         return _read_or_fail(io, done, "the member elected to name them published nothing in time")
     # Another member is naming them: wait for its verdict, then name them itself.
     raw = _await_diagnoser(io, done)

@@ -49,7 +49,7 @@ from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous._connection import close_store, fresh_connection
 from rdzv.rendezvous._departures import ServerKeys
 from rdzv.rendezvous._round_failures import member_lost_message
-from rdzv.rendezvous._round_rules import host_decision, member_lost
+from rdzv.rendezvous._round_rules import host_decision, loss_watched, member_lost
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store.base import Store
@@ -281,10 +281,11 @@ class LostMemberWatch:
             return
         round_index, rank = int(match[1]), int(match[3])
         with self._lock:
-            if self._closed or rank == self._me.rank or round_index <= self._settled:
+            settled = round_index <= self._settled
+            if self._closed or not loss_watched(
+                rank == self._me.rank, settled, round_index in self._ended
+            ):
                 return
-            if round_index in self._ended:
-                return  # the round has a verdict, or completed: not this watch's business
             self._pending.setdefault(round_index, {})[rank] = value
             timer = self._later(self._grace, (round_index, rank, value, 1))
         timer.start()

@@ -20,16 +20,19 @@ if TYPE_CHECKING:
     Route = Literal["decide", "complete_when_confirmed", "await_verdict"]
     HostOutcome = Literal["verdict", "closed", "complete", "deadline", "member_deadline"]
     Refusal = Literal["closed", "stale", "verdict"]
+    PastDeadline = Literal["read_late", "diagnose", "await_diagnoser"]
 
 __all__ = [
     "CLAIMS_ASKED",
     "WATCHMEN",
+    "after_deadline",
     "after_joining",
     "asks_for_arbiter",
     "completes",
     "elected",
     "host_decision",
     "is_success",
+    "loss_watched",
     "may_take_over",
     "member_lost",
     "missing_ranks",
@@ -138,6 +141,14 @@ def host_decision(
     return None
 
 
+def loss_watched(own: bool, settled: bool, ended: bool) -> bool:
+    """Invariant 8: whether the hosting node waits for the takeover of a claim whose
+    connection closed (then fails the round): not its own, not of a round it settled, and
+    not once the round has a verdict or completed (a member lost then is the exit
+    barrier's business)."""
+    return not (own or settled or ended)
+
+
 def member_lost(has_verdict: bool, claim_now: bytes | None, vanished: bytes) -> bool:
     """Invariant 8: whether the hosting node writes ``member_lost`` for a claim whose
     connection closed: the round has no verdict and nobody took the claim over."""
@@ -148,6 +159,18 @@ def elected(diagnosing: int) -> bool:
     """Invariant 11: the member whose ``add`` on ``diagnosing`` returned 1 names the missing
     ranks; every other waits for its verdict."""
     return diagnosing == 1
+
+
+def after_deadline(elected: bool | None, watchman: bool) -> PastDeadline:
+    """Invariant 11, past a member's deadline: the elected member names the missing ranks;
+    a watchman that was not waits for its verdict (and names them itself if none comes); a
+    member woken late, or with no time left to hold the election (``elected`` None), reads
+    the verdict that exists (invariant 9)."""
+    if elected is None:
+        return "read_late"
+    if elected:
+        return "diagnose"
+    return "await_diagnoser" if watchman else "read_late"
 
 
 def ranks_in(raw: bytes, world_size: int) -> set[int]:

@@ -104,7 +104,7 @@ class Sim:
                 self._on_close(int(key.split("/")[1]), self.kv[key])
 
     def _on_close(self, rank: int, value: str) -> None:
-        if self.watch.ended or rank == 0:
+        if not self.rules.loss_watched(rank == 0, False, self.watch.ended):
             return
         self.watch.pending[rank] = value
         check = Proc(len(self.procs) + len(self.checks) + 900, rank, self.now, 0.0, 0.0)

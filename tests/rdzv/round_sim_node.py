@@ -145,11 +145,13 @@ def await_verdict(sim: Any, p: Proc, rules: Any) -> NodeGen:
 
 def on_deadline(sim: Any, p: Proc, rules: Any) -> NodeGen:
     """``_deadline.timeout_verdict``: the election, the diagnosis, the late read."""
-    if sim.now >= p.hard_end - VERDICT_RESERVE:  # its wait ended late: read what exists
-        return (yield from read_late(sim, p, rules))
-    if rules.elected((yield ("add", "diagnosing", 1))):
+    chosen = None  # its wait ended late: no time left for the election
+    if sim.now < p.hard_end - VERDICT_RESERVE:
+        chosen = rules.elected((yield ("add", "diagnosing", 1)))
+    step = rules.after_deadline(chosen, p.watchman)
+    if step == "diagnose":
         return (yield from diagnose(sim, p, rules))
-    if not p.watchman:
+    if step == "read_late":
         return (yield from read_late(sim, p, rules))
     raw = yield ("get", "done", p.deadline + WAIT_FOR_DIAGNOSER)
     if raw is not TIMEOUT:

@@ -99,3 +99,17 @@ def test_invariant_11_a_timeout_verdict_names_exactly_the_ranks_not_in_joined() 
     assert joined == {0, 3}
     assert rules.missing_ranks(joined, 5) == [1, 2, 4]
     assert rules.ranks_to_ask(list(range(100))) == list(range(rules.CLAIMS_ASKED))
+
+
+def test_invariant_8_the_host_watches_a_closed_claim_only_of_an_undecided_round() -> None:
+    assert rules.loss_watched(own=False, settled=False, ended=False)
+    assert not rules.loss_watched(own=True, settled=False, ended=False)
+    assert not rules.loss_watched(own=False, settled=True, ended=False)
+    assert not rules.loss_watched(own=False, settled=False, ended=True)
+
+
+def test_invariant_11_past_the_deadline_the_elected_names_and_the_others_wait_or_read() -> None:
+    assert rules.after_deadline(elected=True, watchman=False) == "diagnose"
+    assert rules.after_deadline(elected=False, watchman=True) == "await_diagnoser"
+    assert rules.after_deadline(elected=False, watchman=False) == "read_late"
+    assert rules.after_deadline(elected=None, watchman=True) == "read_late"
