@@ -33,6 +33,7 @@ from rdzv.rendezvous._round_failures import (
     lost_connection_message,
     store_failure,
 )
+from rdzv.rendezvous._round_rules import publishes_loss
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
@@ -164,7 +165,7 @@ class RoundIO:
         """Best effort, bounded: tell the others, over a fresh connection, that this node
         lost its own (invariant 7). Failures are reported as an event, never raised."""
         budget = min(self.deadline - self.clock(), PUBLISH_SECONDS)
-        if self.reconnect is None or budget <= 0:
+        if self.reconnect is None or not publishes_loss(self.joining, budget):
             self.event("failure_not_published", error="no time left or no way to reconnect")
             return
         message = lost_connection_message(self.where, self.me, doing, exc)

@@ -36,6 +36,7 @@ __all__ = [
     "may_take_over",
     "member_lost",
     "missing_ranks",
+    "publishes_loss",
     "ranks_in",
     "ranks_to_ask",
     "refusal",
@@ -153,6 +154,13 @@ def member_lost(has_verdict: bool, claim_now: bytes | None, vanished: bytes) -> 
     """Invariant 8: whether the hosting node writes ``member_lost`` for a claim whose
     connection closed: the round has no verdict and nobody took the claim over."""
     return not has_verdict and claim_now == vanished
+
+
+def publishes_loss(joining: bool, deadline_left: float) -> bool:
+    """Invariant 7: whether a member whose store connection broke tells the others over a
+    fresh connection (an ``aborted`` verdict, reason ``connection_lost``): only mid-join,
+    before its deadline (past it, the others are past theirs too, invariant 9)."""
+    return joining and deadline_left > 0
 
 
 def elected(diagnosing: int) -> bool:

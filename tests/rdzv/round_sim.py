@@ -47,6 +47,7 @@ class Config:
     crashes: int = 1
     restarts: int = 1
     duplicates: int = 0
+    breaks: int = 0
 
 
 class Watch:
@@ -76,7 +77,13 @@ class Sim:
         self.last_read: list[int] = []
         self.errors: list[str] = []
         self.trace: list[tuple[int, tuple[Any, ...]]] = []  # (rank, request) in order
-        self.budget = {"crash": cfg.crashes, "restart": cfg.restarts, "dup": cfg.duplicates}
+        self.budget = {
+            "crash": cfg.crashes,
+            "restart": cfg.restarts,
+            "dup": cfg.duplicates,
+            "break": cfg.breaks,
+        }
+        self.closed: set[int] = set()  # pids whose store connection closed
         self.host = self._start(0) if cfg.hosted else None
         for rank in range(0 if self.host is None else 1, cfg.n):
             self._start(rank)
@@ -99,6 +106,10 @@ class Sim:
 
     def _crash(self, p: Proc) -> None:
         p.crashed, p.op = True, None
+        self._close(p)
+
+    def _close(self, p: Proc) -> None:
+        self.closed.add(p.pid)
         for key, pid in self.writer.items():  # the server sees the connection close
             if pid == p.pid and key.startswith("claim/") and self.cfg.hosted:
                 self._on_close(int(key.split("/")[1]), self.kv[key])
@@ -148,6 +159,8 @@ class Sim:
         op = p.op
         if op is None:
             return False
+        if p.broken:
+            return True  # whatever it waits for fails at once
         if op[0] == "get":
             return op[1] in self.kv or self.now >= op[2]
         if op[0] == "sleep":
@@ -202,13 +215,32 @@ class Sim:
             outcome = self._host_outcome(p)
             if outcome == "complete":  # a member lost after this is the exit barrier's
                 self.watch.ended = True
-                dead = [r for r in range(self.n) if not self.alive(pid_of(kv[f"claim/{r}"]))]
+                pids = [pid_of(kv[f"claim/{r}"]) for r in range(self.n)]
+                dead = [
+                    r for r, pid in enumerate(pids) if pid in self.closed or not self.alive(pid)
+                ]
                 if dead:
                     self.errors.append(f"invariant 10: complete with dead members {dead}")
             return outcome
         raise AssertionError(op)
 
+    def _lose(self, p: Proc) -> None:
+        """``p``'s next request fails: its connection broke (``RoundIO.raise_store``)."""
+        p.op = None
+        if not self.rules.publishes_loss(True, p.deadline - self.now):
+            p.result = ("failed", "timeout")  # too late to tell the others (invariant 9)
+            return
+        fresh = Proc(p.pid + 5000, p.rank, self.now, p.deadline, p.hard_end)
+        if "done" not in self.kv:  # compare_set("", ...) over a fresh connection
+            self._write(fresh, "done", {"status": "aborted", "by": p.ident, "reason": "lost"})
+        p.result = ("failed", "connection_lost")
+        self.last = p
+        self.steps += 1
+
     def _step(self, p: Proc) -> None:
+        if p.broken:
+            self._lose(p)
+            return
         assert p.op is not None
         self.trace.append((p.rank, p.op))
         value = self._run(p)
@@ -249,6 +281,8 @@ class Sim:
             opts += [("restart", r) for r in sorted(ranks)]
         if self.budget["dup"]:
             opts += [("dup", r) for r in sorted({p.rank for p in live})]
+        if self.budget["break"]:
+            opts += [("break", p) for p in live if not p.broken]
         return opts
 
     def run(self) -> list[str]:
@@ -265,6 +299,10 @@ class Sim:
             elif kind == "crash":
                 self.budget["crash"] -= 1
                 self._crash(arg)
+            elif kind == "break":
+                self.budget["break"] -= 1
+                arg.broken = True
+                self._close(arg)
             elif kind == "restart":
                 self.budget["restart"] -= 1
                 self.last = self._start(arg)

@@ -38,6 +38,7 @@ class Proc:
     op: Op | None = None  # the operation it waits to run
     result: tuple[str, Any] | None = None
     crashed: bool = False
+    broken: bool = False  # its store connection broke (the process runs on)
     watchman: bool = True
     facts: dict[str, Any] = field(default_factory=dict)
 

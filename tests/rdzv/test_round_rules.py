@@ -113,3 +113,9 @@ def test_invariant_11_past_the_deadline_the_elected_names_and_the_others_wait_or
     assert rules.after_deadline(elected=False, watchman=True) == "await_diagnoser"
     assert rules.after_deadline(elected=False, watchman=False) == "read_late"
     assert rules.after_deadline(elected=None, watchman=True) == "read_late"
+
+
+def test_invariant_7_a_broken_connection_is_published_only_mid_join_before_the_deadline() -> None:
+    assert rules.publishes_loss(joining=True, deadline_left=0.5)
+    assert not rules.publishes_loss(joining=True, deadline_left=0.0)
+    assert not rules.publishes_loss(joining=False, deadline_left=0.5)

@@ -28,9 +28,9 @@ from rdzv.rendezvous._round_state import Identity
 from rdzv.store.base import HashStore
 
 GRID = [
-    Config(n=2),
+    Config(n=2, breaks=1),
     Config(n=3),
-    Config(n=2, hosted=False),
+    Config(n=2, hosted=False, breaks=1),
     Config(n=3, hosted=False, watchmen=1),
     Config(n=3, hosted=False, atomic_confirm=False, duplicates=1),
     Config(n=3, duplicates=1, crashes=2),
@@ -94,6 +94,7 @@ configs = st.builds(
     crashes=st.integers(0, 2),
     restarts=st.integers(0, 2),
     duplicates=st.integers(0, 1),
+    breaks=st.integers(0, 1),
 )
 schedules = st.lists(st.integers(0, 40), max_size=120)
 
