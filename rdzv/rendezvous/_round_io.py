@@ -1,8 +1,10 @@
 """How one node uses the store during one round: bounded, translated, reported.
 
-:class:`RoundIO` is what the join (:class:`rdzv.rendezvous._join.RoundProtocol`) and the
-hosting node's exit barrier (:func:`rdzv.rendezvous._exit.wait_for_readers`) share. It keeps
-two invariants of :mod:`rdzv.rendezvous._join`:
+:class:`RoundIO` is what the join (:class:`rdzv.rendezvous._join.RoundProtocol`, which holds
+one as ``io``), the deadline's diagnosis (:mod:`rdzv.rendezvous._deadline`) and the hosting
+node's exit barrier (:func:`rdzv.rendezvous._exit.wait_for_readers`) share; it decides
+nothing about the round (:mod:`rdzv.rendezvous._round_rules` does). It keeps two invariants
+of :mod:`rdzv.rendezvous._join`:
 
 * 7: a member whose store connection breaks mid-join (before its deadline) spends at most
   ``PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
