@@ -109,7 +109,7 @@ __all__ = [
 ]
 
 #: Seconds past a wait's deadline the rdzv client allows the store to answer CANCEL_WAIT
-#: (``rdzv.store._waits.GRACE``).
+#: (``rdzv.store.client._waits.GRACE``).
 CANCEL_BOUND: Final = 0.4
 #: Seconds of the overshoot kept for publishing the timeout verdict.
 VERDICT_RESERVE: Final = 0.2
