@@ -102,7 +102,8 @@ class Sim:
         return p
 
     def alive(self, pid: int) -> bool:
-        return any(p.pid == pid and not p.crashed and p.result is None for p in self.procs)
+        """Whether process ``pid`` runs (also once it returned from its join)."""
+        return any(p.pid == pid and not p.crashed for p in self.procs)
 
     def _crash(self, p: Proc) -> None:
         p.crashed, p.op = True, None
@@ -325,6 +326,13 @@ class Sim:
         if len(ranks) != len(set(ranks)):
             errors.append(f"a rank twice in the world: {sorted(ranks)}")
         return errors
+
+    def gave_up(self) -> list[int]:
+        """The ranks that failed without reading any verdict ("could not be determined")
+        in a round that completed: known, not checked (docs/rendezvous.md)."""
+        if self.kv.get("done", {}).get("status") != "complete":
+            return []
+        return [p.rank for p in self.procs if p.result == ("failed", "not_determined")]
 
 
 def replay(choices: list[int]) -> Callable[[list[Any]], int]:
