@@ -33,7 +33,7 @@ from harness.run.model import Report
 from harness.run.runner import run_scenario
 from harness.run.worlds import worlds_for
 from harness.scenario.model import Scenario
-from harness.world.backends import rerun_env, unavailable
+from harness.world.process.backends import rerun_env, unavailable
 
 __all__ = [
     "ProxyProvider",

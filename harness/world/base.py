@@ -30,7 +30,7 @@ need before anything starts, and a verb a world cannot carry out raises
 :class:`~harness.errors.UnsupportedError` -- never a silent no-op.
 
 Imports: the standard library, :mod:`harness.errors`, and (for the types its handles
-return) :mod:`harness.proxy.events` and :mod:`harness.world.store_faults`; it passes on
+return) :mod:`harness.proxy.events` and :mod:`harness.world.proxied.store_faults`; it passes on
 :data:`TOXIC_ATTRIBUTES` (the attributes of each toxic type) from
 :mod:`harness.proxy.toxics`. A world knows nothing of scenario files, fault kinds or reports.
 """
@@ -46,7 +46,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
 from harness.proxy.toxics import TOXIC_ATTRIBUTES
-from harness.world.store_faults import StoreRule
+from harness.world.proxied.store_faults import StoreRule
 
 __all__ = [
     "BANDWIDTH",
@@ -112,7 +112,7 @@ CAPABILITIES: Mapping[str, str] = {
     BANDWIDTH: "limit a node's bandwidth (kernel traffic control)",
 }
 
-#: How a squatter holds the store's port (see :mod:`harness.world.squatters`).
+#: How a squatter holds the store's port (see :mod:`harness.world.proxied.squatters`).
 SquatterMode = Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
 SQUATTER_MODES: tuple[str, ...] = get_args(SquatterMode)
 

@@ -11,7 +11,7 @@ from cli_helpers import harness
 
 from harness.pytest_plugin import HarnessCluster
 from harness.scenario.load import load
-from harness.world.backends import unavailable
+from harness.world.process.backends import unavailable
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -19,8 +19,8 @@ from harness.run.suite import embedded_proxy
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.leaks import leaks, listening, ours
 from harness.world.local import LocalWorlds
+from harness.world.process.leaks import leaks, listening, ours
 
 
 def scenario(**extra: Any) -> Scenario:

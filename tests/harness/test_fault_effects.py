@@ -21,9 +21,9 @@ from harness.run.model import FaultRecord
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.squatters import HTTP_REPLY, Squatter
-from harness.world.store_faults import StoreRule
+from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.proxied.squatters import HTTP_REPLY, Squatter
+from harness.world.proxied.store_faults import StoreRule
 from rdzv.store import _wire
 
 # --- the record -------------------------------------------------------------------------

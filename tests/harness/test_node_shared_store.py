@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.world import shared_store
-from harness.world.shared_store import prove_shared
+from harness.world.process import shared_store
+from harness.world.process.shared_store import prove_shared
 from rdzv import HashStore
 
 

@@ -1,4 +1,4 @@
-"""Nodes start behind a gate and are released together (harness.world.node, .packed_node,
+"""Nodes start behind a gate and are released together (harness.world.process.node, .packed_node,
 harness.run.startup): the scenario's clock starts at the release, start-up is reported apart.
 """
 
@@ -24,8 +24,8 @@ from harness.run.suite import embedded_proxy, run_one
 from harness.run.worlds import worlds_for
 from harness.scenario.load import parse
 from harness.world.base import Launch, Message
-from harness.world.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
-from harness.world.packed.node import _Gate
+from harness.world.process.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
+from harness.world.process.packed import _Gate
 
 
 def _waiters(wait: object, count: int) -> tuple[list[threading.Thread], list[float]]:

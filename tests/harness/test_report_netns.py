@@ -13,8 +13,8 @@ from report_samples import happy_report, scenario
 from harness.report.glyphs import fault_color, fault_legend
 from harness.report.html import render_html
 from harness.scenario.faults.registry import FAULTS
-from harness.world import node as node_module
 from harness.world.netns import enter as netns_enter
+from harness.world.process import node as node_module
 
 
 def test_the_html_legend_has_a_colour_for_every_registered_fault_kind() -> None:

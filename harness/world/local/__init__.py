@@ -4,7 +4,7 @@
 * ``topology``  its network: node 0's port, one proxy link per node, DNS shims, the
                 store-fault interposer
 
-The leak check every world's teardown uses is shared: :mod:`harness.world.leaks`. The
+The leak check every world's teardown uses is shared: :mod:`harness.world.process.leaks`. The
 packed world (:mod:`harness.world.packed`) builds on this one. Imports: the shared parts of
 :mod:`harness.world`, :mod:`harness.proxy`, :mod:`harness.errors`, rdzv.
 """

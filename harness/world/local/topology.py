@@ -7,7 +7,7 @@
 * Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
   Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
 * With store rules (:attr:`~harness.world.base.Layout.store_rules`) a
-  :class:`~harness.world.store_faults.StoreFaultProxy` sits between the links and the store.
+  :class:`~harness.world.proxied.store_faults.StoreFaultProxy` sits between the links and the store.
 * When the endpoint host is a name, each node resolves it through a shim (``DnsShim``) that
   the harness can switch off to simulate a name that does not resolve yet.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import Layout, is_ip
-from harness.world.dns import DnsShim
-from harness.world.proxied import make_links
-from harness.world.squatters import Squatter
-from harness.world.store_faults import StoreFaultProxy
+from harness.world.process.dns import DnsShim
+from harness.world.proxied.links import make_links
+from harness.world.proxied.squatters import Squatter
+from harness.world.proxied.store_faults import StoreFaultProxy
 
 __all__ = ["Topology"]
 

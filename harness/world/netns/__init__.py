@@ -9,7 +9,7 @@
 * ``naming``   names tagged with the harness's PID and the run, addresses, dead runs' leftovers
 * ``shell``    running ``ip``/``nft``/``tc``; what this machine can do
 
-Imports the local world's parts (:mod:`harness.world.cluster`, ``node``, ``dns``,
+Imports the local world's parts (:mod:`harness.world.process.cluster`, ``node``, ``dns``,
 ``proxied``, ``store_faults``) and the embedded proxy, nothing of scenarios or runs.
 Nothing is imported here, so the forkserver's preload of ``enter`` stays light.
 """

@@ -3,9 +3,9 @@
 Python 3.11 has no ``os.setns`` (3.12 adds it), so :func:`enter` calls libc's
 ``setns(fd, CLONE_NEWNET)`` through ctypes: ten lines instead of a dependency (pyroute2's
 ``netns.setns`` does the same), and no ``ip netns exec`` process per node. A node process
-is a forkserver child (:mod:`harness.world.cluster`, warm imports, a few ms to start):
+is a forkserver child (:mod:`harness.world.process.cluster`, warm imports, a few ms to start):
 :func:`node_entry` enters the namespace first, before the node opens any socket, and then
-runs the local world's node unchanged (:func:`harness.world.node.run_node`). A network
+runs the local world's node unchanged (:func:`harness.world.process.node.run_node`). A network
 namespace is per thread, and the child is single-threaded at that point; its pipe to the
 harness is not a socket of any network, so it keeps working.
 """
@@ -18,7 +18,7 @@ import functools
 import os
 from typing import Any, Final
 
-from harness.world.node import (
+from harness.world.process.node import (
     PROCESS,
     NodeSpec,
     PipeReporter,

@@ -3,7 +3,7 @@
 * ``world``  :class:`~harness.world.packed.world.PackedWorld` and its factory (the local
              world's network; kill, pause and restart of a packed node emulated)
 * ``node``   a packed process: its node threads, their sockets, events, faults and start
-             gate (also what a Ray actor runs: :func:`~harness.world.packed.node.host`)
+             gate (also what a Ray actor runs: :func:`~harness.world.process.packed.host`)
 
 Imports: :mod:`harness.world.local` (its network), the shared parts of :mod:`harness.world`,
 :mod:`harness.proxy`, :mod:`harness.errors`, rdzv.

@@ -5,7 +5,7 @@ world's (:class:`~harness.world.local.LocalWorld`, whose links, toxics, names, s
 store rules it inherits): every node keeps its own proxy link. Node 0, the store host, is a
 real process (kill and pause are SIGKILL and SIGSTOP there). Nodes ``1..N-1`` are packed
 ``pack`` per process, in node order (process ``g`` holds nodes ``g*K+1 .. g*K+K``), each a
-thread of :mod:`harness.world.packed.node` with its own handler, sockets, events and outcome.
+thread of :mod:`harness.world.process.packed` with its own handler, sockets, events and outcome.
 The processes start through the local cluster's forkserver, each when its first node starts.
 
 Process faults on a packed node are emulated, and documented as such (docs/scenarios.md):
@@ -37,8 +37,8 @@ from harness.proxy.client import ToxiproxyClient
 from harness.world.base import PAUSE, Launch, Layout, Message, OnMessage, cannot
 from harness.world.incarnations import Incarnation, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
-from harness.world.node import NodeSpec
-from harness.world.packed.node import serve
+from harness.world.process.node import NodeSpec
+from harness.world.process.packed import serve
 
 __all__ = ["HOLD_MS", "PAUSE_TOXIC", "PackedWorld", "PackedWorlds", "placement"]
 

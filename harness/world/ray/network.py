@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import ToxicSpec
-from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic, put_toxic
+from harness.world.proxied.links import Downs, ProxiedLink, ProxiedToxic, put_toxic
 
 __all__ = ["Agent", "RayNetwork"]
 

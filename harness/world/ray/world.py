@@ -2,7 +2,7 @@
 
 Node 0 (the store host) is an actor of its own; nodes ``1..N-1`` are packed K per actor in
 node order (group ``g >= 1`` holds nodes ``(g-1)*K+1 .. g*K``), each node a thread as in a
-packed process (:mod:`harness.world.packed.node`, run by
+packed process (:mod:`harness.world.process.packed`, run by
 :class:`~harness.world.ray.actors.NodeGroup`). One placement group of a bundle per actor,
 ``SPREAD``, spreads the actors over the hosts; node 0's store binds its own host's address.
 The links are on a proxy agent per host (:mod:`harness.world.ray.network`). Node messages
@@ -36,7 +36,6 @@ from typing import Any, Final
 import ray
 
 from harness.errors import HarnessError
-from harness.world.backends import preload
 from harness.world.base import (
     BANDWIDTH,
     KILL,
@@ -59,8 +58,9 @@ from harness.world.base import (
     is_ip,
 )
 from harness.world.incarnations import Incarnation, Incarnations
-from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
+from harness.world.process.backends import preload
+from harness.world.process.node import NodeSpec
 from harness.world.ray.cluster import Placement
 from harness.world.ray.groups import Group, default_pack, plan
 from harness.world.ray.network import RayNetwork

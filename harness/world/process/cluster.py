@@ -4,7 +4,7 @@
 ``multiprocess``'s forkserver (warm imports, so a node starts in a few milliseconds; no
 fork of a threaded parent). :meth:`LocalCluster.spawn` starts any other entry point the
 same way, with its own message and exit handling (the packed world's processes, each
-running several nodes as threads: :mod:`harness.world.packed.node`); the forkserver
+running several nodes as threads: :mod:`harness.world.process.packed`); the forkserver
 preloads every entry module, so no child imports one at start.
 
 Nodes start behind a gate: each node process, once up (imports done, its channel open),
@@ -41,8 +41,8 @@ from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.connection import wait as wait_any
 from multiprocess.context import set_spawning_popen
 
-from harness.world.backends import preload
-from harness.world.node import (
+from harness.world.process.backends import preload
+from harness.world.process.node import (
     PROCESS,
     Message,
     NodeSpec,
@@ -56,9 +56,9 @@ __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 
 #: The modules whose functions run in forkserver children; preloaded by the forkserver.
 ENTRY_MODULES: Final = (
-    "harness.world.cluster",
-    "harness.world.node",
-    "harness.world.packed.node",
+    "harness.world.process.cluster",
+    "harness.world.process.node",
+    "harness.world.process.packed",
     "harness.world.netns.enter",
 )
 #: What a process is known by: a node id, or a name (``"pack3"``) for other processes.

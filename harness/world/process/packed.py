@@ -4,7 +4,7 @@
 (:mod:`harness.world.packed`), started through the local cluster's forkserver. The harness
 sends it commands -- ``("start", incarnation, NodeSpec)``, ``("kill", incarnation)``,
 ``("resume", incarnation)`` -- and closes the command pipe at the end of the run; every node
-thread runs :func:`~harness.world.node.run_node` with its own queue, handler, sockets and
+thread runs :func:`~harness.world.process.node.run_node` with its own queue, handler, sockets and
 link, and its messages go back on the process's one channel as ``(incarnation, message)``.
 
 Which node a thread belongs to is an attribute of its ``threading.Thread``; a thread started
@@ -46,8 +46,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.node import (
+from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.process.node import (
     Hosting,
     Message,
     NodeSpec,
@@ -233,7 +233,7 @@ def _install(dns: DnsShim | None) -> None:
 class _Gate:
     """The world's start gate, for the node threads of this process.
 
-    Every node thread waits on the gate pipe (:func:`~harness.world.node.wait_gate`), notes
+    Every node thread waits on the gate pipe (:func:`~harness.world.process.node.wait_gate`), notes
     when it saw the release, then waits until every thread that was waiting with it has seen
     it too: the first threads to get the GIL after the release would otherwise run their
     nodes' work, holding the GIL for whole switch intervals, while the others had not yet

@@ -1,8 +1,8 @@
 """The node process: run one rendezvous, stream events, report one outcome.
 
 :func:`run_node` is the entry point of every node of the local world (a real OS process
-started by :mod:`harness.world.cluster`). It builds the handler its backend names
-(:mod:`harness.world.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
+started by :mod:`harness.world.process.cluster`). It builds the handler its backend names
+(:mod:`harness.world.process.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
 return), proves the store is shared (every rank writes a key, every rank reads all of them)
 and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("event", ...)``
 messages that describe what happened on the way (rdzv's structured log events plus
@@ -13,12 +13,12 @@ channel open), waits until the world releases every node at once (:func:`wait_ga
 world closes the one write end of a pipe all nodes wait on), and says ``started`` with the
 time it saw the release.
 
-A DNS shim (:mod:`harness.world.dns`) can be installed first: the endpoint host name then
+A DNS shim (:mod:`harness.world.process.dns`) can be installed first: the endpoint host name then
 resolves, inside this process only, to the address the harness chose — or fails with
 ``EAI_NONAME`` while the harness says DNS is down.
 
 A node is its own process by default; :class:`Hosting` says what changes when several nodes
-share one (:mod:`harness.world.packed.node`): how a node launched paused waits, how rdzv's
+share one (:mod:`harness.world.process.packed`): how a node launched paused waits, how rdzv's
 log events reach the node's queue, the DNS shim, what the world learns of the handler, and
 the ``placement`` text the report shows.
 """
@@ -38,11 +38,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.world.backends import create_handler
 from harness.world.base import Launch, Message
-from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.shared_store import prove_shared
-from harness.world.warm_up import warm_up
+from harness.world.process.backends import create_handler
+from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.process.shared_store import prove_shared
+from harness.world.process.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
 __all__ = [
