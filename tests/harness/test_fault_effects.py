@@ -23,7 +23,8 @@ from harness.scenario.load import parse
 from harness.scenario.model import Scenario
 from harness.world.process.dns import DnsShim, install_dns_shim
 from harness.world.proxied.squatters import HTTP_REPLY, Squatter
-from harness.world.proxied.store_faults import StoreRule
+from harness.world.proxied.store_faults import matches
+from harness.world.specs import StoreRule
 from rdzv.store import _wire
 
 # --- the record -------------------------------------------------------------------------
@@ -181,13 +182,13 @@ def test_a_store_rule_counts_each_firing_as_what_its_action_did() -> None:
 def test_a_store_rule_for_any_op_matches_every_operation_on_its_keys_and_nodes() -> None:
     rule = StoreRule("*", "__rdzv__/*", "delay", delay=0.005, count=3, nodes=frozenset({1}))
     add, wait = _wire.Add(b"/__rdzv__/count", 1), _wire.Wait([b"/__rdzv__/done"])
-    assert rule.matches(1, add) and rule.matches(1, wait)
-    assert not rule.matches(2, add)  # another node's request
-    assert not rule.matches(1, _wire.Get(b"/harness/rank/1"))  # another key
+    assert matches(rule, 1, add) and matches(rule, 1, wait)
+    assert not matches(rule, 2, add)  # another node's request
+    assert not matches(rule, 1, _wire.Get(b"/harness/rank/1"))  # another key
     rule.fired = 2
     assert rule.acted == {"requests held": 2}
     rule.fired = 3
-    assert not rule.matches(1, add)  # its count is spent
+    assert not matches(rule, 1, add)  # its count is spent
 
 
 def test_an_http_squatter_counts_the_connections_it_answered() -> None:

@@ -39,14 +39,11 @@ from harness.world.incarnations import Incarnation, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
 from harness.world.process.node import NodeSpec
 from harness.world.process.packed import serve
+from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
 
 __all__ = ["HOLD_MS", "PAUSE_TOXIC", "PackedWorld", "PackedWorlds", "placement"]
 
 NAME: Final = "packed"
-#: The latency (ms) of the toxics that pause a packed node's link: a year.
-HOLD_MS: Final = 365 * 24 * 3600 * 1000
-#: Name of the pause toxics (one per direction): ``harness-pause-upstream``, ...
-PAUSE_TOXIC: Final = "harness-pause"
 _STREAMS: Final = ("upstream", "downstream")
 
 

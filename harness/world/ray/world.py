@@ -58,9 +58,9 @@ from harness.world.base import (
     is_ip,
 )
 from harness.world.incarnations import Incarnation, Incarnations
-from harness.world.packed import HOLD_MS, PAUSE_TOXIC
 from harness.world.process.backends import preload
 from harness.world.process.node import NodeSpec
+from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
 from harness.world.ray.cluster import Placement
 from harness.world.ray.groups import Group, default_pack, plan
 from harness.world.ray.network import RayNetwork
