@@ -71,7 +71,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--backend",
         type=backend_arg,
         metavar="B",
-        help="backend of every scenario: static (default), torch-static or module:factory; "
+        help="backend of every scenario: static (default), torch-static, torch-c10d or "
+        "module:factory; "
         "the oracle states rdzv's semantics, so on another backend the search finds where "
         "that backend differs",
     )

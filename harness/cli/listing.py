@@ -12,7 +12,7 @@ names)::
     f01-master-name-never-resolves<TAB>4<TAB>dns<TAB>F01<TAB>static<TAB>scenarios/F01-....toml
 
 The backends are those the scenario runs on: its own, the other named ones
-(``static``, ``torch-static``) and any its file records, less those its file marks
+(``static``, ``torch-static``, ``torch-c10d``) and any its file records, less those its file marks
 ``[backends.NAME] unsupported``.
 """
 

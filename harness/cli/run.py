@@ -92,9 +92,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--backend",
         type=backend_arg,
         metavar="NAME",
-        help="run every scenario on this backend: static (rdzv), torch-static or "
-        "module:factory (default: each file's own); [backends.NAME] in a file records "
-        "how that backend differs",
+        help="run every scenario on this backend: static (rdzv), torch-static, "
+        "torch-c10d or module:factory (default: each file's own); [backends.NAME] in a "
+        "file records how that backend differs",
     )
     run.add_argument(
         "--pack",

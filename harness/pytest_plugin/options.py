@@ -71,7 +71,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="harness_backend",
         default=None,
         metavar="NAME",
-        help="run every scenario on this backend (static, torch-static or module:factory); "
+        help="run every scenario on this backend (static, torch-static, torch-c10d or "
+        "module:factory); "
         "default: each scenario's own. ini: harness_backend",
     )
     group.addoption(

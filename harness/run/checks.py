@@ -3,8 +3,9 @@
 Always checked:
 
 1. ``ranks``: nodes whose rendezvous returned hold distinct ranks, each the rank the node
-   was configured with (static rendezvous: ranks mirror node ranks); when every node
-   succeeds the ranks are exactly 0..N-1.
+   was configured with (static rendezvous: ranks mirror node ranks) unless the backend
+   ranks the nodes itself (its :func:`~harness.world.process.backends.traits`: torch's c10d); when
+   every node succeeds the ranks are exactly 0..N-1.
 2. ``world_size``: every node whose rendezvous returned was handed the scenario's world size.
 3. ``complete_round``: no rendezvous returns in a round that some rank never joined.
 4. ``shared_store``: every successful node saw every rank's key in the shared store.
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 from harness.run.model import NodeOutcome, Violation
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario, allowed_outcomes
+from harness.world.process.backends import traits
 
 __all__ = ["check"]
 
@@ -62,7 +64,8 @@ def _invariants(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation
         if count > 1:
             nodes = tuple(o.node for o in returned if o.rank == rank)
             found.append(Violation("ranks", f"rank {rank} was given to {count} nodes", nodes))
-    for o in returned:
+    mirrored = returned if traits(sc.backend).ranks_mirror_nodes else []
+    for o in mirrored:
         if o.rank != _configured_rank(sc, o.node):
             found.append(
                 Violation(

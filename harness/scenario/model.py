@@ -63,7 +63,7 @@ Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hu
 #: Invariant checks (see :mod:`harness.run.checks`) a backend may be recorded as breaking.
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 #: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
-NAMED_BACKENDS = ("static", "torch-static")
+NAMED_BACKENDS = ("static", "torch-static", "torch-c10d")
 
 
 class NodeOverride(FormatModel):
@@ -150,7 +150,8 @@ def backend_name(value: str) -> str:
     if value in NAMED_BACKENDS or re.fullmatch(r"[\w.]+:\w+", value):
         return value
     raise ValueError(
-        f"unknown backend {value!r}; allowed: 'static', 'torch-static' or 'module:factory'"
+        f"unknown backend {value!r}; allowed: 'static', 'torch-static', 'torch-c10d' or "
+        "'module:factory'"
     )
 
 

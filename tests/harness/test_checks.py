@@ -54,6 +54,22 @@ def test_a_rank_other_than_the_configured_one_is_a_violation() -> None:
     assert messages[0] == "node 1 got rank 2, expected 1"
 
 
+def test_on_a_backend_that_ranks_the_nodes_itself_a_permutation_of_ranks_is_no_violation() -> None:
+    # torch's c10d ranks the nodes by host name and PID, not by their configured ranks
+    assert (
+        check(scenario(backend="torch-c10d"), [ok(0, rank=2), ok(1, rank=0), ok(2, rank=1)]) == []
+    )
+
+
+def test_on_a_backend_that_ranks_the_nodes_itself_ranks_must_still_be_0_to_n_minus_1() -> None:
+    sc = scenario(backend="torch-c10d")
+    duplicate = [v.message for v in check(sc, [ok(0, rank=1), ok(1, rank=0), ok(2, rank=1)])]
+    assert "rank 1 was given to 2 nodes" in duplicate
+    assert "ranks are [0, 1], not 0..2" in duplicate
+    beyond = check(sc, [ok(0, rank=3), ok(1, rank=0), ok(2, rank=1)])
+    assert [v.message for v in beyond if v.check == "ranks"] == ["ranks are [0, 1, 3], not 0..2"]
+
+
 def test_disagreeing_world_sizes_are_a_violation() -> None:
     assert "world_size" in checks_of(scenario(), [ok(0), ok(1), ok(2, world_size=4)])
 

@@ -236,11 +236,10 @@ def test_list_piped_prints_one_tab_separated_line_per_scenario_and_nothing_else(
     done = harness("list", str(suite), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     faulty = str(suite / "faulty.toml")
+    named = "static, torch-static, torch-c10d"
     assert done.stdout.splitlines() == [
-        "\t".join(
-            ("tiny-faults", "4", "toxic latency, pause", "F28", "static, torch-static", faulty)
-        ),
-        "\t".join(("tiny-happy", "3", "-", "-", "static, torch-static", str(suite / "happy.toml"))),
+        "\t".join(("tiny-faults", "4", "toxic latency, pause", "F28", named, faulty)),
+        "\t".join(("tiny-happy", "3", "-", "-", named, str(suite / "happy.toml"))),
     ]
 
 
@@ -260,12 +259,13 @@ def test_list_on_a_terminal_is_a_table_that_fits_its_width(tmp_path: Path) -> No
 
 def test_list_names_the_backends_each_shipped_scenario_runs_on() -> None:
     by_name = {sc.name: sc for sc in load_many([str(ROOT / "scenarios")])}
-    # the file marks torch-static unsupported: it does not run there
+    # the file marks both torch backends unsupported: it does not run there
     assert runs_on(by_name["f01-master-name-never-resolves"]) == ["static"]
     # nothing recorded for torch: it runs there with the same expectations
-    assert runs_on(by_name["f02-server-binds-late"]) == ["static", "torch-static"]
+    every = ["static", "torch-static", "torch-c10d"]
+    assert runs_on(by_name["f02-server-binds-late"]) == every
     # recorded differences are still a backend it runs on
-    assert runs_on(by_name["f03-node-never-arrives"]) == ["static", "torch-static"]
+    assert runs_on(by_name["f03-node-never-arrives"]) == every
 
 
 def test_list_outside_the_repository_says_where_it_looked_and_what_to_do(

@@ -182,12 +182,13 @@ def test_the_last_matching_expectation_wins() -> None:
     ]
 
 
-def test_a_backend_is_static_torch_static_or_a_factory_path() -> None:
+def test_a_backend_is_static_torch_static_torch_c10d_or_a_factory_path() -> None:
     assert scenario(backend="my_pkg.mod:factory").backend == "my_pkg.mod:factory"
+    assert scenario(backend="torch-c10d").backend == "torch-c10d"
     with pytest.raises(
         ScenarioError,
-        match="backend: unknown backend 'etcd'; allowed: 'static', 'torch-static' or "
-        "'module:factory'",
+        match="backend: unknown backend 'etcd'; allowed: 'static', 'torch-static', "
+        "'torch-c10d' or 'module:factory'",
     ):
         scenario(backend="etcd")
 

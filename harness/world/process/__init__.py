@@ -10,7 +10,8 @@
 * ``warm_up``       a node's first step taken before it says ``ready`` (page faults paid
                     before the release)
 * ``shared_store``  after the rendezvous: the proof that every rank got one shared store
-* ``backends``      the rendezvous a node runs: rdzv static, torch-static, module:factory
+* ``backends``      the rendezvous a node runs: rdzv static, torch-static, torch-c10d,
+                    module:factory (torch's: ``torch_backends``)
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
 * ``leaks``         what a run left behind (processes, ports, threads): every world's check
 

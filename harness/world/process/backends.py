@@ -1,18 +1,18 @@
 """Backends: how a node process builds the rendezvous handler a scenario names.
 
 * ``static`` — rdzv's static rendezvous, through its registry (``rdzv.create_handler``).
-* ``torch-static`` — torch's own ``StaticTCPRendezvous`` (needs ``torch==2.13.0``: the
-  ``torch`` extra). Node 0 serves torch's TCPStore on the socket the harness bound for it,
-  handed over as ``master_listen_fd`` (torch's handler has no parameter for it, so the node
-  process wraps the ``TCPStore`` the handler constructs). torch takes whole seconds.
+* ``torch-static`` — torch's own ``StaticTCPRendezvous``; ``torch-c10d`` — torch's
+  ``DynamicRendezvousHandler`` on the C10d backend, what most torchrun users run (both need
+  ``torch==2.13.0``: the ``torch`` extra; how the harness drives them:
+  :mod:`harness.world.process.torch_backends`).
 * ``module:factory`` — a user's handler: ``factory(params)`` gets an
   ``rdzv.RendezvousParameters`` (backend ``"static"``, the node's rank and timeout in
   ``config``, ``listen_fd`` on node 0) and returns an object with ``next_rendezvous()`` and
   ``shutdown()``, as torch's handlers do.
 
 What the harness needs besides the handler: whether the backend can run here at all
-(:func:`unavailable`) and which modules the forkserver should import once for every node
-(:func:`preload`).
+(:func:`unavailable`), which modules the forkserver should import once for every node
+(:func:`preload`) and what the checks may expect of it (:func:`traits`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,52 @@ import importlib
 import importlib.util
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TORCH_STATIC", "create_handler", "module_home", "preload", "rerun_env", "unavailable"]
+from harness.world.process.torch_backends import (
+    TORCH_C10D,
+    TORCH_MODULES,
+    TORCH_STATIC,
+    HandlerArgs,
+    create_torch_handler,
+)
 
-TORCH_STATIC = "torch-static"
-_TORCH_HANDLER = "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"
-_WRAPPED = "_harness_serves_on_listen_fd"
+__all__ = [
+    "TORCH_C10D",
+    "TORCH_STATIC",
+    "Traits",
+    "create_handler",
+    "module_home",
+    "preload",
+    "rerun_env",
+    "traits",
+    "unavailable",
+]
+
 _RDZV_PRELOAD = ["rdzv.rendezvous.static", "rdzv.store.client", "rdzv.rendezvous.registry"]
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What the checks may expect of a backend.
+
+    Attributes:
+        ranks_mirror_nodes: a node's rank is the rank it was configured with (a static
+            rendezvous). False where the backend ranks the nodes itself (torch's c10d: by
+            host name and PID): then only "distinct, and 0..N-1 when all succeed" holds.
+    """
+
+    ranks_mirror_nodes: bool = True
+
+
+_TRAITS = {TORCH_C10D: Traits(ranks_mirror_nodes=False)}
+
+
+def traits(backend: str) -> Traits:
+    """What ``backend`` promises (a user's ``module:factory``: a static rendezvous's)."""
+    return _TRAITS.get(backend, Traits())
 
 
 def _split(backend: str) -> tuple[str, str]:
@@ -45,7 +82,7 @@ def unavailable(backend: str) -> str | None:
     """
     if backend == "static":
         return None
-    if backend == TORCH_STATIC:
+    if backend in TORCH_MODULES:
         if importlib.util.find_spec("torch") is None:
             return "torch is not installed (pip install -e '.[torch]' installs torch==2.13.0)"
         return None
@@ -78,7 +115,7 @@ def rerun_env(backend: str) -> str:
     """What a command that reruns a scenario on ``backend`` needs before it:
     ``PYTHONPATH=DIR `` for a ``module:factory`` backend whose module imports here from
     ``DIR`` (its nodes import it), else ``""``."""
-    if backend in ("static", TORCH_STATIC) or ":" not in backend:
+    if backend == "static" or backend in TORCH_MODULES or ":" not in backend:
         return ""
     where = module_home(_split(backend)[0])
     return f"PYTHONPATH={shlex.quote(str(where))} " if where is not None else ""
@@ -87,8 +124,9 @@ def rerun_env(backend: str) -> str:
 def preload(backends: set[str]) -> list[str]:
     """Modules a forkserver imports once so that nodes of ``backends`` start warm."""
     modules = list(_RDZV_PRELOAD)
-    if TORCH_STATIC in backends and unavailable(TORCH_STATIC) is None:
-        modules.append(_TORCH_HANDLER)
+    for backend in sorted(backends & TORCH_MODULES.keys()):
+        if unavailable(backend) is None:
+            modules += TORCH_MODULES[backend]
     return modules
 
 
@@ -109,27 +147,18 @@ def create_handler(
         ImportError, AttributeError: a ``module:factory`` backend cannot be found.
         Exception: whatever the backend's own constructor raises (the node reports it).
     """
+    if backend in TORCH_MODULES:
+        args = HandlerArgs(endpoint, run_id, rank, world_size, timeout, config, listen_fd)
+        return create_torch_handler(backend, args)
+    from rdzv import RendezvousParameters
+
     settings: dict[str, Any] = {"rank": rank, "timeout": timeout, **config}
-    if backend == TORCH_STATIC:
-        from torch.distributed.elastic.rendezvous import RendezvousParameters as TorchParams
-        from torch.distributed.elastic.rendezvous import registry
-
-        params_class: Any = TorchParams
-
-        if listen_fd is not None:
-            _serve_on(listen_fd)
-        # torch reads whole seconds; never round a short timeout down to "no time at all".
-        settings["timeout"] = max(1, round(timeout))
-        create: Callable[[Any], Any] = registry.get_rendezvous_handler
-    else:
-        from rdzv import RendezvousParameters
-
-        params_class = RendezvousParameters
-
-        if listen_fd is not None:
-            settings["listen_fd"] = listen_fd
-        create = _rdzv_creator(backend)
-    return create(params_class("static", endpoint, run_id, world_size, world_size, **settings))
+    if listen_fd is not None:
+        settings["listen_fd"] = listen_fd
+    create = _rdzv_creator(backend)
+    return create(
+        RendezvousParameters("static", endpoint, run_id, world_size, world_size, **settings)
+    )
 
 
 def _rdzv_creator(backend: str) -> Callable[[Any], Any]:
@@ -141,20 +170,3 @@ def _rdzv_creator(backend: str) -> Callable[[Any], Any]:
     module, attr = _split(backend)
     factory: Callable[[Any], Any] = getattr(importlib.import_module(module), attr)
     return factory
-
-
-def _serve_on(listen_fd: int) -> None:
-    """Make torch's static handler serve its store on ``listen_fd`` (this process only)."""
-    handler_module: Any = importlib.import_module(_TORCH_HANDLER)
-    real = handler_module.TCPStore
-    if getattr(real, _WRAPPED, False):
-        return  # already wrapped in this process
-
-    def tcp_store(*args: Any, **kwargs: Any) -> Any:
-        is_master = kwargs.get("is_master", args[3] if len(args) > 3 else False)
-        if is_master:
-            kwargs["master_listen_fd"] = listen_fd
-        return real(*args, **kwargs)
-
-    setattr(tcp_store, _WRAPPED, True)
-    handler_module.TCPStore = tcp_store

@@ -7,8 +7,9 @@ writes ``all/<world size>`` (the ranks it did not see, if any); every other rank
 ranks that do not exist). A rank that
 reads ``all`` from its store shares that store with a rank 0 that saw every key there, so it
 saw (through rank 0) every rank's key: every rank reading every key would cost the store
-host world size squared reads (16 million at 4096 nodes). Rank 0 then waits until every rank
-is done, so its shutdown cannot cut the others off.
+host world size squared reads (16 million at 4096 nodes). Rank 0, and node 0 (the store
+host, which need not be rank 0 where the backend ranks the nodes itself, as torch's c10d
+does), then wait until every rank is done, so neither's shutdown can cut the others off.
 
 A rank whose rendezvous returned may die before it writes (a scenario kills it on
 ``complete``; at 10,000 nodes one process is lost to the machine): rank 0 waits for the
@@ -63,14 +64,14 @@ def prove_shared(store: Any, rank: int, world_size: int, node: int, result: dict
             seen = [r for r in range(world_size) if r not in missing]
             ok = rank in seen
     except BaseException:
-        # Rank 0 (the store host in every backend) asks for every key; the others for their
-        # own and rank 0's, so a failing world costs the store O(world size) checks too.
+        # Rank 0 asks for every key; the others for their own and rank 0's, so a failing
+        # world costs the store O(world size) checks too.
         asked = keys if rank == 0 else sorted({keys[0], keys[rank]})
         result["seen_ranks"] = _present(store, asked)
         raise
     result["seen_ranks"] = seen
     store.set(f"harness/done/{rank}", "1")
-    if rank == 0:
+    if rank == 0 or node == 0:
         _wait_while_arriving(
             store, [f"harness/done/{r}" for r in seen], _COUNT.format(world_size), done=True
         )
