@@ -4,6 +4,10 @@ At the top, what every world shares and nothing of how any world works:
 
 * ``base``          the :class:`~harness.world.base.World` protocol: its verbs, the handles
                     they return, what a node launches, capabilities, the messages coming back
+* ``specs``         what the runner hands a world: plain values (``Layout``, ``Launch``,
+                    ``ToxicSpec``, ``PacketRule``, ``StoreRule``)
+* ``kinds``         how a world describes itself to the one registry that admits scenarios
+                    (:mod:`harness.run.worlds`): each world package's ``kind`` module
 * ``incarnations``  which incarnation of each node is live (one at a time): the kill, pause
                     and resume bookkeeping of the packed and the Ray world
 

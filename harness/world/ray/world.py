@@ -38,15 +38,11 @@ import ray
 from harness.errors import HarnessError
 from harness.world.base import (
     BANDWIDTH,
-    KILL,
-    LINKS,
     NAMES,
     PACKETS,
     PAUSE,
-    RESTART,
     SQUATTER,
     STORE_RULES,
-    TOXICS,
     Launch,
     Layout,
     Message,
@@ -61,6 +57,7 @@ from harness.world.incarnations import Incarnation, Incarnations
 from harness.world.process.backends import preload
 from harness.world.process.node import NodeSpec
 from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
+from harness.world.ray.capabilities import CAPS, NAME
 from harness.world.ray.cluster import Placement
 from harness.world.ray.groups import Group, default_pack, plan
 from harness.world.ray.network import RayNetwork
@@ -71,8 +68,6 @@ from harness.world.ray.waits import Waits
 
 __all__ = ["RayWorld", "RayWorlds"]
 
-NAME: Final = "ray"
-CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
 _RELEASE_WAIT: Final = 60.0  # seconds for the actors to open their start gates
 _START_WAIT: Final = 120.0  # seconds for an actor to start a node (it may be coming up)
 _KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
