@@ -2,9 +2,9 @@
 
 ``fuzz`` runs random scenarios (see :mod:`harness.fuzz.loop`), one plain progress line per run,
 and exits 1 when it wrote a shrunk failing scenario, 0 when nothing failed, 2 on a usage
-error. ``replay`` re-runs one scenario file with its recorded seed and exits like
-``harness run``: 0 passed, 1 failed, 2 invalid file (or no seed) or nothing ran (its
-backend cannot run here), 130 interrupted.
+error or when nothing could run (``--world netns`` without root). ``replay`` re-runs one
+scenario file with its recorded seed and exits like ``harness run``: 0 passed, 1 failed,
+2 invalid file (or no seed) or nothing ran (its backend cannot run here), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ __all__ = ["add_commands"]
 
 DEFAULT_BUDGET = 20
 DEFAULT_OUT = "fuzz-failures"
+#: The worlds ``harness fuzz --world`` draws scenarios for (those whose capabilities are known
+#: before a run: :func:`harness.run.worlds.capabilities_of`).
+FUZZ_WORLDS = ("local", "netns")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,6 +79,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "the oracle states rdzv's semantics, so on another backend the search finds where "
         "that backend differs",
     )
+    fuzzing.add_argument(
+        "--world",
+        choices=FUZZ_WORLDS,
+        help="the world every scenario runs in: local (default; faults through the proxy) or "
+        "netns (a network namespace per node, needs root and nft; the kernel faults drop, "
+        "reject, partition, loss, filter and bandwidth besides the proxy's); only the fault "
+        "kinds the world can carry out are drawn",
+    )
     fuzzing.set_defaults(func=_fuzz_command)
     replaying = commands.add_parser(
         "replay",
@@ -95,9 +106,12 @@ def _fuzz_command(args: argparse.Namespace) -> int:
     from harness.fuzz.loop import fuzz  # hypothesis is imported only when fuzzing
 
     seed = args.seed if args.seed is not None else secrets.randbits(32)
-    say(f"harness fuzz: seed {seed}, budget {args.budget}")
+    in_world = f", world {args.world}" if args.world is not None else ""
+    say(f"harness fuzz: seed {seed}, budget {args.budget}{in_world}")
     try:
-        result = fuzz(args.budget, seed, args.out, say, args.backend, keep=args.keep)
+        result = fuzz(
+            args.budget, seed, args.out, say, args.backend, world=args.world, keep=args.keep
+        )
     except KeyboardInterrupt:
         print("harness fuzz: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -105,6 +119,8 @@ def _fuzz_command(args: argparse.Namespace) -> int:
         where = f"--out {args.out}" + (f" or --keep {args.keep}" if args.keep else "")
         print(f"harness fuzz: cannot write to {where}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if result.skipped is not None and not result.examples:
+        return EXIT_USAGE  # nothing ran (the last line says why)
     return EXIT_FAILED if result.written else EXIT_PASSED
 
 

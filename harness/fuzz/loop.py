@@ -33,6 +33,7 @@ from harness.fuzz.ordered import DEAD_MEMBER, dead_members
 from harness.fuzz.strategies import scenarios
 from harness.run.model import Report
 from harness.run.suite import ProxyProvider, embedded_proxy, run_one
+from harness.run.worlds import capabilities_of
 from harness.scenario.load import load, parse
 
 __all__ = ["FuzzResult", "Runner", "fuzz", "judged", "on_backend", "replay"]
@@ -60,6 +61,8 @@ class FuzzResult:
         kept: with ``keep``, every drawn scenario that ran, as a file (shrink steps not
             included), passing or failing.
         reports: the report of the minimal failing scenario, if any.
+        skipped: why the first scenario was skipped (its world or backend cannot run here,
+            e.g. the netns world without root): then nothing else runs either.
         flaky: the minimal scenario passed when hypothesis ran it once more (its failure
             depends on timing), and so did every larger failing one tried again after it
             (a rerun of the written file may pass).
@@ -74,6 +77,7 @@ class FuzzResult:
     written: list[Path] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     kept: list[Path] = field(default_factory=list)
+    skipped: str | None = None
     flaky: bool = False
     confirmed: bool = False
 
@@ -95,6 +99,8 @@ class _Search:
     passed: set[str] = field(default_factory=set)
 
     def example(self, data: dict[str, Any]) -> None:
+        if self.result.skipped is not None:
+            return  # nothing runs here: draw the rest of the budget without running it
         shrinking = self.last is not None
         if shrinking and self.result.shrinks >= self.max_shrinks and data != self.last_data:
             return  # out of shrink budget: only the best example so far is run again
@@ -102,6 +108,11 @@ class _Search:
         if key in self.passed:
             return  # drawn again (hypothesis can reach one scenario several ways): it passed
         report = self._run(data)
+        if report.skipped is not None and not shrinking:  # (not counted as run)
+            self.progress(f"[skipped] {data['name']} {summary(data)}: {report.skipped}")
+            if not self.result.examples:  # the first one: nothing can run here
+                self.result.skipped = report.skipped
+            return
         if shrinking:
             self.result.shrinks += 1
             where = f"[shrink {self.result.shrinks}]"
@@ -195,6 +206,7 @@ def fuzz(
     progress: Callable[[str], None],
     backend: str | None = None,
     *,
+    world: str | None = None,
     strategy: st.SearchStrategy[dict[str, Any]] | None = None,
     runner: Runner | None = None,
     max_shrinks: int = DEFAULT_MAX_SHRINKS,
@@ -209,7 +221,10 @@ def fuzz(
         out_dir: where the minimal failing scenario is written, as ``<name>.toml``.
         progress: called with one line per scenario run and a final summary line.
         backend: the scenarios' ``backend`` (default: rdzv's ``static``).
-        strategy: scenarios to draw (default :func:`harness.fuzz.strategies.scenarios`).
+        world: the world every scenario runs in (``local``, the default, or ``netns``);
+            the default strategy draws only the faults that world can carry out.
+        strategy: scenarios to draw (default :func:`harness.fuzz.strategies.scenarios` in
+            ``world``; a strategy given here has its scenarios moved to ``world``).
         runner: runs and judges one scenario (default: real nodes, embedded proxy).
         max_shrinks: how many shrink steps may run a scenario.
         keep: a directory to write every drawn scenario that ran into, as
@@ -219,14 +234,19 @@ def fuzz(
         What ran and which file was written.
 
     Raises:
-        ValueError: ``budget`` is less than 1.
+        ValueError: ``budget`` is less than 1, or ``world`` is not a world the fuzzer knows.
         ScenarioError: the strategy drew a scenario the validators reject (a bug in the
             strategy; the message names the scenario).
         OSError: ``out_dir`` (or ``keep``) cannot be created or written.
     """
     if budget < 1:
         raise ValueError(f"the fuzz budget must be at least 1 scenario, got {budget}")
-    drawn = strategy if strategy is not None else scenarios()
+    if strategy is None:
+        drawn = scenarios(world=world or "local")
+    else:
+        drawn = strategy if world is None else strategy.map(lambda data: {**data, "world": world})
+    if world is not None:
+        capabilities_of(world)  # an unknown world fails here, not inside hypothesis
     if backend is not None:
         drawn = drawn.map(lambda data: on_backend(data, backend))
     result = FuzzResult(seed=seed)
@@ -296,6 +316,8 @@ def _save(data: dict[str, Any], description: str, out_dir: Path) -> Path:
 
 
 def _closing_line(result: FuzzResult, backend: str | None = None) -> str:
+    if result.skipped is not None and not result.examples:
+        return f"fuzz: seed {result.seed}: nothing ran: {result.skipped}"
     ran = f"fuzz: seed {result.seed}: {result.examples} scenario(s) run"
     if result.shrinks:
         ran += f" and {result.shrinks} shrink step(s)"

@@ -1,46 +1,56 @@
 """The oracle: what every node of a scenario must report, derived from its faults alone.
 
 Pure functions over a scenario's plain ``dict`` (the TOML form); no clock, no randomness.
-The rules are the rendezvous semantics of docs/rendezvous.md, as the scenario files under
-``scenarios/`` prove them (J is the join timeout):
+It names no fault kind: each fault's kind says what it may do
+(:meth:`~harness.scenario.faults.base.Fault.effect`, an
+:class:`~harness.scenario.faults.fuzzing.Effect`: harmless or not, the outcomes it adds on
+which nodes, how long it holds a node) and which nodes it keeps from starting
+(:meth:`~harness.scenario.faults.base.Fault.never_starts`). The rules are the rendezvous
+semantics of docs/rendezvous.md, as the scenario files under ``scenarios/`` prove them (J is
+the join timeout):
 
-1. Node 0 absent: nobody hosts the store, so every present node fails with
+1. Node 0 never starts: nobody hosts the store, so every present node fails with
    ``connection_error`` ("no rendezvous store answered") at its own deadline.
 2. A misconfigured node (a worker claiming another worker's rank, or a larger world size),
    with only harmless faults: every node fails at once with ``state_error``; the duplicate's
    claimants name the rank, the mismatch names both sizes.
-3. Some workers absent, only harmless faults: every present node fails with ``timeout``,
-   naming the missing ranks ("missing ranks: 2-3.").
+3. Some workers never start, only harmless faults: every present node fails with
+   ``timeout``, naming the missing ranks ("missing ranks: 2-3.").
 4. Only harmless faults: every node ``ok``.
 5. Otherwise (kills, pauses, restarts, link downs, resets, black holes, drops, long
-   latency, starts late past J/4) the outcome is legitimately open: a list of the outcomes
-   that can happen. ``ok`` is never allowed while a node is absent (a round never completes
-   without every rank); ``killed`` only for a kill's targets; ``state_error`` only for a
-   restart's targets (a replacement arriving after its round ended).
+   latency, starts late past J/4, packet rules, ...) the outcome is legitimately open: a
+   list of the outcomes that can happen. ``ok`` is never allowed while a node is absent (a
+   round never completes without every rank); each fault adds the outcomes its kind allows
+   on its nodes (``killed`` on a kill's targets, ``state_error`` on a restart's: a
+   replacement arriving after its round ended).
 
 One rule needs the run's recorded order, not just the faults: a member killed before a node
 the round needs started leaves no node's rendezvous free to return (``dead_member``,
 :mod:`harness.fuzz.ordered`); the outcome lists here stay open for it.
 
-Harmless: latency + jitter at most J/50 (in ms: J*20), a slicer, a noop toxic, a late start
-of at most J/4, store delays adding up to at most J/4.
-
-Every node that may fail carries an ``elapsed`` bound ``[0, 2*J + 15 + its pauses]``: no
+Every node that may fail carries an ``elapsed`` bound ``[0, 2*J + 15 + what holds it]``: no
 operation may block past its deadline plus generous slack (the hosting node's exit barrier
-may add up to 10 s after a failed round).
+may add up to 10 s after a failed round), plus the time faults hold the node still (pauses).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
+
+from harness.report.fold import node_ranges
+from harness.scenario.faults.base import Fault
+from harness.scenario.faults.fuzzing import Effect, Outline
+from harness.scenario.faults.registry import FAULTS
+from harness.scenario.format import shown
 
 __all__ = [
     "allowed_for",
+    "effects",
     "expect_for",
-    "format_ranks",
+    "faults_of",
     "hard_deadline_for",
-    "harmless",
+    "outline_of",
     "summary",
 ]
 
@@ -48,74 +58,59 @@ _OPEN = ("ok", "timeout", "connection_error")
 _SLACK = 15.0
 
 
-def format_ranks(ranks: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``: how rdzv lists ranks in its messages."""
-    spans: list[str] = []
-    for rank in sorted(ranks):
-        if spans and rank == int(spans[-1].split("-")[-1]) + 1:
-            spans[-1] = f"{spans[-1].split('-')[0]}-{rank}"
-        else:
-            spans.append(str(rank))
-    return ", ".join(spans)
-
-
 def _join(data: Mapping[str, Any]) -> float:
     return float(data.get("timeouts", {}).get("join", 10.0))
 
 
-def _targets(data: Mapping[str, Any], fault: Mapping[str, Any], default: str) -> list[int]:
-    nodes = fault.get("nodes", default)
-    count = int(data["nodes"])
-    if nodes == "all":
-        return list(range(count))
-    if nodes == "others":
-        return list(range(1, count))
-    return sorted(set(nodes))
-
-
-def harmless(fault: Mapping[str, Any], join: float) -> bool:
-    """Whether ``fault`` cannot make a rendezvous with timeout ``join`` fail.
+def faults_of(data: Mapping[str, Any]) -> list[Fault]:
+    """The faults of scenario ``data``, each as the model of its registered kind.
 
     Raises:
-        KeyError: the fault lacks ``kind`` or a key its kind requires.
+        pydantic.ValidationError: a fault table is not valid for its kind.
     """
-    kind = fault["kind"]
-    if kind == "late_start":
-        return float(fault["delay"]) <= join / 4
-    if kind == "toxic":
-        kind_of_toxic = fault["type"]
-        attributes = fault.get("attributes", {})
-        if kind_of_toxic == "latency":
-            spread = attributes.get("latency", 0) + attributes.get("jitter", 0)
-            return bool(spread <= join * 20 and fault.get("duration") is None)
-        return bool(kind_of_toxic in ("noop", "slicer") and attributes.get("delay", 0) <= 1000)
-    if kind == "store_op":
-        action, count = fault["action"], int(fault.get("count", 1))
-        return bool(action == "delay" and float(fault.get("delay", 0)) * count <= join / 4)
-    return False
+    return [FAULTS.validate(table) for table in data.get("fault", [])]
 
 
-def _absent(data: Mapping[str, Any]) -> set[int]:
-    return {n for f in data.get("fault", []) if f["kind"] == "absent" for n in f["nodes"]}
+def outline_of(data: Mapping[str, Any], faults: list[Fault] | None = None) -> Outline:
+    """What a fault's kind may know of scenario ``data`` (node count, join timeout, endpoint
+    host, the nodes that never start).
+
+    Raises:
+        KeyError: ``data`` lacks ``nodes``.
+    """
+    found = faults_of(data) if faults is None else faults
+    return Outline(
+        count=int(data["nodes"]),
+        join=_join(data),
+        host=str(data.get("endpoint", {}).get("host", "127.0.0.1")),
+        absent=frozenset(n for fault in found for n in fault.never_starts()),
+    )
 
 
-def _targeted(data: Mapping[str, Any], kind: str) -> set[int]:
-    return {n for f in data.get("fault", []) if f["kind"] == kind for n in f["nodes"]}
+def effects(data: Mapping[str, Any]) -> tuple[Outline, list[Effect]]:
+    """Scenario ``data``'s outline and what each of its faults may do, in file order.
+
+    Raises:
+        KeyError: ``data`` lacks ``nodes``.
+        pydantic.ValidationError: a fault table is not valid for its kind.
+    """
+    found = faults_of(data)
+    outline = outline_of(data, found)
+    return outline, [fault.effect(outline) for fault in found]
 
 
 def allowed_for(data: Mapping[str, Any]) -> dict[int, tuple[str, ...]]:
     """Node -> the outcomes it may report (one outcome when the faults decide it).
 
     Raises:
-        KeyError: ``data`` lacks ``nodes``, or a fault lacks a key its kind requires.
+        KeyError: ``data`` lacks ``nodes``.
+        pydantic.ValidationError: a fault table is not valid for its kind.
     """
-    count, join = int(data["nodes"]), _join(data)
-    absent = _absent(data)
-    others = [f for f in data.get("fault", []) if f["kind"] != "absent"]
-    calm = all(harmless(f, join) for f in others)
-    killed, restarted = _targeted(data, "kill"), _targeted(data, "restart")
+    outline, found = effects(data)
+    absent = outline.absent
+    calm = all(effect.harmless for effect in found)
     out: dict[int, tuple[str, ...]] = {}
-    for node in range(count):
+    for node in range(outline.count):
         if node in absent:
             out[node] = ("absent",)
             continue
@@ -127,21 +122,21 @@ def allowed_for(data: Mapping[str, Any]) -> dict[int, tuple[str, ...]]:
             base = ("timeout",) if calm else ("timeout", "connection_error")
         else:
             base = ("ok",) if calm else _OPEN
-        if node in killed:
-            base += ("killed",)
-        if node in restarted and base != ("connection_error",):
-            base += ("state_error",)
+        for effect in found:
+            base += tuple(o for o in effect.allows.get(node, ()) if o not in base)
         out[node] = base
     return out
 
 
-def _message(data: Mapping[str, Any], node: int, allowed: tuple[str, ...]) -> str | None:
+def _message(
+    data: Mapping[str, Any], outline: Outline, node: int, allowed: tuple[str, ...]
+) -> str | None:
     """The message pattern a node's single, decided failure must match."""
     count = int(data["nodes"])
     if allowed == ("connection_error",):
         return "no rendezvous store answered"
     if allowed == ("timeout",):
-        missing = format_ranks(sorted(_absent(data)))
+        missing = node_ranges(outline.absent)
         return f"missing ranks: {missing}\\."  # digits, '-' and ', ' need no escaping
     if allowed == ("state_error",):
         override = data["override"][0]
@@ -153,12 +148,9 @@ def _message(data: Mapping[str, Any], node: int, allowed: tuple[str, ...]) -> st
     return None
 
 
-def _pauses(data: Mapping[str, Any], node: int) -> float:
-    return sum(
-        float(f.get("duration", 0))
-        for f in data.get("fault", [])
-        if f["kind"] == "pause" and node in f["nodes"]
-    )
+def _held(found: list[Effect], node: int) -> float:
+    """Seconds the faults may hold ``node`` still."""
+    return sum(effect.holds.get(node, 0.0) for effect in found)
 
 
 def hard_deadline_for(data: Mapping[str, Any]) -> float:
@@ -166,11 +158,12 @@ def hard_deadline_for(data: Mapping[str, Any]) -> float:
     for a pause the scenario itself imposed).
 
     Raises:
-        KeyError: ``data`` lacks ``nodes``, or a pause fault lacks ``nodes``.
+        KeyError: ``data`` lacks ``nodes``.
+        pydantic.ValidationError: a fault table is not valid for its kind.
     """
-    join = _join(data)
-    longest = max((_pauses(data, n) for n in range(int(data["nodes"]))), default=0.0)
-    return round(2 * join + _SLACK + 5 + longest, 1)
+    outline, found = effects(data)
+    longest = max((_held(found, n) for n in range(outline.count)), default=0.0)
+    return round(2 * outline.join + _SLACK + 5 + longest, 1)
 
 
 def expect_for(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,12 +181,12 @@ def expect_for(data: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         KeyError: ``data`` lacks ``nodes``, or a fault lacks a key its kind requires.
     """
-    join = _join(data)
+    outline, found = effects(data)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for node, allowed in allowed_for(data).items():
-        message = _message(data, node, allowed)
+        message = _message(data, outline, node, allowed)
         can_fail = allowed not in (("ok",), ("absent",))
-        high = round(2 * join + _SLACK + _pauses(data, node), 1) if can_fail else None
+        high = round(2 * outline.join + _SLACK + _held(found, node), 1) if can_fail else None
         groups.setdefault((allowed, message, high), []).append(node)
     entries: list[dict[str, Any]] = []
     for (allowed, message, high), nodes in groups.items():
@@ -210,25 +203,49 @@ def expect_for(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def summary(data: Mapping[str, Any]) -> str:
-    """One line: ``3 nodes, join 2.5 s, faults: absent [2], late_start [3] by 1.2 s, kill [1]
-    on joined of 1 +0.2 s, toxic latency``.
+    """One line: ``3 nodes, join 2.5 s, faults: absent [2], late_start [3] delay 1.2, kill
+    [1] on joined of 1 +0.2 s, toxic latency [1] attributes {latency = 40}``: each fault as
+    its kind labels it, its nodes, when it acts and for how long, and its other keys.
 
     Raises:
-        KeyError: ``data`` lacks ``nodes``, or a fault lacks ``kind``.
+        KeyError: ``data`` lacks ``nodes``.
+        pydantic.ValidationError: a fault table is not valid for its kind.
     """
     parts = [f"{data['nodes']} nodes", f"join {_join(data):g} s"]
     for override in data.get("override", []):
         what = "rank" if "rank" in override else "world_size"
         parts.append(f"node {override['nodes'][0]} {what} {override[what]}")
-    faults = []
-    for fault in data.get("fault", []):
-        detail = fault.get("type") or fault.get("action") or ""
-        if fault["kind"] in ("absent", "kill", "pause", "restart", "late_start"):
-            detail = str(fault["nodes"])
-        if fault["kind"] == "late_start":
-            detail += f" by {float(fault['delay']):g} s"
-        elif fault["kind"] in ("kill", "restart") and "on" in fault:
-            detail += f" on {fault['on']} of {fault['on_node']} +{float(fault.get('after', 0)):g} s"
-        faults.append(f"{fault['kind']} {detail}".strip())
+    tables = data.get("fault", [])
+    faults = [_gist(table, fault) for table, fault in zip(tables, faults_of(data), strict=True)]
     parts.append(f"faults: {', '.join(faults) or 'none'}")
     return ", ".join(parts)
+
+
+#: Keys :func:`_gist` shows in its own words (when the fault acts, for how long).
+_TIMING = ("kind", "nodes", "at", "on", "on_node", "after", "duration")
+
+
+def _gist(table: Mapping[str, Any], fault: Fault) -> str:
+    """A fault in a few words: ``kill [1] on joined of 1 +0.2 s``."""
+    words = [fault.label]
+    if "nodes" in table:
+        words.append(_plain(table["nodes"]))
+    trigger = fault.when()
+    if trigger is not None and trigger.on is not None:
+        words.append(f"on {trigger.on} of {trigger.on_node} +{trigger.after:g} s")
+    elif "at" in table:
+        words.append(f"at {float(table['at']):g} s")
+    if "duration" in table:
+        words.append(f"for {float(table['duration']):g} s")
+    said = set(fault.label.split())
+    words += [
+        f"{key} {_plain(value)}"
+        for key, value in table.items()
+        if key not in _TIMING and not (isinstance(value, str) and value in said)
+    ]
+    return " ".join(words)
+
+
+def _plain(value: Any) -> str:
+    """A key's value as TOML shows it, a lone string without its quotes."""
+    return value if isinstance(value, str) else shown(value)

@@ -13,16 +13,20 @@ connection that has closed -- and rdzv never completes a round while one of its 
 belongs to a closed connection that no incarnation of the same node took over
 (docs/rendezvous.md). So no other node's rendezvous may return.
 
-The rule applies to a scenario only where nothing else can take the dead member's place:
+The rule names no fault kind: each fault's kind says what it may do
+(:meth:`~harness.scenario.faults.base.Fault.effect`): which nodes it ends for good
+(``kills``), which it restarts, which it holds still, and whose connections' close it may
+hide from node 0. It applies to a scenario only where nothing else can take the dead
+member's place:
 
-* the target is not the target of any ``restart`` (a restart inside the grace may take the
-  claim over and complete the round legitimately; one after it races rdzv's grace timer);
+* the target is not restarted by any fault (a restart inside the grace may take the claim
+  over and complete the round legitimately; one after it races rdzv's grace timer);
 * the later node is not restarted either (its recorded start is then its only one);
-* no network or store fault on the target's link (``toxic``, ``link_down``, ``store_op``):
-  a held or slowed link can keep the store host from seeing the close until after the later
-  node joined, and rdzv can only act on a close it has seen;
-* node 0 is never paused (a frozen store host reads the close and the later node's claim
-  at once, in no order this rule can know);
+* no fault may hide the target's close (a held, slowed or filtered link -- a ``toxic``,
+  ``link_down``, ``store_op``, or a packet rule -- can keep the store host from seeing the
+  close until after the later node joined, and rdzv can only act on a close it has seen);
+* node 0 is never held still (paused: a frozen store host reads the close and the later
+  node's claim at once, in no order this rule can know);
 * no ``override`` (a node configured with another rank or world size changes who the round
   needs).
 
@@ -46,32 +50,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.run.model import NodeOutcome, Violation
+from hypothesis import strategies as st
 
-__all__ = ["DEAD_MEMBER", "dead_members"]
+from harness.fuzz.oracle import effects
+from harness.run.model import NodeOutcome, Violation
+from harness.scenario.faults.draws import subset, tenths
+from harness.scenario.faults.registry import FAULTS
+
+__all__ = ["DEAD_MEMBER", "dead_members", "ordered_kill_schedules", "ordered_kills_fit"]
 
 #: The check name of this rule's violations.
 DEAD_MEMBER = "dead_member"
-
-
-#: Faults on a node's link to the store: they can hide or delay its connection's close.
-_ON_THE_LINK = ("toxic", "link_down", "store_op")
-
-
-def _targets(data: Mapping[str, Any], *kinds: str) -> set[int]:
-    count = int(data["nodes"])
-    found: set[int] = set()
-    for fault in data.get("fault", []):
-        if fault["kind"] not in kinds:
-            continue
-        nodes = fault.get("nodes", "others")
-        if nodes == "all":
-            found.update(range(count))
-        elif nodes == "others":
-            found.update(range(1, count))
-        else:
-            found.update(nodes)
-    return found
+#: The kinds :func:`ordered_kill_schedules` draws (this rule is about them).
+_SCHEDULED = ("absent", "late_start", "kill", "restart")
 
 
 def _started_after(node: NodeOutcome, t: float) -> bool:
@@ -99,15 +90,18 @@ def dead_members(data: Mapping[str, Any], outcomes: Sequence[NodeOutcome]) -> li
         the rule does not apply or holds.
 
     Raises:
-        KeyError: ``data`` lacks ``nodes``, or a fault lacks ``kind``.
+        KeyError: ``data`` lacks ``nodes``.
+        pydantic.ValidationError: a fault table is not valid for its kind.
     """
-    if data.get("override") or 0 in _targets(data, "pause"):
+    _, said = effects(data)
+    if data.get("override") or any(0 in effect.holds for effect in said):
         return []
-    restarted = _targets(data, "restart")
-    hidden = _targets(data, *_ON_THE_LINK)
+    restarted = {n for effect in said for n in effect.restarts}
+    hidden = {n for effect in said for n in effect.hides_close}
+    killed = {n for effect in said for n in effect.kills}
     by_node = {o.node: o for o in outcomes}
     found: list[Violation] = []
-    for target in sorted(_targets(data, "kill") - restarted - hidden):
+    for target in sorted(killed - restarted - hidden):
         dead = by_node.get(target)
         if dead is None or dead.status != "killed" or dead.finished is None:
             continue  # the kill never landed (the node had already ended)
@@ -138,3 +132,55 @@ def dead_members(data: Mapping[str, Any], outcomes: Sequence[NodeOutcome]) -> li
             )
         )
     return found
+
+
+def ordered_kills_fit(capabilities: frozenset[str]) -> bool:
+    """Whether a world with ``capabilities`` can carry out :func:`ordered_kill_schedules`."""
+    kinds = [FAULTS.get(kind) for kind in _SCHEDULED]
+    return all(kind is not None and kind.needs <= capabilities for kind in kinds)
+
+
+@st.composite
+def ordered_kill_schedules(
+    draw: st.DrawFn, nodes: int, join_timeout: float
+) -> list[dict[str, Any]]:
+    """Fault schedules where a member dies before the round can complete.
+
+    A worker is killed on its own ``joined`` event (``after`` 0-0.5 s), its claim written,
+    while other workers start late or never: when the kill lands before a late worker
+    starts, no rendezvous may return (``dead_member``, :mod:`harness.fuzz.ordered`). At
+    most 3 faults: ``absent`` and one ``late_start`` or two ``late_start``, then the kill;
+    one draw in four restarts the member instead (after 0.1-2.5 s), which may complete the
+    round legitimately. Late delays are 1.5 s up to the join timeout, or 0.2-1.4 s; the long
+    ones first, so shrinking keeps one where it can: in a fresh process (``harness replay``)
+    the first nodes start slowly and a member may join only after a short delay passed.
+
+    Raises:
+        ValueError: (when drawing) ``nodes`` is below 3 (node 0 hosts the store).
+    """
+    if nodes < 3:
+        raise ValueError(f"ordered_kill_schedules() needs at least 3 nodes, got {nodes}")
+    target = draw(st.integers(1, nodes - 1))
+    later = draw(subset([n for n in range(1, nodes) if n != target]))
+    absent = [n for n in later if draw(st.booleans())] if draw(st.booleans()) else []
+    faults: list[dict[str, Any]] = []
+    if absent:
+        faults.append({"kind": "absent", "nodes": absent})
+    late = [n for n in later if n not in absent]
+    split = len(late) > 1 and not absent and draw(st.booleans())
+    long, short = tenths(min(1.5, join_timeout), join_timeout), tenths(0.2, 1.4)
+    for group in (late[:1], late[1:]) if split else (late,):  # each group its own delay
+        if group:
+            delay = min(join_timeout, draw(long | short))
+            faults.append({"kind": "late_start", "nodes": group, "delay": delay})
+    death: dict[str, Any] = {
+        "kind": "kill",
+        "nodes": [target],
+        "on": "joined",
+        "on_node": target,
+        "after": draw(tenths(0, 0.5)),
+    }
+    if draw(st.integers(0, 3)) == 3:  # now and then a restart: the round may complete
+        death = {**death, "kind": "restart", "duration": draw(tenths(0.1, 2.5))}
+    faults.append(death)
+    return faults

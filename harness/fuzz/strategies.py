@@ -13,13 +13,20 @@ and ``tomli_w`` writes unchanged, with an ``expect`` table computed by the oracl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
 
 from hypothesis import strategies as st
 
-from harness.fuzz.oracle import expect_for, hard_deadline_for, summary
+from harness.fuzz.oracle import expect_for, faults_of, hard_deadline_for, outline_of, summary
+from harness.fuzz.ordered import ordered_kill_schedules, ordered_kills_fit
+from harness.run.worlds import capabilities_of
+from harness.scenario.faults.base import Fault, Whole
+from harness.scenario.faults.draws import tenths
+from harness.scenario.faults.fuzzing import Outline
+from harness.scenario.faults.registry import FAULTS
 
 __all__ = [
     "endpoints",
@@ -120,215 +127,96 @@ def endpoints() -> st.SearchStrategy[str]:
 # --- fault schedules ---------------------------------------------------------------------
 
 
-def _tenths(low: float, high: float) -> st.SearchStrategy[float]:
-    """Seconds with one decimal in ``[low, high]`` (readable in a written scenario)."""
-    return st.integers(round(low * 10), max(round(low * 10), round(high * 10))).map(
-        lambda n: n / 10
-    )
+def _kinds() -> list[type[Fault]]:
+    """Every registered fault kind's class, once each, in registration order."""
+    return list(dict.fromkeys(k for k in map(FAULTS.get, FAULTS.kinds()) if k is not None))
 
 
-def _subset(draw: st.DrawFn, pool: list[int], min_size: int = 1) -> list[int]:
-    return sorted(draw(st.lists(st.sampled_from(pool), min_size=min_size, unique=True)))
+def _options(outline: Outline) -> list[st.SearchStrategy[dict[str, Any]]]:
+    """What each kind the world can carry out draws in a scenario of ``outline``."""
+    found = []
+    for kind in _kinds():
+        if kind.needs <= outline.capabilities:
+            drawn = kind.draw(outline)
+            if drawn is not None:
+                found.append(drawn)
+    return found
 
 
-def _links(draw: st.DrawFn, present: list[int]) -> list[int] | str:
-    workers = [n for n in present if n != 0]
-    if draw(st.booleans()):
-        return "others"
-    return _subset(draw, workers)
+def _keepable(outline: Outline, faults: list[Fault]) -> frozenset[int]:
+    """The nodes that start which may still be kept from starting: no fault of ``faults``
+    objects (its kind's :meth:`~Fault.check`) or waits for one of their events."""
+    pairs = list(enumerate(faults))
+
+    def may(node: int) -> bool:
+        whole = Whole(outline.count, None, pairs, outline.absent | {node})
+        for index, fault in pairs:
+            trigger = fault.when()
+            if fault.check(index, whole) or (trigger is not None and trigger.on_node == node):
+                return False
+        return True
+
+    return frozenset(n for n in outline.present if may(n))
 
 
-def _trigger(draw: st.DrawFn, present: list[int], join: float) -> dict[str, Any]:
-    if draw(st.booleans()):
-        return {"at": draw(_tenths(0, join))}
-    event = draw(st.sampled_from(["started", "connected", "joined"]))
-    return {
-        "on": event,
-        "on_node": draw(st.sampled_from(present)),
-        "after": draw(_tenths(0, 0.5)),
-    }
-
-
-def _toxic(nodes: list[int] | str, kind: str, stream: str, **keys: Any) -> dict[str, Any]:
-    return {"kind": "toxic", "nodes": nodes, "type": kind, "stream": stream, **keys}
-
-
-def _network_fault(draw: st.DrawFn, present: list[int], join: float) -> dict[str, Any]:
-    nodes = _links(draw, present)
-    stream = draw(st.sampled_from(["upstream", "downstream"]))
-    what = draw(
-        st.sampled_from(
-            ["latency", "slow-latency", "slicer", "noop", "reset_peer", "timeout", "link_down"]
-        )
-    )
-    if what == "latency":  # well under the timeout: a join is ~10 round trips
-        latency = draw(st.integers(1, max(1, round(join * 1000 / 100))))
-        jitter = draw(st.integers(0, latency // 4))
-        return _toxic(nodes, "latency", stream, attributes={"latency": latency, "jitter": jitter})
-    if what == "slow-latency":  # at least the timeout: someone must time out or fail
-        latency = draw(st.integers(round(join * 1000), round(join * 1500)))
-        return _toxic(nodes, "latency", stream, attributes={"latency": latency})
-    if what == "slicer":
-        size = draw(st.integers(1, 8))
-        variation, delay = draw(st.integers(0, size - 1)), draw(st.integers(0, 100))
-        attributes = {"average_size": size, "size_variation": variation, "delay": delay}
-        return _toxic(nodes, "slicer", "downstream", attributes=attributes)
-    if what == "noop":
-        return _toxic(nodes, "noop", stream)
-    duration = draw(_tenths(0.2, join))
-    when = _trigger(draw, present, join)
-    if what == "link_down":
-        return {"kind": "link_down", "nodes": nodes, "duration": duration, **when}
-    toxicity = draw(st.sampled_from([1.0, 0.5]))
-    return _toxic(
-        nodes,
-        what,
-        stream,
-        attributes={"timeout": 0},
-        duration=duration,
-        toxicity=toxicity,
-        **when,
-    )
-
-
-def _store_fault(draw: st.DrawFn, present: list[int], join: float) -> dict[str, Any]:
-    action = draw(st.sampled_from(["delay", "drop", "fail"]))
-    fault: dict[str, Any] = {
-        "kind": "store_op",
-        "nodes": _links(draw, present),
-        "op": draw(st.sampled_from(["SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT"])),
-        "keys": draw(st.sampled_from(["*", "__rdzv__/*", "*/claim/*", "*/count"])),
-        "action": action,
-        "count": draw(st.integers(1, 2)),
-    }
-    if action == "delay":  # two delays of at most join/8 each: well under the timeout
-        fault["delay"] = draw(_tenths(0.1, join / 8))
-    return fault
-
-
-def _process_fault(draw: st.DrawFn, present: list[int], join: float) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["kill", "pause", "restart"]))
-    if kind == "kill":
-        return {
-            "kind": "kill",
-            "nodes": [draw(st.sampled_from(present))],
-            **_trigger(draw, present, join),
-        }
-    if kind == "pause":
-        node = draw(st.sampled_from(present))
-        duration = draw(_tenths(0.2, 1.5 * join))
-        if draw(st.booleans()):  # frozen from its very start (see docs/scenarios.md)
-            return {
-                "kind": "pause",
-                "nodes": [node],
-                "on": "started",
-                "on_node": node,
-                "duration": duration,
-            }
-        return {
-            "kind": "pause",
-            "nodes": [node],
-            "duration": duration,
-            **_trigger(draw, present, join),
-        }
-    # restart: node 0's replacement would need the store port again, so only workers
-    node = draw(st.sampled_from([n for n in present if n != 0]))
-    return {
-        "kind": "restart",
-        "nodes": [node],
-        "on": "joined",
-        "on_node": node,
-        "after": draw(_tenths(0, 0.3)),
-        "duration": draw(_tenths(0.1, 1.0)),
-    }
+def _after(outline: Outline, faults: list[Fault]) -> Outline:
+    """``outline`` once ``faults`` are drawn: who never starts, who may still be kept away."""
+    absent = frozenset(n for fault in faults for n in fault.never_starts())
+    moved = dataclasses.replace(outline, absent=outline.absent | absent)
+    return dataclasses.replace(moved, free=_keepable(moved, faults))
 
 
 @st.composite
 def fault_schedules(
-    draw: st.DrawFn, nodes: int, join_timeout: float, max_faults: int = 3
+    draw: st.DrawFn,
+    nodes: int,
+    join_timeout: float,
+    max_faults: int = 3,
+    world: str = "local",
 ) -> list[dict[str, Any]]:
-    """Lists of fault tables valid for a scenario of ``nodes`` nodes with that join timeout.
+    """Lists of fault tables valid for a scenario of ``nodes`` nodes with that join timeout,
+    run in ``world``.
 
-    Kinds: ``absent`` (at most one, never every node), ``late_start`` (well under or past
-    the timeout), toxics (latency well under or past the timeout, slicer, noop, reset_peer,
-    black-hole timeout), ``link_down``, ``store_op`` (short delays, drops, resets), ``kill``,
-    ``pause`` and ``restart``. They respect the scenario validators: no network or store
-    fault on node 0, no fault on or triggered by an absent node, no restart of node 0.
-    """
-    faults: list[dict[str, Any]] = []
-    absent: list[int] = []
-    if draw(st.booleans()):
-        absent = _subset(draw, list(range(nodes)))
-        if len(absent) == nodes:
-            absent = absent[:-1]
-        faults.append({"kind": "absent", "nodes": absent})
-    present = [n for n in range(nodes) if n not in absent]
-    for _ in range(draw(st.integers(0, max(0, max_faults - len(faults))))):
-        family = draw(st.sampled_from(["late", "network", "store", "process"]))
-        workers = [n for n in present if n != 0]
-        if family in ("network", "store", "process") and not workers:
-            family = "late"
-        if family == "late":
-            far = draw(st.booleans())
-            delay = draw(
-                _tenths(join_timeout / 2, 1.5 * join_timeout)
-                if far
-                else _tenths(0.1, join_timeout / 4)
-            )
-            faults.append({"kind": "late_start", "nodes": _subset(draw, present), "delay": delay})
-        elif family == "network":
-            faults.append(_network_fault(draw, present, join_timeout))
-        elif family == "store":
-            faults.append(_store_fault(draw, present, join_timeout))
-        else:
-            faults.append(_process_fault(draw, present, join_timeout))
-    return faults
-
-
-@st.composite
-def ordered_kill_schedules(
-    draw: st.DrawFn, nodes: int, join_timeout: float
-) -> list[dict[str, Any]]:
-    """Fault schedules where a member dies before the round can complete.
-
-    A worker is killed on its own ``joined`` event (``after`` 0-0.5 s), its claim written,
-    while other workers start late or never: when the kill lands before a late worker
-    starts, no rendezvous may return (``dead_member``, :mod:`harness.fuzz.ordered`). At
-    most 3 faults: ``absent`` and one ``late_start`` or two ``late_start``, then the kill;
-    one draw in four restarts the member instead (after 0.1-2.5 s), which may complete the
-    round legitimately. Late delays are 1.5 s up to the join timeout, or 0.2-1.4 s; the long
-    ones first, so shrinking keeps one where it can: in a fresh process (``harness replay``)
-    the first nodes start slowly and a member may join only after a short delay passed.
+    Each fault is drawn by its kind (:meth:`~harness.scenario.faults.base.Fault.draw`):
+    any registered kind whose ``needs`` the world's capabilities satisfy and which draws
+    itself there (in the local world ``absent``, ``late_start``, toxics, ``link_down``,
+    ``store_op``, ``kill``, ``pause`` and ``restart``; in the netns world the packet rules
+    and ``bandwidth`` instead of the proxy's faults). A kind drawn later knows the faults
+    drawn before: no fault on or triggered by a node that never starts, and no node kept
+    from starting that a fault before it needs.
 
     Raises:
-        ValueError: (when drawing) ``nodes`` is below 3 (node 0 hosts the store).
+        ValueError: (when drawing) ``world`` is a world whose capabilities are unknown.
     """
-    if nodes < 3:
-        raise ValueError(f"ordered_kill_schedules() needs at least 3 nodes, got {nodes}")
-    target = draw(st.integers(1, nodes - 1))
-    later = _subset(draw, [n for n in range(1, nodes) if n != target])
-    absent = [n for n in later if draw(st.booleans())] if draw(st.booleans()) else []
-    faults: list[dict[str, Any]] = []
-    if absent:
-        faults.append({"kind": "absent", "nodes": absent})
-    late = [n for n in later if n not in absent]
-    split = len(late) > 1 and not absent and draw(st.booleans())
-    long, short = _tenths(min(1.5, join_timeout), join_timeout), _tenths(0.2, 1.4)
-    for group in (late[:1], late[1:]) if split else (late,):  # each group its own delay
-        if group:
-            delay = min(join_timeout, draw(long | short))
-            faults.append({"kind": "late_start", "nodes": group, "delay": delay})
-    death: dict[str, Any] = {
-        "kind": "kill",
-        "nodes": [target],
-        "on": "joined",
-        "on_node": target,
-        "after": draw(_tenths(0, 0.5)),
-    }
-    if draw(st.integers(0, 3)) == 3:  # now and then a restart: the round may complete
-        death = {**death, "kind": "restart", "duration": draw(_tenths(0.1, 2.5))}
-    faults.append(death)
-    return faults
+    outline = Outline(nodes, join_timeout, capabilities_of(world))
+    tables: list[dict[str, Any]] = []
+    faults: list[Fault] = []
+    for _ in range(draw(st.integers(0, max_faults))):
+        options = _options(outline)
+        if not options:
+            break
+        table = draw(draw(st.sampled_from(options)))
+        fault = FAULTS.validate(table)
+        tables.append(_tidy(table, fault))
+        faults.append(fault)
+        outline = _after(outline, faults)
+    return tables
+
+
+#: Where a key goes in a written fault table: the kind first, when it acts last.
+_LAST = ("at", "on", "on_node", "after", "duration")
+
+
+def _tidy(table: dict[str, Any], fault: Fault) -> dict[str, Any]:
+    """``table`` with its keys in the order a person writes them: ``kind``, then the kind's
+    own keys in the order its class declares them, then when it acts and for how long."""
+    fields = list(type(fault).model_fields)
+
+    def place(key: str) -> tuple[int, int]:
+        at = fields.index(key) if key in fields else len(fields)
+        return (0 if key == "kind" else 2 if key in _LAST else 1, at)
+
+    return {key: table[key] for key in sorted(table, key=place)}
 
 
 @st.composite
@@ -356,38 +244,51 @@ def scenarios(
     min_join: float = 2.0,
     max_join: float = 4.0,
     max_faults: int = 3,
+    world: str = "local",
 ) -> dict[str, Any]:
-    """Whole scenarios as plain dicts, with the expectations :func:`expect_for` derives.
+    """Whole scenarios as plain dicts, with the expectations :func:`expect_for` derives,
+    run in ``world`` (``local`` or ``netns``: the faults are those its capabilities allow,
+    :func:`fault_schedules`).
 
     Small by default (2-5 nodes, join timeout 2-4 s, up to 3 faults). With 3 nodes or more
     (and ``max_faults`` >= 3) about one scenario in three is drawn from
     :func:`ordered_kill_schedules`: a member killed on its own ``joined`` event while others
-    start late or never. A misconfigured node
-    (duplicate rank or world-size mismatch) comes only with harmless faults, so its outcome
-    stays exact. The name is ``fuzz-<hash of the contents>``, stable for equal scenarios;
-    ``seed`` is the run seed.
+    start late or never. A misconfigured node (duplicate rank or world-size mismatch) comes
+    only with faults whose kinds call them harmless, so its outcome stays exact. The name is
+    ``fuzz-<hash of the contents>``, stable for equal scenarios; ``seed`` is the run seed.
 
     Raises:
         ValueError: (when drawing) ``min_nodes`` is below 2, ``min_join`` is not positive,
-            or a minimum exceeds its maximum.
+            a minimum exceeds its maximum, or ``world``'s capabilities are unknown.
     """
     if min_nodes < 2 or min_join <= 0 or min_nodes > max_nodes or min_join > max_join:
         raise ValueError(
             f"scenarios() needs 2 <= min_nodes <= max_nodes and 0 < min_join <= max_join; "
             f"got nodes {min_nodes}..{max_nodes}, join {min_join}..{max_join}"
         )
+    capabilities = capabilities_of(world)
     nodes = draw(st.integers(min_nodes, max_nodes))
-    join = draw(_tenths(min_join, max_join))
+    join = draw(tenths(min_join, max_join))
     override = draw(_overrides(nodes))
-    if nodes >= 3 and max_faults >= 3 and not override and draw(st.integers(0, 2)) == 2:
+    ordered = nodes >= 3 and max_faults >= 3 and ordered_kills_fit(capabilities)
+    if ordered and not override and draw(st.integers(0, 2)) == 2:
         faults = draw(ordered_kill_schedules(nodes, join))
     else:
-        faults = draw(fault_schedules(nodes, join, max_faults))
-    if override:
-        faults = [f for f in faults if f["kind"] == "late_start" and f["delay"] <= join / 4]
-    data: dict[str, Any] = {"nodes": nodes, "timeouts": {"join": join}}
+        faults = draw(fault_schedules(nodes, join, max_faults, world))
+    data: dict[str, Any] = {"nodes": nodes}
+    if world != "local":
+        data["world"] = world
+    data["timeouts"] = {"join": join}
     if override:
         data["override"] = override
+        data["fault"] = faults
+        outline = outline_of(data)
+        kept = [
+            table
+            for table, fault in zip(faults, faults_of(data), strict=True)
+            if fault.effect(outline).harmless and not fault.never_starts()
+        ]
+        faults = kept
     data["fault"] = faults
     data["seed"] = draw(st.integers(0, 2**32 - 1))
     data["timeouts"]["hard"] = hard_deadline_for(data)

@@ -35,6 +35,7 @@ __all__ = [
     "Admission",
     "WorldUnreachable",
     "admit",
+    "capabilities_of",
     "check_supported",
     "kind_of",
     "open_session",
@@ -74,6 +75,25 @@ def kind_of(scenario: Scenario) -> WorldKind:
     if scenario.world == LOCAL.name and scenario.pack is not None:
         return PACKED
     return KINDS[scenario.world]
+
+
+#: The worlds whose capabilities a caller that makes scenarios may plan with (the Ray
+#: world's are its cluster's, known once it is connected).
+_PLANNED = ("local", "netns")
+
+
+def capabilities_of(world: str) -> frozenset[str]:
+    """What the world named ``world`` can do, for a caller that makes scenarios for it
+    (``harness fuzz --world``).
+
+    Raises:
+        ValueError: ``world`` is not ``local`` or ``netns`` (the Ray world's capabilities
+            are its cluster's, known once it is connected).
+    """
+    if world not in _PLANNED:
+        known = " or ".join(map(repr, _PLANNED))
+        raise ValueError(f"no capabilities known for the {world!r} world; choose {known}")
+    return KINDS[world].capabilities
 
 
 def admit(scenario: Scenario) -> Admission:

@@ -9,35 +9,14 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import pytest
-from pydantic import Field
+from crash_kind import CrashFault
 
 from harness.errors import ScenarioError
 from harness.run.suite import embedded_proxy, run_one
-from harness.scenario.faults.base import Context, Fault, Timed, Whole
+from harness.scenario.faults.base import Context, Fault
 from harness.scenario.faults.registry import FAULTS
 from harness.scenario.load import load, parse
-from harness.world.base import KILL, World
-
-
-class CrashFault(Timed):
-    """This test's own kind: one node ends at once, for a reason the report shows."""
-
-    kind: Literal["crash"]
-    node: int = Field(ge=0)
-    reason: str = Field(min_length=1)
-    needs: ClassVar[frozenset[str]] = frozenset({KILL})
-
-    def check(self, index: int, whole: Whole) -> list[str]:
-        if self.node < whole.count:
-            return []
-        return [f"fault[{index}].node: there is no node {self.node}"]
-
-    def inject(self, world: World, ctx: Context) -> None:
-        record = ctx.record([self.node], self.reason)
-        if world.kill(self.node):
-            record.count("nodes crashed")
-            ctx.finish(self.node, "killed", f"crashed: {self.reason}")
-        record.end = record.start
+from harness.world.base import World
 
 
 class TeleportFault(Fault):

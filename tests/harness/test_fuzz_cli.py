@@ -118,6 +118,7 @@ def test_replay_of_a_file_without_a_seed_is_a_usage_error(tmp_path: Path) -> Non
     [
         (("--budget", "0"), "--budget takes a whole number of at least 1, got '0'"),
         (("--backend", "nope"), "unknown backend 'nope'"),
+        (("--world", "ray"), "argument --world: invalid choice: 'ray'"),
     ],
 )
 def test_fuzz_rejects_bad_options_with_status_2(

@@ -162,7 +162,7 @@ def test_a_misconfigured_node_turns_the_rule_off() -> None:
 
 
 def test_a_kill_of_several_workers_judges_each_one_that_landed() -> None:
-    kill = {"kind": "kill", "nodes": "others", "at": 0.1}  # node 3 has not started: missed
+    kill = {"kind": "kill", "nodes": [1, 2, 3], "at": 0.1}  # node 3 not started: missed
     late = {"kind": "late_start", "nodes": [3], "delay": 1.0}
     outcomes = [returned(0, 0.0), killed(1, 0.1), killed(2, 0.1), returned(3, 1.0)]
     violations = dead_members(scenario(kill, late), outcomes)

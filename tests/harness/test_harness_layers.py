@@ -30,7 +30,9 @@ ALLOWED: Mapping[str, frozenset[str]] = {
         {"harness.errors", "harness.proxy", "harness.world", "harness.scenario"}
     ),
     "harness.report": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
-    "harness.fuzz": frozenset({"harness.errors", "harness.scenario", "harness.run"}),
+    "harness.fuzz": frozenset(
+        {"harness.errors", "harness.scenario", "harness.run", "harness.report"}
+    ),
     "harness.cli": frozenset(
         {
             "harness.errors",
@@ -71,8 +73,13 @@ ONLY_THROUGH: Mapping[tuple[str, str], frozenset[str]] = {
     ),
     # reports render reports: nothing of how a run is carried out
     ("harness.report", "harness.run"): frozenset({"harness.run.model"}),
-    # the fuzzer runs scenarios through the suite and reads their reports
-    ("harness.fuzz", "harness.run"): frozenset({"harness.run.suite", "harness.run.model"}),
+    # the fuzzer runs scenarios through the suite, reads their reports, and asks which
+    # world can do what (to draw only the faults a world can carry out)
+    ("harness.fuzz", "harness.run"): frozenset(
+        {"harness.run.suite", "harness.run.model", "harness.run.worlds"}
+    ),
+    # the oracle names ranks as reports (and rdzv) do
+    ("harness.fuzz", "harness.report"): frozenset({"harness.report.fold"}),
 }
 
 _SUBPACKAGES = frozenset(

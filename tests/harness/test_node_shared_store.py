@@ -5,10 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import pytest
-
-from harness.world.process import shared_store
-from harness.world.process.shared_store import prove_shared
+from harness.world.process.shared_store import QUIET_SECONDS, prove_shared, quiet_for
 from rdzv import HashStore
 
 
@@ -37,13 +34,15 @@ class CountingStore(HashStore):
         return super().check(keys)
 
 
-def run_ranks(store_of: Any, world_size: int, absent: set[int] = frozenset()) -> dict[int, Any]:
+def run_ranks(
+    store_of: Any, world_size: int, absent: set[int] = frozenset(), quiet: float = 0.2
+) -> dict[int, Any]:
     results: dict[int, Any] = {}
 
     def one(rank: int) -> None:
         result: dict[str, Any] = {}
         try:
-            result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, result)
+            result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, result, quiet)
         except Exception as exc:
             result["error"] = exc
         results[rank] = result
@@ -60,7 +59,7 @@ def run_ranks(store_of: Any, world_size: int, absent: set[int] = frozenset()) ->
 def test_every_rank_of_a_shared_store_sees_every_rank_with_linear_reads() -> None:
     store = CountingStore(timeout=30)
     world = 64
-    results = run_ranks(lambda rank: store, world)
+    results = run_ranks(lambda rank: store, world, quiet=QUIET_SECONDS)
     assert all(r["ok"] is True for r in results.values()), results
     assert all(r["seen_ranks"] == list(range(world)) for r in results.values())
     # rank 0 asks for every key a few times (wait, multi_get, the done keys), every other
@@ -69,12 +68,6 @@ def test_every_rank_of_a_shared_store_sees_every_rank_with_linear_reads() -> Non
     assert store.asked < 8 * world
 
 
-@pytest.fixture
-def short_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shared_store, "QUIET_SECONDS", 0.2)
-
-
-@pytest.mark.usefixtures("short_quiet")
 def test_a_rank_on_a_store_of_its_own_does_not_pass_and_the_others_name_it_unseen() -> None:
     shared, alone = CountingStore(timeout=0.5), CountingStore(timeout=0.5)
     results = run_ranks(lambda rank: alone if rank == 2 else shared, 4)
@@ -84,7 +77,6 @@ def test_a_rank_on_a_store_of_its_own_does_not_pass_and_the_others_name_it_unsee
         assert results[rank]["ok"] is True and results[rank]["seen_ranks"] == [0, 1, 3]
 
 
-@pytest.mark.usefixtures("short_quiet")
 def test_a_rank_that_died_after_its_rendezvous_does_not_hold_the_others() -> None:
     # rank 2 never writes its key (killed once its rendezvous returned); the store's own
     # timeout is far away: rank 0 gives up on it once nobody arrives, not at the timeout
@@ -95,7 +87,6 @@ def test_a_rank_that_died_after_its_rendezvous_does_not_hold_the_others() -> Non
         assert results[rank]["seen_ranks"] == [0, 1, 3]
 
 
-@pytest.mark.usefixtures("short_quiet")
 def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
     store = CountingStore(timeout=0.5)
     results: dict[int, Any] = {}
@@ -103,7 +94,7 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
     def one(rank: int, world_size: int) -> None:
         result: dict[str, Any] = {}
         try:
-            result["ok"] = prove_shared(store, rank, world_size, rank, result)
+            result["ok"] = prove_shared(store, rank, world_size, rank, result, 0.2)
         except Exception as exc:
             result["error"] = exc
         results[rank] = result
@@ -117,3 +108,8 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
     # the others pass (rank 0 stops waiting for rank 3's "done"); the world-size check
     # judges the mismatch
     assert all(results[r]["ok"] is True for r in (0, 1, 2)), results
+
+
+def test_the_quiet_window_is_the_join_timeout_when_that_is_shorter() -> None:
+    assert quiet_for(3.0) == 3.0  # a short scenario's hard deadline leaves no 10 s to spare
+    assert quiet_for(180.0) == QUIET_SECONDS

@@ -12,14 +12,7 @@ import tomli_w
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from harness.fuzz.oracle import (
-    allowed_for,
-    expect_for,
-    format_ranks,
-    hard_deadline_for,
-    harmless,
-    summary,
-)
+from harness.fuzz.oracle import allowed_for, expect_for, hard_deadline_for, summary
 from harness.fuzz.ordered import dead_members
 from harness.fuzz.strategies import (
     endpoints,
@@ -28,10 +21,14 @@ from harness.fuzz.strategies import (
     scenarios,
     valid_endpoints,
 )
+from harness.report.fold import node_ranges
 from harness.run.model import NodeOutcome
+from harness.scenario.faults.fuzzing import Outline
+from harness.scenario.faults.registry import FAULTS
 from harness.scenario.load import parse
 from harness.scenario.model import allowed_outcomes
 from rdzv.endpoint import parse_rendezvous_endpoint
+from rdzv.rendezvous._round_state import format_ranks
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -145,9 +142,10 @@ def entry_for(expect: dict[str, Any], node: int) -> dict[str, Any]:
     return found[0]
 
 
-def test_format_ranks_joins_runs_like_rdzv() -> None:
-    assert format_ranks([3]) == "3"
-    assert format_ranks([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+@FAST
+@given(st.lists(st.integers(0, 40), min_size=1, unique=True))
+def test_the_oracle_names_missing_ranks_as_rdzv_does(ranks: list[int]) -> None:
+    assert node_ranges(ranks) == format_ranks(sorted(ranks))
 
 
 def test_oracle_expects_timeouts_naming_the_missing_ranks_when_workers_never_arrive() -> None:
@@ -217,10 +215,10 @@ def test_oracle_counts_a_node_s_pauses_in_its_elapsed_bound() -> None:
         ({"kind": "store_op", "op": "ADD", "action": "fail"}, False),
     ],
 )
-def test_harmless_faults_are_those_well_inside_the_timeout(
+def test_harmless_faults_are_those_their_kinds_call_well_inside_the_timeout(
     fault: dict[str, Any], expected: bool
 ) -> None:
-    assert harmless(fault, join=3.0) is expected
+    assert FAULTS.validate(fault).effect(Outline(count=3, join=3.0)).harmless is expected
 
 
 @pytest.mark.parametrize(
@@ -348,7 +346,15 @@ def test_the_summary_line_shows_late_delays_and_what_a_kill_waits_for() -> None:
     faults = [
         {"kind": "late_start", "nodes": [2], "delay": 1.5},
         {"kind": "kill", "nodes": [1], "on": "joined", "on_node": 1, "after": 0.2},
+        {
+            "kind": "toxic",
+            "type": "reset_peer",
+            "attributes": {"timeout": 0},
+            "at": 1,
+            "duration": 2,
+        },
     ]
     assert summary({"nodes": 3, "timeouts": {"join": 3.0}, "fault": faults}) == (
-        "3 nodes, join 3 s, faults: late_start [2] by 1.5 s, kill [1] on joined of 1 +0.2 s"
+        "3 nodes, join 3 s, faults: late_start [2] delay 1.5, kill [1] on joined of 1 +0.2 s, "
+        "toxic reset_peer at 1 s for 2 s attributes {timeout = 0}"
     )

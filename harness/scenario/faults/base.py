@@ -15,7 +15,12 @@ knows a kind by name:
 * :meth:`Fault.inject`: acts on the world, makes and fills in its record (what it did), and
   returns the heal that undoes it (``None``: nothing to undo);
 * :meth:`Fault.lasts`: after how many seconds the runner heals it (``None``: it holds to
-  the end; the world's teardown removes what is left).
+  the end; the world's teardown removes what is left);
+* :meth:`Fault.draw` (for the fuzzer): a hypothesis strategy of the kind's tables for a
+  scenario of a given :class:`~harness.scenario.faults.fuzzing.Outline` (``None``: the kind
+  is not drawn);
+* :meth:`Fault.effect` (for the fuzzer's oracle): what the fault may do to the outcomes
+  (:class:`~harness.scenario.faults.fuzzing.Effect`).
 
 A new kind subclasses :class:`Fault` (or :class:`Timed`, for the ``at``/``on``/``after``
 keys) and is registered in :data:`harness.scenario.faults.registry.FAULTS`.
@@ -25,13 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import Field, model_validator
 
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.format import FormatModel, Nodes, TriggerEvent
 from harness.world.base import Launch, Layout, World
+
+if TYPE_CHECKING:  # hypothesis is imported only inside draw() (by the fuzzer)
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["Context", "EndpointView", "Event", "Fault", "Heal", "Timed", "Trigger", "Whole"]
 
@@ -199,6 +208,18 @@ class Fault(FormatModel):
             whichever comes first; ``None`` when there is nothing to undo.
         """
         raise NotImplementedError(f"fault kind {self.kind!r} does not say what it does")
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """A hypothesis strategy of this kind's ``[[fault]]`` tables (plain dicts) valid in a
+        scenario of ``outline``, or ``None``: the kind is not drawn there (the default: a kind
+        is fuzzed once it says how). Import hypothesis inside (:mod:`.draws`)."""
+        return None
+
+    def effect(self, outline: Outline) -> Effect:
+        """What this fault may do to the outcomes of a scenario of ``outline`` (the default:
+        any of the open ones, ``ok``, ``timeout`` and ``connection_error``)."""
+        return Effect()
 
 
 class Timed(Fault):

@@ -11,11 +11,12 @@ reported unsupported there, with the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field
 
 from harness.scenario.faults.base import Context, Heal, Timed, Trigger, Whole
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.format import Nodes, shown, targets
 from harness.world.base import (
@@ -27,6 +28,9 @@ from harness.world.base import (
     Uncounted,
     World,
 )
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = [
     "BandwidthFault",
@@ -109,6 +113,21 @@ class _Kernel(Timed):
     def lasts(self) -> float | None:
         return self.duration
 
+    @classmethod
+    def _drawn(
+        cls, outline: Outline, kind: str, keys: dict[str, Any]
+    ) -> SearchStrategy[dict[str, Any]] | None:
+        """Tables of ``kind`` with ``keys`` (strategies) from start-up to the end, or for a
+        while from a trigger; ``None`` when the scenario has no worker to aim at."""
+        from harness.scenario.faults.draws import windowed
+
+        return windowed(outline, kind, keys) if outline.workers else None
+
+    def _close_hidden(self, outline: Outline, nodes: Nodes) -> frozenset[int]:
+        """``nodes``; every node when node 0 is one (it may then miss anyone's close)."""
+        chosen = frozenset(targets(outline.count, nodes))
+        return frozenset(range(outline.count)) if 0 in chosen else chosen
+
 
 class _ToPorts(_Kernel):
     """Packets from ``nodes`` to ``to``'s ``ports`` (connection attempts only: ``syn_only``)."""
@@ -132,12 +151,33 @@ class _ToPorts(_Kernel):
         what = "connection attempts" if self.syn_only else "packets"
         return f"{what} to ports {shown(self.ports)} of node(s) {shown(self.to)}"
 
+    @classmethod
+    def _to_store(
+        cls, outline: Outline, kind: str, **keys: Any
+    ) -> SearchStrategy[dict[str, Any]] | None:
+        """Some workers' connection attempts (or all their packets) to node 0's store."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import links
+
+        keys = {"nodes": links(outline), "syn_only": st.booleans(), **keys}
+        return cls._drawn(outline, kind, keys)
+
+    def effect(self, outline: Outline) -> Effect:
+        """Connection attempts only: no close is hidden; all packets: the sources' are."""
+        hidden = frozenset() if self.syn_only else frozenset(targets(outline.count, self.nodes))
+        return Effect(hides_close=hidden)
+
 
 class DropFault(_ToPorts):
     """A firewall silently discards the packets (by default the SYNs to the store's port):
     the connect gets no answer at all."""
 
     kind: Literal["drop"]
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        return cls._to_store(outline, "drop")
 
     def inject(self, world: World, ctx: Context) -> Heal:
         label = "SYNs dropped" if self.syn_only else "packets dropped"
@@ -151,6 +191,12 @@ class RejectFault(_ToPorts):
 
     kind: Literal["reject"]
     answer: Literal["reset", "unreachable"] = "reset"
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        from hypothesis import strategies as st
+
+        return cls._to_store(outline, "reject", answer=st.sampled_from(["reset", "unreachable"]))
 
     def inject(self, world: World, ctx: Context) -> Heal:
         if self.answer == "reset":
@@ -190,6 +236,25 @@ class PartitionFault(_Kernel):
             ]
         return []
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """Node 0 or some workers cut off from every other node, both ways or one way."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import subset
+
+        side = st.one_of(st.just([0]), subset(outline.workers))
+        return cls._drawn(outline, "partition", {"nodes": side, "one_way": st.booleans()})
+
+    def effect(self, outline: Outline) -> Effect:
+        """Every close across the cut may go unseen."""
+        side = targets(outline.count, self.nodes)
+        if self.others is None:
+            other = [n for n in range(outline.count) if n not in side]
+        else:
+            other = targets(outline.count, self.others)
+        return Effect(hides_close=self._close_hidden(outline, [*side, *other]))
+
     def inject(self, world: World, ctx: Context) -> Heal:
         side = ctx.targets(self.nodes)
         if self.others is None:
@@ -220,6 +285,24 @@ class LossFault(_Kernel):
     percent: float = Field(gt=0, le=100)
     direction: Direction = "both"
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """1 % up to half of the packets of every node or of some workers."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import subset
+
+        nodes = st.one_of(st.just("all"), subset(outline.workers))
+        keys = {
+            "nodes": nodes,
+            "percent": st.sampled_from([1, 5, 20, 50]),
+            "direction": st.sampled_from(["both", "in", "out"]),
+        }
+        return cls._drawn(outline, "loss", keys)
+
+    def effect(self, outline: Outline) -> Effect:
+        return Effect(hides_close=self._close_hidden(outline, self.nodes))
+
     def inject(self, world: World, ctx: Context) -> Heal:
         chosen = tuple(ctx.targets(self.nodes))
         everyone = tuple(ctx.targets("all"))
@@ -244,6 +327,22 @@ class FilterFault(_Kernel):
     nodes: Nodes = Field(default_factory=lambda: [0])
     ports: list[Port] = Field(min_length=1)
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """Node 0 or every node reachable on the store's port only, or on another port only
+        (then nobody reaches the store)."""
+        from hypothesis import strategies as st
+
+        keys = {
+            "nodes": st.sampled_from([[0], "all"]),
+            "ports": st.sampled_from([["store"], [1], ["store", 1]]),
+        }
+        return cls._drawn(outline, "filter", keys)
+
+    def effect(self, outline: Outline) -> Effect:
+        """Harmless while the store's port stays open (the nodes connect to nothing else)."""
+        return Effect(harmless="store" in self.ports)
+
     def inject(self, world: World, ctx: Context) -> Heal:
         chosen = ctx.targets(self.nodes)
         rule = PacketRule(
@@ -265,6 +364,23 @@ class BandwidthFault(_Kernel):
     rate_kbit: int = Field(ge=8)
     direction: Direction = "both"
     needs: ClassVar[frozenset[str]] = frozenset({BANDWIDTH})
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """Some workers' links, or node 0's, narrowed to 8 kbit/s up to 1 Mbit/s."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import links
+
+        keys = {
+            "nodes": st.one_of(links(outline), st.just([0])),
+            "rate_kbit": st.sampled_from([8, 64, 1024]),
+            "direction": st.sampled_from(["both", "in", "out"]),
+        }
+        return cls._drawn(outline, "bandwidth", keys)
+
+    def effect(self, outline: Outline) -> Effect:
+        return Effect(hides_close=self._close_hidden(outline, self.nodes))
 
     def inject(self, world: World, ctx: Context) -> Heal:
         chosen = ctx.targets(self.nodes)

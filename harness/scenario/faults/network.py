@@ -5,13 +5,15 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from harness.scenario.faults.base import Context, Heal, Timed, Whole
 from harness.scenario.faults.checks import needs_a_host_name, not_node_0, on_a_proxy_link
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.format import Nodes
+from harness.scenario.format import targets as resolve
 from harness.world.base import (
     LINKS,
     NAMES,
@@ -22,7 +24,16 @@ from harness.world.base import (
     World,
 )
 
+if TYPE_CHECKING:
+    from hypothesis.strategies import DrawFn, SearchStrategy
+
 __all__ = ["DnsFault", "LinkFault", "ToxicFault"]
+
+#: Latency plus jitter (ms) per second of join timeout that cannot fail a join (a join is
+#: about ten round trips).
+_HARMLESS_MS_PER_S = 20
+#: The longest slicer delay (microseconds) that cannot fail a join.
+_HARMLESS_SLICER_DELAY = 1000
 
 
 class ToxicFault(Timed):
@@ -82,6 +93,28 @@ class ToxicFault(Timed):
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes) + on_a_proxy_link(index, whole, self.kind)
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """On some workers' links: latency well under the join timeout or at least as long,
+        a slicer, a noop, or for a while (from a trigger) a ``reset_peer`` or a black hole
+        (``timeout``), on every connection or half of them."""
+        if not outline.workers:
+            return None
+        from harness.scenario.faults.draws import built
+
+        return built(lambda draw: _toxic(draw, outline))
+
+    def effect(self, outline: Outline) -> Effect:
+        """Harmless: latency plus jitter up to 20 ms per second of join timeout for good, a
+        noop, or a slicer delaying up to 1 ms."""
+        spread = self.attributes.get("latency", 0) + self.attributes.get("jitter", 0)
+        if self.type == "latency":
+            harmless = spread <= outline.join * _HARMLESS_MS_PER_S and self.duration is None
+        else:
+            delay = self.attributes.get("delay", 0)
+            harmless = self.type in ("noop", "slicer") and delay <= _HARMLESS_SLICER_DELAY
+        return Effect(harmless=harmless, hides_close=frozenset(resolve(outline.count, self.nodes)))
+
     def lasts(self) -> float | None:
         return self.duration
 
@@ -106,6 +139,43 @@ class ToxicFault(Timed):
 
         ctx.tally(tally)
         return toxic.remove
+
+
+def _toxic(draw: DrawFn, outline: Outline) -> dict[str, Any]:
+    from hypothesis import strategies as st
+
+    from harness.scenario.faults.draws import links, tenths, trigger
+
+    join = outline.join
+    fault = {"kind": "toxic", "nodes": draw(links(outline))}
+    stream = draw(st.sampled_from(["upstream", "downstream"]))
+    what = draw(
+        st.sampled_from(["latency", "slow-latency", "slicer", "noop", "reset_peer", "timeout"])
+    )
+    if what == "latency":  # well under the timeout
+        latency = draw(st.integers(1, max(1, round(join * 1000 / 100))))
+        jitter = draw(st.integers(0, latency // 4))
+        attributes = {"latency": latency, "jitter": jitter}
+        return {**fault, "type": "latency", "stream": stream, "attributes": attributes}
+    if what == "slow-latency":  # at least the timeout: someone must time out or fail
+        latency = draw(st.integers(round(join * 1000), round(join * 1500)))
+        return {**fault, "type": "latency", "stream": stream, "attributes": {"latency": latency}}
+    if what == "slicer":
+        size = draw(st.integers(1, 8))
+        variation, delay = draw(st.integers(0, size - 1)), draw(st.integers(0, 100))
+        attributes = {"average_size": size, "size_variation": variation, "delay": delay}
+        return {**fault, "type": "slicer", "stream": "downstream", "attributes": attributes}
+    if what == "noop":
+        return {**fault, "type": "noop", "stream": stream}
+    return {
+        **fault,
+        "type": what,
+        "stream": stream,
+        "attributes": {"timeout": 0},
+        "duration": draw(tenths(0.2, join)),
+        "toxicity": draw(st.sampled_from([1.0, 0.5])),
+        **draw(trigger(outline)),
+    }
 
 
 #: Which way the data a toxic acts on flows (one stream: one way only).
@@ -139,6 +209,27 @@ class LinkFault(Timed):
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes) + on_a_proxy_link(index, whole, self.kind)
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """Some workers' links down for 0.2 s up to the join timeout, from a trigger."""
+        if not outline.workers:
+            return None
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import links, tenths, trigger
+
+        return st.tuples(links(outline), tenths(0.2, outline.join), trigger(outline)).map(
+            lambda found: {
+                "kind": "link_down",
+                "nodes": found[0],
+                "duration": found[1],
+                **found[2],
+            }
+        )
+
+    def effect(self, outline: Outline) -> Effect:
+        return Effect(hides_close=frozenset(resolve(outline.count, self.nodes)))
 
     def lasts(self) -> float | None:
         return self.duration

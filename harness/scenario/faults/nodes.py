@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 from functools import partial
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from harness.scenario.faults.base import Context, Fault, Heal, Timed, Whole
 from harness.scenario.faults.checks import reaches_started_nodes
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
 from harness.world.base import KILL, PAUSE, RESTART, Launch, World
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["AbsentFault", "KillFault", "LateStartFault", "PauseFault", "RestartFault"]
 
@@ -39,6 +43,21 @@ class KillFault(_OnNodes):
 
     kind: Literal["kill"]
     needs: ClassVar[frozenset[str]] = frozenset({KILL})
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]]:
+        """One node that starts, killed at a time or on a node's event."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import trigger
+
+        node = st.sampled_from(outline.present).map(lambda n: [n])
+        return st.tuples(node, trigger(outline)).map(
+            lambda found: {"kind": "kill", "nodes": found[0], **found[1]}
+        )
+
+    def effect(self, outline: Outline) -> Effect:
+        return Effect.killing(self.nodes)
 
     def inject(self, world: World, ctx: Context) -> None:
         targets = ctx.targets(self.nodes)
@@ -78,6 +97,29 @@ class PauseFault(_OnNodes):
 
     kind: Literal["pause"]
     needs: ClassVar[frozenset[str]] = frozenset({PAUSE})
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]]:
+        """One node that starts, paused for 0.2 s up to 1.5 join timeouts: from its very
+        start (launched paused) or from a time or a node's event."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import built, tenths, trigger
+
+        def make(draw: st.DrawFn) -> dict[str, Any]:
+            node = draw(st.sampled_from(outline.present))
+            fault = {"kind": "pause", "nodes": [node]}
+            duration = draw(tenths(0.2, 1.5 * outline.join))
+            if draw(st.booleans()):  # frozen from its very start (see docs/scenarios.md)
+                return {**fault, "on": "started", "on_node": node, "duration": duration}
+            return {**fault, "duration": duration, **draw(trigger(outline))}
+
+        return built(make)
+
+    def effect(self, outline: Outline) -> Effect:
+        """Its nodes may take ``duration`` longer (a pause without one holds them to the
+        end: the run's hard deadline reports them hung)."""
+        return Effect(holds=dict.fromkeys(self.nodes, self.duration or 0.0))
 
     def lasts(self) -> float | None:
         return self.duration
@@ -129,6 +171,33 @@ class RestartFault(_OnNodes):
     kind: Literal["restart"]
     needs: ClassVar[frozenset[str]] = frozenset({KILL, RESTART})
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """A worker restarted 0-0.3 s after its own ``joined``, 0.1-1 s later (node 0's
+        replacement would need the store's port again: never node 0)."""
+        if not outline.workers:
+            return None
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import tenths
+
+        return st.tuples(st.sampled_from(outline.workers), tenths(0, 0.3), tenths(0.1, 1.0)).map(
+            lambda found: {
+                "kind": "restart",
+                "nodes": [found[0]],
+                "on": "joined",
+                "on_node": found[0],
+                "after": found[1],
+                "duration": found[2],
+            }
+        )
+
+    def effect(self, outline: Outline) -> Effect:
+        """A replacement arriving after its round ended fails with ``state_error`` (when
+        node 0 hosts a store at all)."""
+        allows = {} if 0 in outline.absent else dict.fromkeys(self.nodes, ("state_error",))
+        return Effect(allows=allows, restarts=frozenset(self.nodes))
+
     def inject(self, world: World, ctx: Context) -> None:
         targets = ctx.targets(self.nodes)
         record = ctx.record(targets, "")
@@ -165,6 +234,21 @@ class AbsentFault(Fault):
     def never_starts(self) -> frozenset[int]:
         return frozenset(self.nodes)
 
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """Some nodes no other fault needs, never every node; at most one such fault."""
+        keepable = outline.keepable
+        most = min(len(keepable), len(outline.present) - 1)
+        if outline.absent or most < 1:
+            return None
+        from harness.scenario.faults.draws import subset
+
+        return subset(keepable, max_size=most).map(lambda n: {"kind": "absent", "nodes": n})
+
+    def effect(self, outline: Outline) -> Effect:
+        """Nothing but :meth:`never_starts`, which the oracle reads."""
+        return Effect(harmless=True)
+
     def inject(self, world: World, ctx: Context) -> None:
         record = ctx.record(self.nodes, "never started")
         record.count("nodes never started", ctx.never_start(self.nodes))
@@ -179,6 +263,24 @@ class LateStartFault(Fault):
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return reaches_started_nodes(index, whole, self.kind, self.nodes)
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]]:
+        """Some nodes that start, late by 0.1 s up to a quarter of the join timeout (harmless)
+        or by half of it up to 1.5 times it."""
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import subset, tenths
+
+        join = outline.join
+        delay = st.one_of(tenths(0.1, join / 4), tenths(join / 2, 1.5 * join))
+        return st.tuples(subset(outline.present), delay).map(
+            lambda found: {"kind": "late_start", "nodes": found[0], "delay": found[1]}
+        )
+
+    def effect(self, outline: Outline) -> Effect:
+        """Harmless up to a quarter of the join timeout."""
+        return Effect(harmless=self.delay <= outline.join / 4)
 
     def inject(self, world: World, ctx: Context) -> None:
         record = ctx.record(self.nodes, f"start delayed by {self.delay:g} s")

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from harness.scenario.faults.base import Context, Fault, Heal, Timed, Whole
 from harness.scenario.faults.checks import not_node_0
+from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
-from harness.scenario.format import Nodes
+from harness.scenario.format import Nodes, targets
 from harness.world.base import SQUATTER, STORE_RULES, Layout, SquatterMode, StoreRule, World
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 __all__ = ["SquatterFault", "StoreOpFault"]
 
@@ -45,6 +49,35 @@ class StoreOpFault(Timed):
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return not_node_0(index, whole, self.nodes)
+
+    @classmethod
+    def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
+        """One or two requests of a rendezvous operation on some workers' links, delayed
+        (0.1 s up to an eighth of the join timeout: harmless), dropped or failed."""
+        if not outline.workers:
+            return None
+        from hypothesis import strategies as st
+
+        from harness.scenario.faults.draws import links, tenths
+
+        common = {
+            "kind": st.just("store_op"),
+            "nodes": links(outline),
+            "op": st.sampled_from(["SET", "COMPARE_SET", "GET", "ADD", "CHECK", "WAIT"]),
+            "keys": st.sampled_from(["*", "__rdzv__/*", "*/claim/*", "*/count"]),
+            "count": st.integers(1, 2),
+        }
+        delayed = st.fixed_dictionaries(
+            {**common, "action": st.just("delay"), "delay": tenths(0.1, outline.join / 8)}
+        )
+        lost = st.fixed_dictionaries({**common, "action": st.sampled_from(["drop", "fail"])})
+        return st.one_of(delayed, lost)
+
+    def effect(self, outline: Outline) -> Effect:
+        """Harmless: delays adding up to at most a quarter of the join timeout."""
+        total = None if self.count == "all" else self.delay * self.count
+        harmless = self.action == "delay" and total is not None and total <= outline.join / 4
+        return Effect(harmless=harmless, hides_close=frozenset(targets(outline.count, self.nodes)))
 
     def shape(self, layout: Layout) -> Layout:
         return dataclasses.replace(layout, store_rules=True)

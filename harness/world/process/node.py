@@ -41,7 +41,7 @@ from typing import Any, Protocol
 from harness.world.base import Launch, Message
 from harness.world.process.backends import create_handler
 from harness.world.process.dns import DnsShim, install_dns_shim
-from harness.world.process.shared_store import prove_shared
+from harness.world.process.shared_store import prove_shared, quiet_for
 from harness.world.process.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
@@ -258,7 +258,9 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
         result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
         queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
         store = _store_of(info)
-        result["shared_store_ok"] = prove_shared(store, rank, world_size, spec.node, result)
+        result["shared_store_ok"] = prove_shared(
+            store, rank, world_size, spec.node, result, quiet_for(launch.join_timeout)
+        )
     except BaseException as exc:  # reported, not raised: the harness judges it
         after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
         result.update(

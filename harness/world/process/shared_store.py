@@ -13,8 +13,9 @@ does), then wait until every rank is done, so neither's shutdown can cut the oth
 
 A rank whose rendezvous returned may die before it writes (a scenario kills it on
 ``complete``; at 10,000 nodes one process is lost to the machine): rank 0 waits for the
-missing keys only while ranks keep arriving. Once no rank has counted itself in for
-:data:`QUIET_SECONDS`, it writes ``all`` with the ranks it saw, so the others go on with the
+missing keys only while ranks keep arriving. Once no rank has counted itself in for a
+quiet window (:func:`quiet_for`: 10 s, or the join timeout when shorter), it writes ``all``
+with the ranks it did not see, so the others go on with the
 world the rendezvous gave them, and ``seen_ranks`` says who never wrote (the checks judge
 that). A store that fails is raised as it is.
 """
@@ -24,42 +25,63 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, Final
 
-__all__ = ["QUIET_SECONDS", "prove_shared"]
+__all__ = ["QUIET_SECONDS", "prove_shared", "quiet_for"]
 
-#: Rank 0 stops waiting for the missing ranks' keys once no rank arrived for this long.
+#: The longest rank 0 waits while no rank arrives; shorter for a short join (:func:`quiet_for`).
 QUIET_SECONDS: Final = 10.0
-#: Written by rank 0 once it has seen the ranks' keys, per world size.
+#: Written by rank 0 once it has seen the ranks' keys, per world size: the ranks it did not see.
 _ALL: Final = "harness/all/{}"
 _COUNT: Final = "harness/count/{}"
+_DONE: Final = "harness/done/{}/{}"
+_DONE_COUNT: Final = "harness/done-count/{}"
 
 
-def prove_shared(store: Any, rank: int, world_size: int, node: int, result: dict[str, Any]) -> bool:
+def quiet_for(join_timeout: float) -> float:
+    """How long rank 0 waits while no rank arrives: :data:`QUIET_SECONDS`, or the join timeout
+    when shorter (the hard deadline of a short scenario leaves no 10 s to spare)."""
+    return max(min(QUIET_SECONDS, join_timeout), 0.1)
+
+
+def prove_shared(
+    store: Any, rank: int, world_size: int, node: int, result: dict[str, Any], quiet: float
+) -> bool:
     """Run the proof of the module doc on ``store`` (this node's rendezvous store).
 
     ``result["seen_ranks"]`` records whose keys this node saw: on rank 0 every rank that
-    wrote; on the others every rank, or, when the wait fails, those present by then. A rank
-    that never wrote never took part in the world the rendezvous returned (the harness
-    judges that, whatever the backend).
+    wrote; on the others every rank rank 0 saw, or, when the wait fails, those present by
+    then. A rank that never wrote never took part in the world the rendezvous returned (the
+    harness judges that, whatever the backend). ``quiet``: the seconds without an arrival
+    after which rank 0 goes on with the ranks it saw (:func:`quiet_for`; it decides within
+    two such windows of the last arrival); the other ranks wait for rank 0's word while
+    ranks arrive and for three windows after the last one.
 
     Returns:
         Whether this node saw what the proof promises (rank 0: every present key readable;
-        the others: rank 0's ``all`` for its world size).
+        the others: rank 0's ``all`` for its world size, naming it among the present).
 
     Raises:
+        TimeoutError: rank 0's word never came (it is gone, or on another store).
         Exception: the store failed (its own error, whatever the backend).
     """
     store.set(f"harness/rank/{rank}", str(node))
     store.add(_COUNT.format(world_size), 1)
     keys = [f"harness/rank/{r}" for r in range(world_size)]
+    arrivals = _COUNT.format(world_size)
     try:
         everyone = _ALL.format(world_size)  # a node told another world size never sees it
         if rank == 0:
-            seen = _wait_while_arriving(store, keys, _COUNT.format(world_size))
+            _wait_while_arriving(store, keys, arrivals, quiet)
+            seen = _present_ranks(store, keys)
             ok = len(store.multi_get([keys[r] for r in seen])) == len(seen)
             missing = sorted(set(range(world_size)) - set(seen))
             store.set(everyone, ",".join(map(str, missing)))  # small: read by every rank
         else:
-            store.wait([everyone])
+            # rank 0 decides within two windows of the last arrival: wait three
+            if not _wait_while_arriving(store, [everyone], arrivals, 3 * quiet):
+                raise TimeoutError(
+                    f"rank {rank} never read {everyone}: rank 0 did not write it within"
+                    f" {3 * quiet:g} s of the last rank's arrival (is its store this one?)"
+                )
             missing = [int(r) for r in store.get(everyone).decode().split(",") if r]
             seen = [r for r in range(world_size) if r not in missing]
             ok = rank in seen
@@ -70,30 +92,28 @@ def prove_shared(store: Any, rank: int, world_size: int, node: int, result: dict
         result["seen_ranks"] = _present(store, asked)
         raise
     result["seen_ranks"] = seen
-    store.set(f"harness/done/{rank}", "1")
+    store.add(_DONE_COUNT.format(world_size), 1)
+    store.set(_DONE.format(world_size, rank), "1")  # the last request: node 0 may end once seen
     if rank == 0 or node == 0:
-        _wait_while_arriving(
-            store, [f"harness/done/{r}" for r in seen], _COUNT.format(world_size), done=True
-        )
+        done = [_DONE.format(world_size, r) for r in seen]
+        _wait_while_arriving(store, done, _DONE_COUNT.format(world_size), quiet)
     return ok
 
 
-def _wait_while_arriving(
-    store: Any, keys: list[str], counter: str, *, done: bool = False
-) -> list[int]:
-    """Wait for ``keys`` while ranks keep arriving (``counter`` grows); the indices in
-    ``keys``' rank order of those present when every key is there or arrivals stop."""
-    quiet = timedelta(seconds=QUIET_SECONDS)
+def _wait_while_arriving(store: Any, keys: list[str], counter: str, quiet: float) -> bool:
+    """Wait for ``keys`` while ranks keep arriving (``counter`` grows); whether they all
+    came (False: no arrival for ``quiet`` seconds)."""
+    window = timedelta(seconds=quiet)
     last = int(store.add(counter, 0))
     while True:
         try:
-            store.wait(keys, quiet)
-            return [_rank(key) for key in keys]
+            store.wait(keys, window)
+            return True
         except Exception:
             # a timeout, or the store failed: asking the counter tells which
             arrived = int(store.add(counter, 0))
-        if done or arrived <= last:
-            return _present_ranks(store, keys)
+        if arrived <= last:
+            return False
         last = arrived
 
 
