@@ -2,6 +2,8 @@
 
 * ``cluster``       node processes (forkserver): start, start gate and release, signal,
                     reap; the pipes their messages come home on
+* ``forkserver``    how a node process is launched (no re-import of ``__main__``) and its
+                    entry: output to a file, the listening socket handed over, then the node
 * ``nodes``         the node verbs of a world whose nodes are such processes (local, netns)
 * ``node``          the node process: one rendezvous, its events, one outcome
 * ``packed``        a packed process: several nodes as threads, each with its own sockets,
