@@ -14,6 +14,7 @@ import functools
 import io
 import os
 import select
+from collections.abc import Callable
 from typing import Any
 
 from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
@@ -28,7 +29,7 @@ from harness.world.process.node import (
     run_node,
 )
 
-__all__ = ["NodePopen", "entry", "node_process_class"]
+__all__ = ["NodePopen", "entry", "node_process_class", "run_entry"]
 
 
 class NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
@@ -81,12 +82,30 @@ def node_process_class(ctx: Any) -> Any:
 
 
 def entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, gate: Any) -> None:
-    redirect_output(output_path)
+    """A node process of the local world: node 0 gets the listening socket the harness
+    bound for it (``listen_socket``), then :func:`run_entry`."""
     if listen_socket is not None:
-        fd = listen_socket.detach()
-        spec = dataclasses.replace(spec, listen_fd=fd)
-    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
+        spec = dataclasses.replace(spec, listen_fd=listen_socket.detach())
+    run_entry(channel, output_path, spec, gate)
+
+
+def run_entry(
+    channel: Any,
+    output_path: str,
+    spec: NodeSpec,
+    gate: Any,
+    placement: str = PROCESS.placement,
+    setup: Callable[[], None] | None = None,
+) -> None:
+    """What every node process runs: its output to ``output_path``, ``setup`` (the netns
+    world: enter the node's namespace), then the node, ready and waiting at the world's
+    start ``gate`` until the release, reporting on ``channel`` (closed at the end)."""
+    redirect_output(output_path)
+    gated = functools.partial(process_gate, gate)
+    hosting = dataclasses.replace(PROCESS, gate=gated, placement=placement)
     try:
+        if setup is not None:
+            setup()
         run_node(spec, PipeReporter(channel), hosting)
     finally:
         channel.close()
