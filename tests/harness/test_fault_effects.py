@@ -25,7 +25,7 @@ from harness.world.process.dns import DnsShim, install_dns_shim
 from harness.world.proxied.squatters import HTTP_REPLY, Squatter
 from harness.world.proxied.store_faults import matches
 from harness.world.specs import StoreRule
-from rdzv.store import _wire
+from rdzv.store.wire import _wire
 
 # --- the record -------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.world.specs import StoreRule
-from rdzv.store import _decoder, _wire
+from rdzv.store.wire import _decoder, _wire
 
 __all__ = ["StoreFaultProxy", "matches", "request_keys", "request_op"]
 

@@ -1,26 +1,26 @@
 """The store server: the only server-side I/O. Sockets <-> ``_wire`` <-> ``_kv``.
 
 :class:`StoreServer` binds synchronously in the caller's thread (so a port in use fails at
-once, with host, port and errno), then serves on a poller loop (:mod:`rdzv.store._loop`;
+once, with host, port and errno), then serves on a poller loop (:mod:`rdzv.store.server._loop`;
 no asyncio) in a daemon thread. Many clients at once (the listen backlog and the fd limit
 are raised for ≥ 4096 connections), IPv4 and IPv6, port 0 → the ephemeral port is reported
 back by :attr:`StoreServer.port`.
 
-Where it listens follows the bind rules of :mod:`rdzv.store._bind`. Peers' addresses are never
-reverse-resolved.
+Where it listens follows the bind rules of :mod:`rdzv.store.server._bind`. Peers' addresses
+are never reverse-resolved.
 
 The first request (``VALIDATE``) must arrive within :data:`PARTIAL_REQUEST_TIMEOUT` seconds
 of connecting; after that no connection is cut for being slow, only for exceeding a bound on
-what it holds: the buffer budget (:data:`rdzv.store._bounds.BUFFER_BUDGET` of incomplete
+what it holds: the buffer budget (:data:`rdzv.store.server._bounds.BUFFER_BUDGET` of incomplete
 requests over all connections), which cuts only requests stalled for
-:data:`PARTIAL_REQUEST_TIMEOUT` and only while it is spent (:mod:`rdzv.store._bounds`).
+:data:`PARTIAL_REQUEST_TIMEOUT` and only while it is spent (:mod:`rdzv.store.server._bounds`).
 Connections dropped for breaking the protocol are logged through
-:class:`rdzv.store._droplog.DropLog`: the first few in full, the rest as one summary line per
+:class:`rdzv.store.server._droplog.DropLog`: the first few in full, the rest as one summary line per
 interval. A connection that spoke the protocol and is cut by a bound is logged in full, every
 time (the ``store_client_cut`` event, naming the peer and the bound).
 
 The connections themselves (reading, back-pressure, the partial-request timer) are
-:mod:`rdzv.store._conn`'s.
+:mod:`rdzv.store.server._conn`'s.
 """
 
 from __future__ import annotations
@@ -33,14 +33,14 @@ import threading
 
 from rdzv.errors import StoreProtocolError
 from rdzv.events import WARNING, emit, get_logger
-from rdzv.store import _wire
-from rdzv.store._bind import bind, bind_plan
-from rdzv.store._bounds import BUFFER_BUDGET, Bounds, release_memory
-from rdzv.store._conn import Connection
-from rdzv.store._droplog import DropLog
-from rdzv.store._fast import fast_path
-from rdzv.store._loop import READ, EventLoop, Handler, Timer
-from rdzv.store._writers import Cancel, OnClose, OnWrite, Selects, WatchingKV
+from rdzv.store.server._bind import bind, bind_plan
+from rdzv.store.server._bounds import BUFFER_BUDGET, Bounds, release_memory
+from rdzv.store.server._conn import Connection
+from rdzv.store.server._droplog import DropLog
+from rdzv.store.server._loop import READ, EventLoop, Handler, Timer
+from rdzv.store.state._fast import fast_path
+from rdzv.store.state._writers import Cancel, OnClose, OnWrite, Selects, WatchingKV
+from rdzv.store.wire import _wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ _OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS,
 
 
 class StoreServer:
-    """A TCPStore-protocol server (the bind rules are :mod:`rdzv.store._bind`'s).
+    """A TCPStore-protocol server (the bind rules are :mod:`rdzv.store.server._bind`'s).
 
     Args:
         host: endpoint host to serve (decides the listen addresses, never resolved
@@ -75,7 +75,7 @@ class StoreServer:
 
     Attributes:
         bounds: the handshake deadline and the buffer budget
-            (:class:`rdzv.store._bounds.Bounds`); ``bounds.held`` and ``bounds.peak`` are the
+            (:class:`rdzv.store.server._bounds.Bounds`); ``bounds.held`` and ``bounds.peak`` are the
             bytes of incomplete requests held now and at most so far.
         cuts: connections that spoke the protocol and were cut by a bound (each logged as a
             ``store_client_cut`` event).
@@ -228,7 +228,9 @@ class StoreServer:
                     raise
                 self._pause_accepting(listener, exc)
                 return
-            Connection(self, loop, sock, peer)
+            Connection(
+                self, loop, sock, peer, on_open=self._conns.add, on_close=self._conns.discard
+            )
 
     def _pause_accepting(self, listener: socket.socket, exc: OSError) -> None:
         """Out of descriptors: stop accepting for a while (epoll would report the
@@ -305,8 +307,8 @@ class StoreServer:
         self, selects: Selects, on_close: OnClose, on_write: OnWrite | None = None
     ) -> Cancel:
         """Call ``on_close(key, value)`` on the loop thread when the connection whose request
-        last changed a key accepted by ``selects`` closes (see :mod:`rdzv.store._writers`; not for
-        connections that :meth:`close` ends), and ``on_write(key, value)`` when such a key
+        last changed a key accepted by ``selects`` closes (see :mod:`rdzv.store.state._writers`;
+        not for connections that :meth:`close` ends), and ``on_write(key, value)`` when such a key
         changes. The watch starts from what the server recorded since its first request:
         a key written, or whose writer closed, before the call is reported too.
         Thread-safe; returns the function that cancels the watch."""

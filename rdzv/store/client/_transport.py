@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 
 from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
-from rdzv.store import _wire
-from rdzv.store._convert import format_ms
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_ms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Which connection last changed a key, and callbacks when that connection closes.
 
 Generic: the store knows nothing of rendezvous. :class:`WatchingKV` is the store server's
-:class:`~rdzv.store._kv.KV` plus *writer watches*. The KV records, for every key, the
+:class:`~rdzv.store.state._kv.KV` plus *writer watches*. The KV records, for every key, the
 connection whose request last changed its value (SET, ADD, a COMPARE_SET that swapped,
 APPEND, DELETE_KEY, MULTI_SET, BARRIER), including a request pipelined behind a WAIT that
 runs later, from the server's first request on. A request that leaves the value as it was (a
@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable
 
 from rdzv.events import get_logger
-from rdzv.store import _wire as w
-from rdzv.store._kv import KV, ConnId, _Outbox, _Session
+from rdzv.store.state._kv import KV, ConnId, _Outbox, _Session
+from rdzv.store.wire import _wire as w
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class _Watch:
 
 
 class WatchingKV(KV):
-    """A :class:`~rdzv.store._kv.KV` that also follows the writers of every key."""
+    """A :class:`~rdzv.store.state._kv.KV` that also follows the writers of every key."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -28,7 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
-from rdzv.store._causes import _NoAnswer
+from rdzv.store.client._causes import _NoAnswer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,12 +1,13 @@
-"""Incremental, sans-IO decoder of TCPStore requests (the server side of :mod:`rdzv.store._wire`).
+"""Incremental, sans-IO decoder of TCPStore requests (the server side of
+:mod:`rdzv.store.wire._wire`).
 
 Invariants:
 
 1. Any chunking of a byte stream decodes to the same requests: a partial frame stays
    buffered and no byte of an incomplete request is consumed.
-2. Every length and count is checked against :class:`~rdzv.store._wire.Limits` before the payload
-   it announces is buffered, and a frame over ``max_frame`` is refused, so a hostile peer
-   costs bounded memory.
+2. Every length and count is checked against :class:`~rdzv.store.wire._wire.Limits` before
+   the payload it announces is buffered, and a frame over ``max_frame`` is refused, so a
+   hostile peer costs bounded memory.
 3. ``RequestDecoder().feed(encode_request(m)) == [m]`` for every request ``m`` within the
    limits.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store._wire import (
+from rdzv.store.wire._wire import (
     Add,
     Append,
     Barrier,

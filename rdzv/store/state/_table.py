@@ -1,7 +1,7 @@
 """Pure store data: the key-value map and the queues, with torch 2.13's semantics (sans-IO).
 
 :class:`Table` is what :class:`rdzv.store.base.HashStore` runs under a lock; the server's
-:class:`rdzv.store._kv.KV` adds connection sessions and waiters on top. Nothing here does
+:class:`rdzv.store.state._kv.KV` adds connection sessions and waiters on top. Nothing here does
 I/O or reads a clock.
 
 Semantics match torch 2.13's libuv TCPStore server:

@@ -3,7 +3,7 @@
 Nothing here does I/O or reads a clock; the caller passes ``now``. The TCP server calls
 :meth:`KV.feed` with decoded requests and writes back the encoded replies it returns
 (replies may go to *other* connections: waiters woken by this request). The data itself,
-and what each write does to it, is :class:`rdzv.store._table.Table`'s (its invariants 1-4:
+and what each write does to it, is :class:`rdzv.store.state._table.Table`'s (its invariants 1-4:
 torch's semantics of the map and the queues).
 
 Semantics match torch 2.13's libuv TCPStore server:
@@ -30,8 +30,8 @@ from collections import deque
 from collections.abc import Hashable, Iterable
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _wire as w
-from rdzv.store._table import Table
+from rdzv.store.state._table import Table
+from rdzv.store.wire import _wire as w
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

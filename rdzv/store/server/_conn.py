@@ -1,9 +1,9 @@
 """One connection of the store server: bytes in, decoded requests to the KV, replies out.
 
-Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking socket:
+Runs on the server's loop thread (:mod:`rdzv.store.server._loop`), on a non-blocking socket:
 
 * **Reading.** One ``recv`` per readiness event. The leading requests of a read that the
-  fast path (:mod:`rdzv.store._fast`) can finish are served from the received bytes in
+  fast path (:mod:`rdzv.store.state._fast`) can finish are served from the received bytes in
   place; the rest, and every read while a request is incomplete, queued or waiting, goes
   through the decoder and ``WatchingKV``.
 * **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
@@ -15,7 +15,7 @@ Runs on the server's loop thread (:mod:`rdzv.store._loop`), on a non-blocking so
   ``partial`` is the size of the incomplete request the decoder holds (counted once the
   first request completed; before that a connection holds fewer than 5 bytes: a longer
   first request is not VALIDATE and is dropped at once). The server's
-  :class:`~rdzv.store._bounds.Bounds` sums it over the connections, keeps the sum within
+  :class:`~rdzv.store.server._bounds.Bounds` sums it over the connections, keeps the sum within
   its budget and applies the handshake deadline (the only bound in time alone).
 * **Closing.** A dropped connection stops reading at once and is closed in the next loop
   iteration (never inside another connection's batch); then the KV forgets its session and
@@ -29,12 +29,13 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections import deque
+from collections.abc import Callable
 from time import monotonic
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _decoder, _wire
-from rdzv.store._kv import HeldTooMany
-from rdzv.store._loop import READ, WRITE, EventLoop
+from rdzv.store.server._loop import READ, WRITE, EventLoop
+from rdzv.store.state._kv import HeldTooMany
+from rdzv.store.wire import _decoder, _wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
 _MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-# Why a connection was dropped, as counted in the summaries of rdzv.store._droplog.
+# Why a connection was dropped, as counted in the summaries of rdzv.store.server._droplog.
 _UNDECODABLE: Final = "undecodable request"
 _REJECTED: Final = "rejected request"
 _OVERSENT: Final = "too many bytes sent while waiting"
@@ -60,7 +61,9 @@ _HELD_BOUND: Final = "requests held behind a WAIT"
 
 
 class Connection:
-    """One accepted client connection (see the module doc); registers itself."""
+    """One accepted client connection (see the module doc). ``on_open(conn)`` runs once it is
+    set up, before its first event, and ``on_close(conn)`` once it is lost: the server keeps
+    the set of its connections with them."""
 
     __slots__ = (
         "bounds",
@@ -72,6 +75,7 @@ class Connection:
         "events",
         "held_bytes",
         "loop",
+        "on_close",
         "out",
         "partial",
         "peername",
@@ -85,7 +89,14 @@ class Connection:
     )
 
     def __init__(
-        self, server: StoreServer, loop: EventLoop, sock: socket.socket, peername: object
+        self,
+        server: StoreServer,
+        loop: EventLoop,
+        sock: socket.socket,
+        peername: object,
+        *,
+        on_open: Callable[[Connection], None],
+        on_close: Callable[[Connection], None],
     ) -> None:
         self.server = server
         self.loop = loop
@@ -100,13 +111,14 @@ class Connection:
         self.closed = False
         self.decoded_any = False
         self.reading_paused = False  # the peer leaves its replies unread
-        self.starving = False  # the server's buffer budget is spent (rdzv.store._bounds)
+        self.starving = False  # the server's buffer budget is spent (rdzv.store.server._bounds)
         self.partial = 0  # bytes of the incomplete request held, once greeted
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        server._conns.add(self)
+        self.on_close = on_close
+        on_open(self)
         self.session = server.kv.open(self)
         self.serve_fast = server.serve_fast
         self.bounds = server.bounds
@@ -208,7 +220,7 @@ class Connection:
         if decoder.error is not None and not self.dropped:
             self._pump()
 
-    # --- the bounds (rdzv.store._bounds) ----------------------------------------------
+    # --- the bounds (rdzv.store.server._bounds) ----------------------------------------------
 
     def _may_hold(self) -> int:
         """Bytes this connection may send while it waits: 1 MiB, and as much again as the
@@ -388,6 +400,6 @@ class Connection:
         server = self.server
         self.bounds.forget(self, self.partial)
         self.partial = 0
-        server._conns.discard(self)
+        self.on_close(self)
         server.kv.close(self)
         server.kv.writer_closed(self, notify=not server.closing)

@@ -4,13 +4,13 @@ Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None
 Connect and handshake retry on refused / reset / no answer / no route / unresolvable name /
 a peer that closes during the handshake until the deadline. Each connection attempt waits
 for an answer for a bounded time, and the pauses between attempts follow the schedule of
-:mod:`rdzv.store._retry` (jitter drawn from the caller's ``random.Random``): a path that
+:mod:`rdzv.store.client._retry` (jitter drawn from the caller's ``random.Random``): a path that
 heals is used within about a second, a store that is starting within a few ms, and a host
 nobody reaches gets about one SYN a second from each node. The final error (a
 ``StoreConnectionError`` carrying ``connect_cause``) names the endpoint, the
 attempt count, the elapsed time (measured from the start, never shown below the timeout once
 it passed), the timeout and the last cause, in words or with a public exception name, and what
-that cause means (:mod:`rdzv.store._causes`). Peers are never reverse-resolved.
+that cause means (:mod:`rdzv.store.client._causes`). Peers are never reverse-resolved.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import time
 
 from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
-from rdzv.store import _wire
-from rdzv.store._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
-from rdzv.store._convert import format_elapsed
-from rdzv.store._retry import Schedule
-from rdzv.store._transport import Channel, Expired
+from rdzv.store.client._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
+from rdzv.store.client._retry import Schedule
+from rdzv.store.client._transport import Channel, Expired
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_elapsed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["BACKLOG", "bind", "bind_plan"]
+__all__ = ["BACKLOG", "bind", "bind_plan", "listen_ahead"]
 
 _log = get_logger("rdzv.server")
 
@@ -65,6 +65,23 @@ def bind_plan(host: str) -> tuple[list[tuple[socket.AddressFamily, str]], bool]:
         return bind_plan("")[0], False
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     return [(family, str(ip))], not ip.is_loopback
+
+
+def listen_ahead(host: str, port: int) -> int | None:
+    """The descriptor of a socket already listening where a server for ``host:port`` will,
+    for that server to adopt (``StoreServer(listen_fd=...)``, ``TCPStore(...,
+    master_listen_fd=...)``): made before the server is imported, so that connections wait
+    in its backlog meanwhile instead of being refused. None when the server should bind
+    itself: ``host`` has several listen addresses (``localhost``: IPv4 and IPv6), or
+    ``host:port`` cannot be bound now (a server of this process already listens there, which
+    a multi-tenant master shares, or a real bind error, which the server then reports)."""
+    if len(bind_plan(host)[0]) != 1:
+        return None
+    try:
+        (sock,) = bind(host, port)
+    except (StoreBindError, ValueError):
+        return None
+    return sock.detach()
 
 
 def bind(host: str, port: int, listen_fd: int | None = None) -> list[socket.socket]:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import time
 
 from rdzv.errors import StoreClosedError, StoreProtocolError, StoreTimeoutError
-from rdzv.store import _wire
-from rdzv.store._convert import format_ms
-from rdzv.store._transport import Channel, Expired, closed_error
+from rdzv.store.client._transport import Channel, Expired, closed_error
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_ms
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

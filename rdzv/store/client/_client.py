@@ -10,7 +10,7 @@ Differences from torch's client, all deliberate:
   timeout; the final error says what was tried, for how long, how often and why it failed.
 * Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
   error names the endpoint. No reverse DNS, ever.
-* Every blocking call ends by the caller's deadline, or at most ``rdzv.store._waits.GRACE``
+* Every blocking call ends by the caller's deadline, or at most ``rdzv.store.client._waits.GRACE``
   (0.4 s) after it: the connect, each request and its reply, and, after a timed-out wait,
   the ``CANCEL_WAIT`` (torch waits for its answer without bound). A store that does not
   answer the cancel either gets its connection closed, and the timeout error says so.
@@ -34,19 +34,19 @@ from rdzv.errors import (
     StoreClosedError,
     StoreTimeoutError,
 )
-from rdzv.store import _wire
-from rdzv.store._connect import connect, endpoint_text
-from rdzv.store._convert import (
+from rdzv.store.base import Store
+from rdzv.store.client._connect import connect, endpoint_text
+from rdzv.store.client._hosting import TENANTS, await_workers, local_address
+from rdzv.store.client._transport import Channel, Expired, closed_error
+from rdzv.store.client._waits import Wait
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import (
     DEFAULT_TIMEOUT,
     Timeout,
     format_ms,
     to_bytes,
     to_seconds,
 )
-from rdzv.store._hosting import TENANTS, await_workers, local_address
-from rdzv.store._transport import Channel, Expired, closed_error
-from rdzv.store._waits import Wait
-from rdzv.store.base import Store
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ class TCPStore(Store):
     Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
     ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
     jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
+    ``server`` is the :class:`~rdzv.store.server.StoreServer` a master hosts (None: a client).
 
     Raises:
         ValueError: ``world_size`` is 0 or ``port`` is outside 0..65535.

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from rdzv.errors import StoreTimeoutError
-from rdzv.store._convert import format_elapsed
+from rdzv.store.wire._convert import format_elapsed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ the opcode's fields (positional and keyword arguments, ``==``, ``hash``, ``repr`
 ``match`` patterns as a frozen dataclass's); :data:`Request` is their union. They are written
 out rather than made by ``@dataclass(frozen=True, slots=True)``: nineteen of those cost 7 ms
 of CPU at import, on every node, these a fraction of a millisecond. How each is laid out in
-bytes, and how replies are read, is :mod:`rdzv.store._wire`'s business (which re-exports
+bytes, and how replies are read, is :mod:`rdzv.store.wire._wire`'s business (which re-exports
 these names, so callers see one vocabulary: ``_wire.Set``, ``_wire.encode_request``).
 
 Invariant: nothing here imports ``socket``, ``asyncio``, ``time`` or ``random``.

@@ -38,9 +38,10 @@ connections, of which Python still used under 1 MiB), so once ``held`` has been 
 :data:`TRIM_MARK` and falls to a sixteenth of it, :func:`release_memory` hands the free
 pages back to the system, a second later.
 
-Runs on the server's loop thread. The connections are :class:`rdzv.store._conn.Connection`
-objects; this module reads their ``partial`` and ``reading_paused`` and calls their
-:meth:`~rdzv.store._conn.Connection.cut` and :meth:`~rdzv.store._conn.Connection.starve`.
+Runs on the server's loop thread. The connections are
+:class:`rdzv.store.server._conn.Connection` objects; this module reads their ``partial`` and
+``reading_paused`` and calls their :meth:`~rdzv.store.server._conn.Connection.cut` and
+:meth:`~rdzv.store.server._conn.Connection.starve`.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-    from rdzv.store._conn import Connection
-    from rdzv.store._loop import EventLoop, Timer
+    from rdzv.store.server._conn import Connection
+    from rdzv.store.server._loop import EventLoop, Timer
 
 __all__ = [
     "BUDGET_BOUND",

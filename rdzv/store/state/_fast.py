@@ -1,7 +1,7 @@
 """The store server's fast path: the frequent requests served straight from the received bytes.
 
-The general path decodes a read into request objects (:mod:`rdzv.store._decoder`) and applies
-them through :class:`~rdzv.store._writers.WatchingKV`; building and dispatching those objects
+The general path decodes a read into request objects (:mod:`rdzv.store.wire._decoder`) and applies
+them through :class:`~rdzv.store.state._writers.WatchingKV`; building and dispatching those objects
 is most of a request's cost. The function :func:`fast_path` returns parses the leading
 requests of one read in place and applies them to the KV's table directly, and stops at the
 first request it cannot finish the same way the general path would, leaving it (and
@@ -13,15 +13,15 @@ Invariants (each keeps the replies and the KV's state byte for byte what the gen
 makes of the same bytes):
 
 1. Only whole requests are served: a partial frame, an unknown opcode, or any length or
-   count over :class:`~rdzv.store._wire.Limits` stops the fast path before that request,
+   count over :class:`~rdzv.store.wire._wire.Limits` stops the fast path before that request,
    so the decoder sees it and buffers it, or reports the same error.
 2. A request is served here only if it changes nothing but the table and the writer record:
    no waiter of a written key (the general path wakes them), no wait that would block, no
-   CHECK of :data:`~rdzv.store._kv.PROBE_KEY` (it marks the session), no ADD on a value
+   CHECK of :data:`~rdzv.store.state._kv.PROBE_KEY` (it marks the session), no ADD on a value
    that is not an integer or that would overflow (a protocol error). Such a request is left
    whole, before any of its effects.
 3. Every write the value of which changes records the connection as the key's writer, as
-   :meth:`WatchingKV._wrote <rdzv.store._writers.WatchingKV._wrote>` does (which runs
+   :meth:`WatchingKV._wrote <rdzv.store.state._writers.WatchingKV._wrote>` does (which runs
    itself when a writer watch exists, so watches hear every write in order).
 4. Replies keep the order of the requests; they are returned as one payload, which the
    caller sends before handing the rest of the read to the general path. The fast path stops
@@ -35,16 +35,16 @@ import struct
 from collections.abc import Callable
 from itertools import chain, repeat
 
-from rdzv.store._kv import PROBE_KEY
-from rdzv.store._table import stoll
-from rdzv.store._wire import READY, STOP_WAITING, Limits
+from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.state._table import stoll
+from rdzv.store.wire._wire import READY, STOP_WAITING, Limits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final, TypeAlias
 
-    from rdzv.store._kv import ConnId
-    from rdzv.store._writers import WatchingKV
+    from rdzv.store.state._kv import ConnId
+    from rdzv.store.state._writers import WatchingKV
 
 Serve: TypeAlias = Callable[["ConnId", bytes], tuple[int, bytes]]
 """``serve(conn, src)``: how many leading bytes of ``src`` were served, and their replies."""

@@ -2,7 +2,7 @@
 
 The protocol has no version field and no envelope: a request is one opcode byte followed by
 opcode-specific fields; replies are unframed values whose shape the client knows from the
-request it sent. The opcode numbering (``Op``, in :mod:`rdzv.store._messages`) is torch
+request it sent. The opcode numbering (``Op``, in :mod:`rdzv.store.wire._messages`) is torch
 2.13's (``QueryType`` in ``TCPStoreBackend.hpp``, verified against a 2.13 server); older
 torch releases numbered the same operations differently, so this codec matches torch 2.x
 from the release that added ``LIST_KEYS``/``BARRIER`` onwards.
@@ -22,8 +22,8 @@ Invariants kept by this module:
    check every length and count against its cap *before* the payload it announces is
    buffered, so a hostile length prefix costs no memory.
 
-The request messages themselves are :mod:`rdzv.store._messages`' (re-exported here); the
-server-side request decoder built on these readers is :mod:`rdzv.store._decoder`.
+The request messages themselves are :mod:`rdzv.store.wire._messages`' (re-exported here); the
+server-side request decoder built on these readers is :mod:`rdzv.store.wire._decoder`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import struct
 from collections.abc import Callable, Sequence
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _messages as m
-from rdzv.store._messages import *  # noqa: F403 (re-exported: callers see one vocabulary)
-from rdzv.store._messages import Op, Request
+from rdzv.store.wire import _messages as m
+from rdzv.store.wire._messages import *  # noqa: F403 (re-exported: callers see one vocabulary)
+from rdzv.store.wire._messages import Op, Request
 
 TYPE_CHECKING = False  # ``typing`` stays out of the import line (see rdzv/__init__.py)
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ NOT_READY: Final = 1
 STOP_WAITING: Final = 0
 WAIT_CANCELED: Final = 1
 #: The key an rdzv client CHECKs during its handshake to learn it may pipeline (an rdzv
-#: server answers READY; see :mod:`rdzv.store._kv`). Here, so a client needs no ``_kv``.
+#: server answers READY; see :mod:`rdzv.store.state._kv`). Here, so a client needs no ``_kv``.
 PROBE_KEY: Final = b"\x00rdzv\x00pipelined-wait"
 
 
