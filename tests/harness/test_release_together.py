@@ -24,8 +24,10 @@ from harness.run.suite import embedded_proxy, run_one
 from harness.run.worlds import worlds_for
 from harness.scenario.load import parse
 from harness.world.base import Launch, Message
-from harness.world.process.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
+from harness.world.process.gate import wait_gate
+from harness.world.process.node import Hosting, NodeSpec, run_node
 from harness.world.process.packed import _Gate
+from harness.world.process.reporting import PipeReporter
 
 
 def _waiters(wait: object, count: int) -> tuple[list[threading.Thread], list[float]]:

@@ -5,7 +5,11 @@
 * ``forkserver``    how a node process is launched (no re-import of ``__main__``) and its
                     entry: output to a file, the listening socket handed over, then the node
 * ``nodes``         the node verbs of a world whose nodes are such processes (local, netns)
-* ``node``          the node process: one rendezvous, its events, one outcome
+* ``node``          the node's entry: one rendezvous, its events, one outcome; what hosting
+                    it means (its own process, or a thread of a packed one)
+* ``gate``          the start gate a ready node waits at until the release
+* ``reporting``     how a node reports: its channel, rdzv's log events, its output file,
+                    an exception's status
 * ``packed``        a packed process: several nodes as threads, each with its own sockets,
                     events, faults and start gate (the packed world's processes, and what a
                     Ray actor runs: :func:`~harness.world.process.packed.host`)

@@ -35,9 +35,10 @@ import multiprocess
 import psutil
 from multiprocess.connection import wait as wait_any
 
+from harness.world.base import Message
 from harness.world.process.backends import preload
 from harness.world.process.forkserver import entry, node_process_class
-from harness.world.process.node import Message, NodeSpec
+from harness.world.process.node import NodeSpec
 
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 

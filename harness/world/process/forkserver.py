@@ -20,14 +20,9 @@ from typing import Any
 from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.context import set_spawning_popen
 
-from harness.world.process.node import (
-    PROCESS,
-    NodeSpec,
-    PipeReporter,
-    process_gate,
-    redirect_output,
-    run_node,
-)
+from harness.world.process.gate import process_gate
+from harness.world.process.node import PROCESS, NodeSpec, run_node
+from harness.world.process.reporting import PipeReporter, redirect_output
 
 __all__ = ["NodePopen", "entry", "node_process_class", "run_entry"]
 

@@ -46,16 +46,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from harness.world.base import Message
 from harness.world.process.dns import DnsShim, install_dns_shim
-from harness.world.process.node import (
-    Hosting,
-    Message,
-    NodeSpec,
-    PipeReporter,
-    redirect_output,
-    run_node,
-    wait_gate,
-)
+from harness.world.process.gate import wait_gate
+from harness.world.process.node import Hosting, NodeSpec, run_node
+from harness.world.process.reporting import PipeReporter, redirect_output
 from rdzv.events import EVENT_ATTR
 
 __all__ = ["host", "serve"]
@@ -233,7 +228,7 @@ def _install(dns: DnsShim | None) -> None:
 class _Gate:
     """The world's start gate, for the node threads of this process.
 
-    Every node thread waits on the gate pipe (:func:`~harness.world.process.node.wait_gate`), notes
+    Every node thread waits on the gate pipe (:func:`~harness.world.process.gate.wait_gate`), notes
     when it saw the release, then waits until every thread that was waiting with it has seen
     it too: the first threads to get the GIL after the release would otherwise run their
     nodes' work, holding the GIL for whole switch intervals, while the others had not yet
