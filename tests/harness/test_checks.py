@@ -164,7 +164,7 @@ def test_a_fault_expected_idle_fails_the_run_when_it_acts_and_is_no_warning_when
     unexpected = FaultRecord(1, "kill", [2], 1.0, acted={})
     assert check(sc, outcomes, faults=[idle, unexpected]) == []
     report = Report(sc, 1, outcomes, [idle, unexpected])
-    assert report.idle_faults == [unexpected]
+    assert report.unexpectedly_idle == [unexpected]
     assert idle.effects == "did not act, as expected"
     assert idle_fault_lines(report) == ["fault 1 (kill on nodes 2) did not act"]
 

@@ -254,7 +254,7 @@ def test_a_run_records_a_reset_peer_window_behind_latency_as_not_acting() -> Non
     assert latency.acted is not None and latency.acted.get("connections delayed", 0) >= 1
     assert reset.idle
     assert re.fullmatch(r"in place on \d+ connections?, but no data reached it there", reset.note)
-    assert report.idle_faults == [reset]
+    assert report.unexpectedly_idle == [reset]
     assert (late.kind, late.start, late.end) == ("late_start", 0.0, 0.5)
     assert late.acted == {"nodes started late": 1}
 
@@ -280,7 +280,7 @@ def test_a_link_down_whose_refusals_the_backend_cannot_report_is_not_counted_not
         "no connection was cut, and the nodes' backend reports no connection attempts, so "
         "refused ones could not be counted"
     )
-    assert report.idle_faults == []
+    assert report.unexpectedly_idle == []
 
 
 def three_nodes(name: str, *faults: dict[str, Any]) -> Scenario:
@@ -309,7 +309,7 @@ def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_n
         1, [1], False, "1 s after node 1's 'failed'",
     )  # fmt: skip
     assert toxic.effects == "did not act (never fired: node 1 never reported 'failed')"
-    assert report.idle_faults == [kill, toxic]
+    assert report.unexpectedly_idle == [kill, toxic]
 
 
 def test_a_toxics_record_says_it_acts_one_way_only_and_which() -> None:
@@ -338,4 +338,4 @@ def test_an_interrupted_run_says_its_faults_due_later_were_not_reached() -> None
     assert absent.acted == {"nodes never started": 1}
     assert (kill.fired, kill.reached, kill.idle) == (False, False, False)
     assert kill.effects == "not reached: the run was interrupted before it acted"
-    assert report.idle_faults == []
+    assert report.unexpectedly_idle == []
