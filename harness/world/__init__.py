@@ -3,7 +3,10 @@
 At the top, what every world shares and nothing of how any world works:
 
 * ``base``          the :class:`~harness.world.base.World` protocol: its verbs, the handles
-                    they return, what a node launches, capabilities, the messages coming back
+                    they return, what a node launches, capabilities
+* ``messages``      what comes back from the nodes: typed, picklable messages (``Ready``,
+                    ``Started``, ``Event``, ``Outcome``, ``Exit``), each of a node or one
+                    of its parts
 * ``specs``         what the runner hands a world: plain values (``Layout``, ``Launch``,
                     ``ToxicSpec``, ``PacketRule``, ``StoreRule``)
 * ``kinds``         how a world describes itself to the one registry that admits scenarios

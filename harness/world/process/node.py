@@ -4,9 +4,10 @@
 started by :mod:`harness.world.process.cluster`). It builds the handler its backend names
 (:mod:`harness.world.process.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
 return), proves the store is shared (every rank writes a key, every rank reads all of them)
-and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("event", ...)``
-messages that describe what happened on the way (rdzv's structured log events plus
-``started``): the :data:`~harness.world.base.Message` shapes.
+and puts exactly one :class:`~harness.world.messages.Outcome` on the queue, after the
+messages that describe what happened on the way (:class:`~harness.world.messages.Ready`,
+:class:`~harness.world.messages.Started`, and an :class:`~harness.world.messages.Event` for
+each of rdzv's structured log events): the types of :mod:`harness.world.messages`.
 
 A node starts behind the world's start gate (:mod:`harness.world.process.gate`): it says
 ``ready`` (process up, imports done, channel open), waits until the world releases every
@@ -32,15 +33,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.world.base import Launch
+from harness.world.messages import Event, Outcome, Ready, Started
 from harness.world.process.backends import create_handler
 from harness.world.process.dns import DnsShim, install_dns_shim
 from harness.world.process.gate import open_gate
 from harness.world.process.reporting import Queue, classify, forward_logs
-from harness.world.process.shared_store import prove_shared, quiet_for
+from harness.world.process.shared_store import Seen, prove_shared, quiet_for
 from harness.world.process.warm_up import warm_up
 
 __all__ = ["PROCESS", "Hosting", "NodeSpec", "run_node"]
@@ -116,39 +118,54 @@ def run_node(spec: NodeSpec, queue: Queue, hosting: Hosting = PROCESS) -> None:
         hosting.dns(spec.dns)
     handler, failure = _build(spec, hosting)
     warm_up(spec.node)
-    at_gate = {"pid": os.getpid(), "tid": threading.get_native_id()}
-    queue.put(("event", spec.node, time.monotonic(), "ready", at_gate))
+    queue.put(Ready(spec.node, time.monotonic(), os.getpid(), threading.get_native_id()))
     start = hosting.gate()
-    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
+    queue.put(Started(spec.node, start, os.getpid(), placement))
     if launch.start_paused:  # frozen before its rendezvous begins, until the harness resumes it
         hosting.freeze()
-    result: dict[str, Any] = {"pid": os.getpid(), "started": start, "placement": placement}
+    said = Outcome(spec.node, start, "ok", started=start, pid=os.getpid(), placement=placement)
+    seen = Seen()
     try:
         if failure is not None:
             raise failure
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
-        result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
-        queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
-        store = _store_of(info)
-        result["shared_store_ok"] = prove_shared(
-            store, rank, world_size, spec.node, result, quiet_for(launch.join_timeout)
-        )
+        said = replace(said, rank=rank, world_size=world_size, run_id=launch.run_id)
+        queue.put(Event(spec.node, time.monotonic(), "returned", {"rank": rank}))
+        quiet = quiet_for(launch.join_timeout)
+        shared = prove_shared(_store_of(info), rank, world_size, spec.node, seen, quiet)
+        said = replace(said, shared_store_ok=shared)
     except BaseException as exc:  # reported, not raised: the harness judges it
-        after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
-        result.update(
+        after = "after the rendezvous returned: " if said.rank is not None else ""
+        said = replace(
+            said,
             status=classify(exc),
             error_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
             message=f"{after}{exc}",
         )
     finally:
-        if handler is not None:
-            try:
-                handler.shutdown()
-            except BaseException as exc:
-                result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
-    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put(("outcome", spec.node, time.monotonic(), result))
+        shutdown_error = _shut_down(handler)
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put(
+        replace(
+            said,
+            t=time.monotonic(),
+            seen_ranks=seen.ranks,
+            shutdown_error=shutdown_error,
+            maxrss_kib=maxrss,
+        )
+    )
+
+
+def _shut_down(handler: Any) -> str | None:
+    """Shut ``handler`` down (None: there is none); ``Class: text`` when that raised."""
+    if handler is None:
+        return None
+    try:
+        handler.shutdown()
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]:

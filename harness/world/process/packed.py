@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.world.base import Message
+from harness.world.messages import Event, Message
 from harness.world.process.dns import DnsShim, install_dns_shim
 from harness.world.process.gate import wait_gate
 from harness.world.process.node import Hosting, NodeSpec, run_node
@@ -193,7 +193,7 @@ class _Route(logging.Handler):
         node = current()
         if node is not None and isinstance(payload, dict):
             fields = {k: v for k, v in payload.items() if k != "event"}
-            node.put(("event", node.node, time.monotonic(), payload["event"], fields))
+            node.put(Event(node.node, time.monotonic(), payload["event"], fields))
 
 
 def _node_of_thread() -> int | None:

@@ -45,7 +45,6 @@ from harness.world.base import (
     STORE_RULES,
     Launch,
     Layout,
-    Message,
     OnMessage,
     PacketRule,
     StoreRule,
@@ -54,6 +53,7 @@ from harness.world.base import (
     is_ip,
 )
 from harness.world.incarnations import HeldNodes, Incarnation, Incarnations
+from harness.world.messages import Exit, Message, shifted
 from harness.world.process.backends import preload
 from harness.world.process.node import NodeSpec
 from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
@@ -315,9 +315,7 @@ class RayWorld:
     def _deliver(self, group: Group, items: list[tuple[int, Message]]) -> None:
         for number, message in items:
             if self._book.deliverable(number, message):
-                # The actor's host clock, to ours.
-                stamped = (message[0], message[1], message[2] - group.offset, *message[3:])
-                self._on_message(stamped)
+                self._on_message(shifted(message, -group.offset))  # the actor's clock, to ours
 
     def _group_lost(self, group: Group, why: str) -> None:
         for inc in self._book.lose(group.nodes):
@@ -353,5 +351,5 @@ class RayWorld:
         return None if self.network is None else self.network.log()
 
 
-def _exit(node: int, why: str) -> Message:
-    return ("exit", node, time.monotonic(), {"exitcode": None, "message": why})
+def _exit(node: int, why: str) -> Exit:
+    return Exit(node, time.monotonic(), why)
