@@ -233,7 +233,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         folded=many,
         open_rows=not report.passed and len(report.outcomes) <= 32,
         faults=[_fault(f) for f in report.faults],
-        idle=[_fault(f) for f in report.idle_faults],
+        idle=[_fault(f) for f in report.unexpectedly_idle],
     )
 
 

@@ -171,7 +171,7 @@ def junit_xml(
         for report in reports:
             name = f"seed.{report.scenario.name}"
             ET.SubElement(properties, "property", name=name, value=str(report.seed))
-            idle = ",".join(str(f.index) for f in report.idle_faults)
+            idle = ",".join(str(f.index) for f in report.unexpectedly_idle)
             if idle:
                 name = f"faults_not_acting.{report.scenario.name}"
                 ET.SubElement(properties, "property", name=name, value=idle)

@@ -103,7 +103,7 @@ def result_line(report: Report, done: int | None = None, total: int | None = Non
         line += f"  ({why}; replay: {report.replay_command})"
     elif report.violations:
         line += f"  ({len(report.violations)} known {report.scenario.backend} break(s))"
-    idle = [str(f.index) for f in report.idle_faults]
+    idle = [str(f.index) for f in report.unexpectedly_idle]
     if idle:
         line += f"  (fault{'s' if len(idle) > 1 else ''} {', '.join(idle)} did not act)"
     return line
@@ -133,7 +133,7 @@ def idle_fault_lines(report: Report) -> list[str]:
     place on 2 connections, but no data reached it there)``
     """
     lines = []
-    for fault in report.idle_faults:
+    for fault in report.unexpectedly_idle:
         what = f"{fault.kind} on nodes {short_ranges(fault.nodes)}"
         what = f"{what}: {fault.detail}" if fault.detail else what
         lines.append(f"fault {fault.index} ({what}) {fault.effects}")

@@ -323,10 +323,6 @@ class Scenario(FormatModel):
             raise ScenarioError(self.path or self.name, [f"pack: must be at least 2, got {pack}"])
         return self.model_copy(update={"pack": pack})
 
-    def with_seed(self, seed: int) -> Scenario:
-        """A copy whose seed is ``seed``."""
-        return self.model_copy(update={"seed": seed})
-
 
 #: The keys of a file that ``harness run`` options can override.
 _OPTIONS = ("world", "backend", "pack")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.world.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
+from harness.world.process.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
 from rdzv import HashStore
 
 

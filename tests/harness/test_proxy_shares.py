@@ -20,7 +20,7 @@ from harness.proxy.info import ProxyInfo
 from harness.proxy.process import ProxyProcess
 from harness.world.base import Layout, ToxicSpec
 from harness.world.local.topology import Topology
-from harness.world.proxied import (
+from harness.world.proxied.links import (
     LINKS_PER_PROXY,
     LINKS_PER_REQUEST,
     ProxyLinks,

@@ -6,12 +6,12 @@
   instead, and node 0 must bind it itself — and fails, as in the field.
 * Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
   Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
-  Past :data:`~harness.world.proxied.LINKS_PER_PROXY` links, the embedded proxy's links
+  Past :data:`~harness.world.proxied.links.LINKS_PER_PROXY` links, the embedded proxy's links
   are shared out: the first share on the world's proxy, each further one on a proxy
   process of its own (:mod:`harness.proxy.process`, seeded alike), whose API
   :attr:`Topology.routes` names. A real Toxiproxy holds every link itself.
 * With store rules (:attr:`~harness.world.base.Layout.store_rules`) a
-  :class:`~harness.world.store_faults.StoreFaultProxy` sits between the links and the store.
+  :class:`~harness.world.proxied.store_faults.StoreFaultProxy` sits between the links and the store.
 * When the endpoint host is a name, each node resolves it through a shim (``DnsShim``) that
   the harness can switch off to simulate a name that does not resolve yet.
 """
@@ -28,10 +28,10 @@ from typing import Any
 from harness.proxy.client import ToxiproxyClient
 from harness.proxy.process import START_WAIT, ProxyProcess, stop_all
 from harness.world.base import Layout, is_ip
-from harness.world.dns import DnsShim
-from harness.world.proxied import LINKS_PER_PROXY, make_links, shares
-from harness.world.squatters import Squatter
-from harness.world.store_faults import StoreFaultProxy
+from harness.world.process.dns import DnsShim
+from harness.world.proxied.links import LINKS_PER_PROXY, make_links, shares
+from harness.world.proxied.squatters import Squatter
+from harness.world.proxied.store_faults import StoreFaultProxy
 
 __all__ = ["Topology"]
 

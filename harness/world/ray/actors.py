@@ -5,7 +5,7 @@ Both are plain classes; :mod:`harness.world.ray.world` makes them Ray actors
 harness must be importable on every host of the cluster.
 
 * :class:`NodeGroup` hosts its nodes exactly as a packed process does
-  (:func:`harness.world.packed.node.host`, on a thread of the actor): each node a thread with
+  (:func:`harness.world.process.packed.host`, on a thread of the actor): each node a thread with
   its own handler, sockets, events and outcome; ``("start" | "kill" | "resume", incarnation,
   ...)`` commands go in through :meth:`~NodeGroup.command`; the nodes' messages, stamped on
   this host's monotonic clock, come out through :meth:`~NodeGroup.drain` (a long poll the
@@ -30,8 +30,8 @@ from typing import Any, Final
 
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.process import ProxyProcess, start_all, stop_all
-from harness.world.node import NodeSpec
-from harness.world.packed.node import host
+from harness.world.process.node import NodeSpec
+from harness.world.process.packed import host
 
 __all__ = ["NodeGroup", "ProxyAgent"]
 
@@ -40,7 +40,7 @@ DRAIN_WAIT: Final = 0.5
 
 
 class _Commands:
-    """The command stream of :func:`~harness.world.packed.node.host`: ``recv`` blocks, and
+    """The command stream of :func:`~harness.world.process.packed.host`: ``recv`` blocks, and
     raises ``EOFError`` once :meth:`close` was called and every command was taken."""
 
     def __init__(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import ToxicSpec
-from harness.world.proxied import (
+from harness.world.proxied.links import (
     LINKS_PER_PROXY,
     Downs,
     ProxiedLink,

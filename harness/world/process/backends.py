@@ -4,7 +4,7 @@
 * ``torch-static`` — torch's own ``StaticTCPRendezvous``; ``torch-c10d`` — torch's
   ``DynamicRendezvousHandler`` on the C10d backend, what most torchrun users run (both need
   ``torch==2.13.0``: the ``torch`` extra; how the harness drives them:
-  :mod:`harness.world.torch_backends`).
+  :mod:`harness.world.process.torch_backends`).
 * ``module:factory`` — a user's handler: ``factory(params)`` gets an
   ``rdzv.RendezvousParameters`` (backend ``"static"``, the node's rank and timeout in
   ``config``, ``listen_fd`` on node 0) and returns an object with ``next_rendezvous()`` and
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.world.torch_backends import (
+from harness.world.process.torch_backends import (
     TORCH_C10D,
     TORCH_MODULES,
     TORCH_STATIC,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 
-from harness.world.cluster import LocalCluster
+from harness.world.process.cluster import LocalCluster
 
 __all__ = ["ProcessNodes"]
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from harness.errors import HarnessError
 from harness.proxy.client import ToxiproxyClient
@@ -30,8 +30,10 @@ from harness.proxy.events import link_cuts, toxic_effects
 from harness.world.base import ToxicEffects, ToxicSpec, Uncounted
 
 __all__ = [
+    "HOLD_MS",
     "LINKS_PER_PROXY",
     "LINKS_PER_REQUEST",
+    "PAUSE_TOXIC",
     "Downs",
     "LogRows",
     "ProxiedLink",
@@ -58,6 +60,13 @@ def shares(nodes: Iterable[int], per: int = LINKS_PER_PROXY) -> list[list[int]]:
 
 #: The proxy's event log as a world reads it: None when it cannot be read.
 LogRows = list[dict[str, Any]] | None
+
+#: A node paused on its link (a packed node, whose process cannot be stopped for it alone):
+#: both directions hold their data in a ``latency`` toxic of a year, named ``PAUSE_TOXIC``
+#: plus the stream; removing it hands on what it held, in order.
+HOLD_MS: Final = 365 * 24 * 3600 * 1000
+#: Name of the pause toxics (one per direction): ``harness-pause-upstream``, ...
+PAUSE_TOXIC: Final = "harness-pause"
 
 
 @dataclass
