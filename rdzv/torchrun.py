@@ -168,7 +168,6 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
         self._rdzv = handler
         self._backend = backend
         self._servers: dict[int, StoreServer] = {}  # node 0: the rounds' stores
-        self._client: Any = None  # this agent's torch TCPStore of the current round
         self._lock = threading.Lock()
 
     @property
@@ -219,8 +218,6 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
                 f"rank {cfg.rank}: round {round_index} completed, but its store at"
                 f" {cfg.host}:{port} (served by node 0) could not be reached: {exc}"
             ) from exc
-        with self._lock:
-            self._client = store
         return torch_api.RendezvousInfo(
             store, cfg.rank, cfg.world_size, torch_api.RendezvousStoreInfo(cfg.host, port)
         )
@@ -263,7 +260,6 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
         done = self._rdzv.shutdown()
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
-            self._client = None
         for server in servers:
             server.close()
         return done
