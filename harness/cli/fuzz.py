@@ -87,6 +87,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "reject, partition, loss, filter and bandwidth besides the proxy's); only the fault "
         "kinds the world can carry out are drawn",
     )
+    fuzzing.add_argument(
+        "--kinds",
+        type=kind_list,
+        metavar="K[,K...]",
+        help="draw only these fault kinds (e.g. absent,kill,latency; default: every kind the "
+        "world can carry out); scenarios then carry no misconfigured node either",
+    )
     fuzzing.set_defaults(func=_fuzz_command)
     replaying = commands.add_parser(
         "replay",
@@ -102,15 +109,43 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     replaying.set_defaults(func=_replay_command)
 
 
+def kind_list(text: str) -> frozenset[str]:
+    """``--kinds``: comma-separated registered fault kinds."""
+    from harness.scenario.faults.registry import FAULTS
+
+    names = frozenset(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(names - set(FAULTS.kinds()))
+    if unknown or not names:
+        what = f"unknown fault kind(s) {', '.join(unknown)}" if unknown else "no fault kind"
+        known = ", ".join(sorted(FAULTS.kinds()))
+        raise argparse.ArgumentTypeError(f"{what} in {text!r}; the kinds are: {known}")
+    return names
+
+
 def _fuzz_command(args: argparse.Namespace) -> int:
     from harness.fuzz.loop import fuzz  # hypothesis is imported only when fuzzing
+    from harness.fuzz.strategies import kinds_for
+
+    if args.kinds is not None:
+        try:
+            kinds_for(args.world or "local", args.kinds)
+        except ValueError as exc:
+            print(f"harness fuzz: --kinds: {exc}", file=sys.stderr)
+            return EXIT_USAGE
 
     seed = args.seed if args.seed is not None else secrets.randbits(32)
     in_world = f", world {args.world}" if args.world is not None else ""
     say(f"harness fuzz: seed {seed}, budget {args.budget}{in_world}")
     try:
         result = fuzz(
-            args.budget, seed, args.out, say, args.backend, world=args.world, keep=args.keep
+            args.budget,
+            seed,
+            args.out,
+            say,
+            args.backend,
+            world=args.world,
+            keep=args.keep,
+            kinds=args.kinds,
         )
     except KeyboardInterrupt:
         print("harness fuzz: interrupted", file=sys.stderr)

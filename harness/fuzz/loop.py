@@ -15,7 +15,7 @@ fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from hypothesis.errors import Flaky
 from harness.errors import ScenarioError
 from harness.fuzz.oracle import summary
 from harness.fuzz.ordered import DEAD_MEMBER, dead_members
-from harness.fuzz.strategies import scenarios
+from harness.fuzz.strategies import kinds_for, scenarios
 from harness.run.model import Report
 from harness.run.suite import ProxyProvider, embedded_proxy, run_one
 from harness.run.worlds import capabilities_of
@@ -210,6 +210,7 @@ def fuzz(
     runner: Runner | None = None,
     max_shrinks: int = DEFAULT_MAX_SHRINKS,
     keep: str | Path | None = None,
+    kinds: Iterable[str] | None = None,
 ) -> FuzzResult:
     """Run up to ``budget`` random scenarios; shrink and write the first failing one.
 
@@ -228,12 +229,15 @@ def fuzz(
         max_shrinks: how many shrink steps may run a scenario.
         keep: a directory to write every drawn scenario that ran into, as
             ``<name>.toml`` with its seed (None: only the failing one is written).
+        kinds: the fault kinds the default strategy may draw (None: every kind the world
+            can carry out); ignored with ``strategy``.
 
     Returns:
         What ran and which file was written.
 
     Raises:
-        ValueError: ``budget`` is less than 1, or ``world`` is not a world the fuzzer knows.
+        ValueError: ``budget`` is less than 1, ``world`` is not a world the fuzzer knows, or
+            ``kinds`` names a kind that is not registered or that ``world`` cannot carry out.
         ScenarioError: the strategy drew a scenario the validators reject (a bug in the
             strategy; the message names the scenario).
         OSError: ``out_dir`` (or ``keep``) cannot be created or written.
@@ -241,7 +245,8 @@ def fuzz(
     if budget < 1:
         raise ValueError(f"the fuzz budget must be at least 1 scenario, got {budget}")
     if strategy is None:
-        drawn = scenarios(world=world or "local")
+        only = None if kinds is None else kinds_for(world or "local", kinds)
+        drawn = scenarios(world=world or "local", kinds=only)
     else:
         drawn = strategy if world is None else strategy.map(lambda data: {**data, "world": world})
     if world is not None:

@@ -134,8 +134,12 @@ def dead_members(data: Mapping[str, Any], outcomes: Sequence[NodeOutcome]) -> li
     return found
 
 
-def ordered_kills_fit(capabilities: frozenset[str]) -> bool:
-    """Whether a world with ``capabilities`` can carry out :func:`ordered_kill_schedules`."""
+def ordered_kills_fit(capabilities: frozenset[str], allowed: frozenset[str] | None = None) -> bool:
+    """Whether a world with ``capabilities`` can carry out :func:`ordered_kill_schedules`
+    (and, when ``allowed`` names the kinds a fuzz session may draw, all of its kinds are
+    among them)."""
+    if allowed is not None and not allowed.issuperset(_SCHEDULED):
+        return False
     kinds = [FAULTS.get(kind) for kind in _SCHEDULED]
     return all(kind is not None and kind.needs <= capabilities for kind in kinds)
 

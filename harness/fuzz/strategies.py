@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hypothesis import strategies as st
@@ -132,12 +133,61 @@ def _kinds() -> list[type[Fault]]:
     return list(dict.fromkeys(k for k in map(FAULTS.get, FAULTS.kinds()) if k is not None))
 
 
-def _options(outline: Outline) -> list[st.SearchStrategy[dict[str, Any]]]:
-    """What each kind the world can carry out draws in a scenario of ``outline``."""
+def _names(kind: type[Fault]) -> frozenset[str]:
+    """Every ``kind`` name registered for the class ``kind`` (a toxic class has several)."""
+    return frozenset(name for name in FAULTS.kinds() if FAULTS.get(name) is kind)
+
+
+def check_kinds(kinds: Iterable[str]) -> frozenset[str]:
+    """``kinds`` as a set of registered fault kinds.
+
+    Raises:
+        ValueError: a name is not a registered kind (the message lists them), or none given.
+    """
+    wanted = frozenset(kinds)
+    unknown = sorted(wanted - set(FAULTS.kinds()))
+    if unknown or not wanted:
+        known = ", ".join(sorted(FAULTS.kinds()))
+        what = f"unknown fault kind(s) {', '.join(unknown)}" if unknown else "no fault kind"
+        raise ValueError(f"{what}; the kinds are: {known}")
+    return wanted
+
+
+def _of_kinds(kinds: frozenset[str]) -> Callable[[dict[str, Any]], bool]:
+    return lambda table: table["kind"] in kinds
+
+
+def kinds_for(world: str, kinds: Iterable[str]) -> frozenset[str]:
+    """``kinds`` checked for a fuzz session in ``world``.
+
+    Raises:
+        ValueError: a name is not a registered kind, none is given, or ``world`` cannot
+            carry out one of them (the message says which and why).
+    """
+    wanted = check_kinds(kinds)
+    capabilities = capabilities_of(world)
+    unfit = []
+    for name in sorted(wanted):
+        kind = FAULTS.get(name)
+        if kind is not None and not kind.needs <= capabilities:
+            unfit.append(f"{name} (needs {', '.join(sorted(kind.needs - capabilities))})")
+    if unfit:
+        raise ValueError(f"the {world} world cannot carry out {'; '.join(unfit)}")
+    return wanted
+
+
+def _options(
+    outline: Outline, kinds: frozenset[str] | None = None
+) -> list[st.SearchStrategy[dict[str, Any]]]:
+    """What each kind the world can carry out draws in a scenario of ``outline`` (only the
+    kinds named in ``kinds``, when given)."""
     found = []
     for kind in _kinds():
-        if kind.needs <= outline.capabilities:
+        names = _names(kind)
+        if kind.needs <= outline.capabilities and (kinds is None or names & kinds):
             drawn = kind.draw(outline)
+            if drawn is not None and kinds is not None and not names <= kinds:
+                drawn = drawn.filter(_of_kinds(kinds))
             if drawn is not None:
                 found.append(drawn)
     return found
@@ -173,6 +223,7 @@ def fault_schedules(
     join_timeout: float,
     max_faults: int = 3,
     world: str = "local",
+    kinds: frozenset[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Lists of fault tables valid for a scenario of ``nodes`` nodes with that join timeout,
     run in ``world``.
@@ -183,7 +234,8 @@ def fault_schedules(
     ``store_op``, ``kill``, ``pause`` and ``restart``; in the netns world the packet rules
     and ``bandwidth`` instead of the proxy's faults). A kind drawn later knows the faults
     drawn before: no fault on or triggered by a node that never starts, and no node kept
-    from starting that a fault before it needs.
+    from starting that a fault before it needs. ``kinds`` (when given) limits the draw to
+    those fault kinds.
 
     Raises:
         ValueError: (when drawing) ``world`` is a world whose capabilities are unknown.
@@ -192,7 +244,7 @@ def fault_schedules(
     tables: list[dict[str, Any]] = []
     faults: list[Fault] = []
     for _ in range(draw(st.integers(0, max_faults))):
-        options = _options(outline)
+        options = _options(outline, kinds)
         if not options:
             break
         table = draw(draw(st.sampled_from(options)))
@@ -245,6 +297,7 @@ def scenarios(
     max_join: float = 4.0,
     max_faults: int = 3,
     world: str = "local",
+    kinds: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """Whole scenarios as plain dicts, with the expectations :func:`expect_for` derives,
     run in ``world`` (``local`` or ``netns``: the faults are those its capabilities allow,
@@ -256,6 +309,8 @@ def scenarios(
     start late or never. A misconfigured node (duplicate rank or world-size mismatch) comes
     only with faults whose kinds call them harmless, so its outcome stays exact. The name is
     ``fuzz-<hash of the contents>``, stable for equal scenarios; ``seed`` is the run seed.
+    ``kinds`` (when given) limits the faults to those kinds; the misconfigured node and the
+    ordered kills come only when their kinds are among them.
 
     Raises:
         ValueError: (when drawing) ``min_nodes`` is below 2, ``min_join`` is not positive,
@@ -269,12 +324,12 @@ def scenarios(
     capabilities = capabilities_of(world)
     nodes = draw(st.integers(min_nodes, max_nodes))
     join = draw(tenths(min_join, max_join))
-    override = draw(_overrides(nodes))
-    ordered = nodes >= 3 and max_faults >= 3 and ordered_kills_fit(capabilities)
+    override = draw(_overrides(nodes)) if kinds is None else []
+    ordered = nodes >= 3 and max_faults >= 3 and ordered_kills_fit(capabilities, kinds)
     if ordered and not override and draw(st.integers(0, 2)) == 2:
         faults = draw(ordered_kill_schedules(nodes, join))
     else:
-        faults = draw(fault_schedules(nodes, join, max_faults, world))
+        faults = draw(fault_schedules(nodes, join, max_faults, world, kinds))
     data: dict[str, Any] = {"nodes": nodes}
     if world != "local":
         data["world"] = world

@@ -5,6 +5,7 @@ each world draws exactly the kinds it can carry out."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -236,3 +237,48 @@ def test_loading_scenarios_does_not_import_hypothesis() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+# --- --kinds: a fuzz session limited to some kinds ----------------------------------------
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(scenarios(kinds=frozenset({"kill", "toxic"})))
+def test_a_session_limited_to_some_kinds_draws_no_other_kind_and_no_misconfigured_node(
+    data: dict[str, Any],
+) -> None:
+    assert {fault["kind"] for fault in data["fault"]} <= {"kill", "toxic"}
+    assert "override" not in data
+    parse(data, "<generated>")
+
+
+def test_a_session_limited_to_one_kind_still_draws_it() -> None:
+    found = find(scenarios(kinds=frozenset({"store_op"})), lambda d: bool(d["fault"]))
+    assert {fault["kind"] for fault in found["fault"]} == {"store_op"}
+
+
+def test_fuzz_with_kinds_gives_only_those_kinds_to_the_runner(tmp_path: Path) -> None:
+    seen: list[Scenario] = []
+
+    def record(scenario: Scenario, seed: int) -> Report:
+        seen.append(scenario)
+        return Report(scenario, seed, outcomes=[])
+
+    fuzz(30, 5, tmp_path, lambda line: None, runner=record, kinds=["absent", "pause"])
+    drawn = {fault.kind for scenario in seen for fault in scenario.fault}
+    assert drawn and drawn <= {"absent", "pause"}
+
+
+@pytest.mark.parametrize(
+    ("world", "kinds", "complaint"),
+    [
+        ("local", ["drop"], "the local world cannot carry out drop (needs "),
+        ("local", ["nonesuch"], "unknown fault kind(s) nonesuch; the kinds are: absent,"),
+        ("local", [], "no fault kind"),
+    ],
+)
+def test_fuzz_refuses_kinds_it_cannot_draw_in_the_world(
+    tmp_path: Path, world: str, kinds: list[str], complaint: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(complaint)):
+        fuzz(1, 1, tmp_path, lambda line: None, world=world, kinds=kinds)
