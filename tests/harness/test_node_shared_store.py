@@ -117,3 +117,52 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
 def test_the_quiet_window_is_the_join_timeout_when_that_is_shorter() -> None:
     assert quiet_for(3.0) == 1.5  # within the others' store timeout, and the hard deadline
     assert quiet_for(180.0) == QUIET_SECONDS
+
+
+class LoggingStore(HashStore):
+    """A HashStore that logs (node, request) for every request, in order."""
+
+    def __init__(self, timeout: float, node: int, log: list[tuple[int, str, str]]) -> None:
+        super().__init__(timeout)
+        self.node, self.log = node, log
+
+    def on(self, node: int) -> LoggingStore:
+        view = LoggingStore.__new__(LoggingStore)
+        view.__dict__.update(self.__dict__)
+        view.node = node
+        return view
+
+    def add(self, key: Any, amount: int) -> int:
+        self.log.append((self.node, "add", str(key)))
+        return super().add(key, amount)
+
+    def set(self, key: Any, value: Any) -> None:
+        self.log.append((self.node, "set", str(key)))
+        super().set(key, value)
+
+
+def test_only_the_store_host_polls_the_done_count_the_others_end_on_counting_done() -> None:
+    # Ranked as torch's c10d ranks by arrival: node 2 is rank 0, node 0 (the store host)
+    # rank 1. A rank 0 polling the done count after the host ended could have its last
+    # request cut off (fragmented-replies on torch-c10d, once in three runs).
+    log: list[tuple[int, str, str]] = []
+    store = LoggingStore(30, 0, log)
+    node_of = {0: 2, 1: 0, 2: 1, 3: 3}
+    results: dict[int, bool] = {}
+
+    def one(rank: int) -> None:
+        node = node_of[rank]
+        results[node] = prove_shared(store.on(node), rank, 4, node, Seen(), 0.5)
+
+    threads = [threading.Thread(target=one, args=(rank,)) for rank in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {0: True, 1: True, 2: True, 3: True}
+    for node in (1, 2, 3):
+        last = [entry for entry in log if entry[0] == node][-1]
+        assert last == (node, "add", "harness/done-count/4"), last
+    done_by = [e[0] for e in log if e[2] == "harness/done-count/4"]
+    assert done_by.count(0) >= 2  # the host counts itself done, then polls the count
+    assert done_by.count(2) == 1  # rank 0 on node 2 counts itself done and asks no more

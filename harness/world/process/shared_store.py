@@ -7,9 +7,11 @@ writes ``all/<world size>`` (the ranks it did not see, if any); every other rank
 ranks that do not exist). A rank that
 reads ``all`` from its store shares that store with a rank 0 that saw every key there, so it
 saw (through rank 0) every rank's key: every rank reading every key would cost the store
-host world size squared reads (16 million at 4096 nodes). Rank 0, and node 0 (the store
+host world size squared reads (16 million at 4096 nodes). Node 0 (the store
 host, which need not be rank 0 where the backend ranks the nodes itself, as torch's c10d
-does), then wait until every rank is done, so neither's shutdown can cut the others off.
+does) then waits until every rank is done, so its shutdown cannot cut the others off: each
+rank's last request is the one that counts it done, and only the host polls that count (a
+rank 0 on another node polling it too could have its last poll cut off by the host's end).
 
 A rank whose rendezvous returned may die before it writes (a scenario kills it on
 ``complete``; at 10,000 nodes one process is lost to the machine): rank 0 waits for the
@@ -34,7 +36,6 @@ QUIET_SECONDS: Final = 10.0
 #: Written by rank 0 once it has seen the ranks' keys, per world size: the ranks it did not see.
 _ALL: Final = "harness/all/{}"
 _COUNT: Final = "harness/count/{}"
-_DONE: Final = "harness/done/{}/{}"
 _DONE_COUNT: Final = "harness/done-count/{}"
 
 
@@ -96,9 +97,10 @@ def prove_shared(
         seen.ranks = _present(store, asked)
         raise
     seen.ranks = present
+    # The last request of every rank but the store host's: once the host has counted it,
+    # it may end (a request after it could find the store gone, its reply cut in flight).
     store.add(_DONE_COUNT.format(world_size), 1)
-    store.set(_DONE.format(world_size, rank), "1")  # the last request: node 0 may end once seen
-    if rank == 0 or node == 0:
+    if node == 0:
         _count_to(store, _DONE_COUNT.format(world_size), len(present), quiet)
     return ok
 
