@@ -45,9 +45,13 @@ deadline (the elected one died) names the missing ranks itself.
    deadline, or whose own verdict could not be published), over its own connection or,
    when the client closed that one (the store did not answer a cancelled wait in time),
    over a fresh one. Only when that read finds no verdict either
-   does it say the missing ranks could not be determined. A late member that lost the
-   election reads the same way instead of giving up at once. So a thousand deadlines passing
-   together on two busy cores cost a member some overshoot, never the verdict.
+   does it say the missing ranks could not be determined, and it proposes that as the
+   round's verdict (within :data:`PROPOSE_BOUND` more per connection): a round that a node
+   not run for long would otherwise complete later, finding every rank confirmed, then
+   fails on every node rather than return a world with a member that gave up. A late
+   member that lost the election reads the same way instead of giving up at once. So a
+   thousand deadlines passing together on two busy cores cost a member some overshoot,
+   never the verdict.
 
 Every proposal is compare_set("", ...) on ``done``: the first verdict written decides, and
 a ``complete`` verdict that won the race still wins (invariant 3). Past the deadline every
@@ -62,8 +66,10 @@ woken :data:`LATE_WAKE` past its deadline: ``LATE_WAKE + CANCEL_BOUND == OVERSHO
 one exception is the late read of 4: a member that has not read the verdict when its time
 is spent ends at most :data:`LATE_READ` after it found the time gone (that moment itself is
 as late as the machine scheduled this process: no deadline bounds a process that does not
-run). So a join outlives its deadline by at most 9 s, plus 2 s for the late read, plus
-however long the machine did not run the process.
+run), and a member that read none proposes its own within :data:`PROPOSE_BOUND` on its
+connection and as much on a fresh one. So a join outlives its deadline by at most 9 s, plus
+2 s for the late read and 2 s to propose, plus however long the machine did not run the
+process.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ __all__ = [
     "CLAIMS_ASKED",
     "LATE_READ",
     "LATE_WAKE",
+    "PROPOSE_BOUND",
     "VERDICT_RESERVE",
     "WAIT_FOR_DIAGNOSER",
     "WATCHMEN",
@@ -129,6 +136,12 @@ LATE_WAKE: Final = OVERSHOOT - CANCEL_BOUND
 #: and a request, which a busy store or path may not give it even in 2 s (the long waits
 #: that ``OVERSHOOT`` allows are what keep members off this path).
 LATE_READ: Final = 2.0
+
+
+#: Seconds a member that read no verdict late (4) has to propose its own (a compare_set on
+#: ``done``, which a store that answers at all answers in milliseconds), on its connection
+#: and, if the client closed that one (a cancel answered too late), on a fresh one.
+PROPOSE_BOUND: Final = 1.0
 
 
 class _NoTimeLeft(Exception):
@@ -173,10 +186,15 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
     return _diagnose_and_publish(io, done)
 
 
-def _read_late(io: RoundIO, done: str) -> bytes | None:
+def _read_late(io: RoundIO, done: str, proposal: bytes | None = None) -> bytes | None:
     """The verdict in ``done``, read by a member that found the overshoot spent or could not
     use it (4), by ``hard_end`` or within :data:`LATE_READ` from now, whichever is later;
     None if there is none by then or the store cannot be read.
+
+    With a ``proposal`` (this member's own verdict: it is giving up), a read that finds no
+    verdict by then proposes it (compare_set on ``done``, within :data:`PROPOSE_BOUND`) and
+    returns the verdict that won: so no node can complete the round later without a member
+    that gave up on it (a node not run for long, finding every rank confirmed, would).
 
     Over ``io.store`` first; when the client closed that connection (its store did not
     answer a cancelled wait in time), over a fresh one, which also carries this member's
@@ -189,35 +207,60 @@ def _read_late(io: RoundIO, done: str) -> bytes | None:
     fresh = False
     error: StoreError | None = None
     try:
-        raw = _get_by(io.store, done, until, io.clock)
+        raw = _verdict_by(io.store, done, until, proposal, io.clock)
     except StoreClosedError:
         fresh = True
     except StoreError as exc:
         error = exc
     if fresh:
         io.connection_lost = True
-        raw, error = _read_over_fresh(io, done, until)
-    fields = {"error": f"{type(error).__name__}: {error}"} if raw is None and error else {}
+        raw, error = _read_over_fresh(io, done, until, proposal)
+    fields: dict[str, object] = {}
+    if raw is None and error:
+        fields["error"] = f"{type(error).__name__}: {error}"
+    if proposal is not None:
+        fields["proposed"] = raw == proposal
     past = round(began - io.deadline, 3)
     io.event(
         "verdict_read_late",
         WARNING,
         past_deadline=past,
         fresh=fresh,
-        found=raw is not None,
+        found=raw is not None and raw != proposal,
         **fields,
     )
     return raw
 
 
 def _read_or_fail(io: RoundIO, done: str, why: str) -> bytes:
-    """The verdict read late (4), or fail: the missing ranks could not be determined."""
-    raw = _read_late(io, done)
+    """The verdict read late (4), else this member's own: the missing ranks could not be
+    determined (proposed, so that the round cannot complete without it later; when even
+    that cannot be written, raised)."""
+    unknown = f"{why}; no verdict could be read within {LATE_READ:g} s after that"
+    message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
+    raw = _read_late(io, done, encode_verdict(io.aborted("timeout", message)))
     if raw is None:
-        unknown = f"{why}; no verdict could be read within {LATE_READ:g} s after that"
-        message = timeout_message(io.cfg, io.where, io.waited(), None, [], unknown)
         io.fail(RendezvousTimeoutError(message))
     return raw
+
+
+def _verdict_by(
+    store: Store, done: str, until: float, proposal: bytes | None, clock: Callable[[], float]
+) -> bytes:
+    """The verdict in ``done`` by ``until``; with a ``proposal``, when none came by then,
+    the proposal compare_set within :data:`PROPOSE_BOUND` (the verdict that won).
+
+    Raises:
+        StoreError: no verdict was read (and none could be proposed) in time.
+    """
+    if proposal is None:
+        return _get_by(store, done, until, clock)
+    try:
+        return _get_by(store, done, until, clock)
+    except StoreTimeoutError:  # none came: propose this member's own
+        store.set_timeout(max(until - clock(), PROPOSE_BOUND))
+        raw: bytes = store.compare_set(done, "", proposal)
+        return raw
 
 
 def _get_by(store: Store, key: str, until: float, clock: Callable[[], float]) -> bytes:
@@ -231,15 +274,18 @@ def _get_by(store: Store, key: str, until: float, clock: Callable[[], float]) ->
 
 
 def _read_over_fresh(
-    io: RoundIO, done: str, until: float
+    io: RoundIO, done: str, until: float, proposal: bytes | None
 ) -> tuple[bytes | None, StoreError | None]:
-    """The verdict read over a fresh connection by ``until``, or why it was not."""
-    if io.reconnect is None or (left := until - io.clock()) <= CANCEL_BOUND:
+    """The verdict read (or proposed) over a fresh connection by ``until``, or why not."""
+    left = until - io.clock()
+    if proposal is not None:  # its read may be spent: it still has this to propose
+        left = max(left, PROPOSE_BOUND)
+    if io.reconnect is None or left <= CANCEL_BOUND:
         return None, None
     fresh: Store | None = None
     try:
         fresh = io.reconnect(left)
-        raw = _get_by(fresh, done, until, io.clock)
+        raw = _verdict_by(fresh, done, until, proposal, io.clock)
         fresh.set(io.keys.of(io.round, f"ack/{io.me.rank}"), b"1")  # one-way: no wait
     except StoreError as exc:
         return None, exc

@@ -52,7 +52,9 @@ Invariants:
    and publishing the verdict get what is left, and a connection that ends then is a
    timeout, never published as lost. A member that finds its time spent
    before it read any verdict (its wait ended late) reads the one that exists, within
-   ``LATE_READ`` of that moment; only if there is none are the ranks "not determined".
+   ``LATE_READ`` of that moment; only if there is none are the ranks "not determined",
+   and it writes that verdict itself (within ``PROPOSE_BOUND``), so that the round cannot
+   complete later without it.
    Figures count from ``started``, never below the timeout when that deadline is what passed.
 10. A round never completes while one of its claims belongs to a connection that closed
    and was not taken over. A hosting node that runs the store server in-process (it sees

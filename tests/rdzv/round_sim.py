@@ -149,7 +149,7 @@ class Sim:
             unconfirmed = [r for r in range(self.n) if f"confirmed/{r}" not in self.kv]
             if unconfirmed:
                 self.errors.append(f"invariant 2: complete without confirmed {unconfirmed}")
-        elif v.get("reason") == "timeout":
+        elif v.get("reason") == "timeout" and v["missing"] is not None:
             expected = [r for r in range(self.n) if r not in v["seen"]]
             if v["missing"] != expected:
                 self.errors.append(
@@ -325,14 +325,19 @@ class Sim:
         ranks = [p.rank for p in winners]
         if len(ranks) != len(set(ranks)):
             errors.append(f"a rank twice in the world: {sorted(ranks)}")
+        if self.gave_up():
+            errors.append(f"complete, though ranks {self.gave_up()} gave up on the round")
         return errors
 
     def gave_up(self) -> list[int]:
-        """The ranks that failed without reading any verdict ("could not be determined")
-        in a round that completed: known, not checked (docs/rendezvous.md)."""
-        if self.kv.get("done", {}).get("status") != "complete":
+        """The ranks whose process failed on a round that completed, though it neither
+        crashed nor lost its connection: it gave up on its own verdict ("could not be
+        determined") and never wrote it."""
+        verdict = self.kv.get("done", {})
+        if verdict.get("status") != "complete":
             return []
-        return [p.rank for p in self.procs if p.result == ("failed", "not_determined")]
+        failed = [p for p in self.procs if p.result is not None and p.result[0] == "failed"]
+        return [p.rank for p in failed if not (p.crashed or p.broken)]
 
 
 def replay(choices: list[int]) -> Callable[[list[Any]], int]:

@@ -14,7 +14,11 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from rdzv.rendezvous._deadline import LATE_READ, VERDICT_RESERVE, WAIT_FOR_DIAGNOSER
+from rdzv.rendezvous._deadline import (
+    LATE_READ,
+    VERDICT_RESERVE,
+    WAIT_FOR_DIAGNOSER,
+)
 from rdzv.rendezvous._deadline import verdict_grace as real_verdict_grace
 
 TIMEOUT = object()  # what a get answers when its deadline passed first
@@ -181,10 +185,12 @@ def publish(sim: Any, p: Proc, rules: Any, missing: list[int], seen: set[int]) -
 
 
 def read_late(sim: Any, p: Proc, rules: Any) -> NodeGen:
-    """``_deadline._read_late``: one read of the verdict that exists, else 'not determined'."""
+    """``_deadline._read_or_fail``: one read of the verdict that exists, else this member's
+    own ('not determined') proposed, and the verdict that won acted on."""
     raw = yield ("get", "done", max(sim.now + LATE_READ, p.hard_end))
     if raw is TIMEOUT:
-        return ("failed", "not_determined")
+        proposal = verdict("aborted", p, reason="timeout", missing=None, seen=[])
+        raw = yield ("cas", "done", "", proposal)
     return act_on(p, raw, rules)
 
 

@@ -134,6 +134,32 @@ def test_a_member_that_wakes_past_the_overshoot_reads_the_verdict_published_mean
         writer.close()
 
 
+def test_a_member_that_finds_no_verdict_late_writes_its_own_so_no_node_completes_without_it(
+    server_process: ServerProcess, events: EventCollector
+) -> None:
+    # Nobody publishes: its wait ends with no verdict and its clock jumps past the
+    # overshoot. It gives up ("could not be determined") -- and proposes that as the round's
+    # verdict, so a node not run meanwhile cannot complete the round later without it (the
+    # round simulation's finding: test_no_round_completes_after_a_member_gave_up...).
+    clock = _AfterTheWait(lambda: None, jump=OVERSHOOT + 0.5)
+    member = _late_member(server_process.port, clock, watchmen_before=8)
+    writer = TCPStore("127.0.0.1", server_process.port, timeout=30)
+    try:
+        error = _join(member)
+        assert clock.fired
+        assert isinstance(error, RendezvousTimeoutError)
+        assert "could not be determined" in str(error), error
+        (read,) = _late_reads(events)
+        assert (read["found"], read["proposed"]) == (False, True)
+        late_complete = json.dumps({"status": "complete"}).encode()
+        verdict = json.loads(writer.compare_set(DONE, "", late_complete))
+        assert (verdict["status"], verdict["reason"]) == ("aborted", "timeout")
+        assert verdict["by"]["rank"] == 1
+    finally:
+        member.store.close()  # type: ignore[attr-defined]
+        writer.close()
+
+
 @pytest.mark.parametrize("watchmen_before", [8, 0], ids=["late member", "watchman"])
 def test_a_member_whose_store_froze_past_its_wait_reads_the_verdict_over_a_fresh_connection(
     server_process: ServerProcess, events: EventCollector, watchmen_before: int

@@ -448,7 +448,7 @@ class _LateAndLost(_DeadlineStore):
         return super().get(key)
 
 
-def test_a_late_member_that_lost_the_election_only_reads_and_then_says_not_determined() -> None:
+def test_a_late_member_that_lost_the_election_reads_then_writes_not_determined_itself() -> None:
     clock = _Clock()
     store = _LateAndLost(clock, elected=1)
     with pytest.raises(
@@ -464,7 +464,11 @@ def test_a_late_member_that_lost_the_election_only_reads_and_then_says_not_deter
         pytest.approx(3.0 + LATE_WAKE + LATE_READ - CANCEL_BOUND),
     ]
     assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + OVERSHOOT
-    assert not HashStore.check(store, [DONE])  # it diagnosed nothing, published nothing
+    # it diagnosed nothing, and wrote that as the round's verdict: no node can complete
+    # the round later without it
+    verdict = json.loads(HashStore.get(store, DONE))
+    assert (verdict["status"], verdict["by"]["rank"]) == ("aborted", 1)
+    assert "could not be determined" in verdict["message"]
 
 
 def test_a_late_member_elected_because_no_watchman_got_there_names_the_missing_ranks() -> None:
