@@ -50,6 +50,14 @@ def _joined_ranks(outcomes: Sequence[NodeOutcome]) -> set[int]:
     found in the shared store (what shows a backend without join events, like torch's)."""
     joined = {o.rank for o in outcomes if o.rank is not None}
     joined |= {r for o in outcomes for r in o.seen_ranks or ()}
+    # Rank 0's word, once per distinct word: 10,240 ranks repeat the same one.
+    words = {
+        (o.world_size, tuple(o.seen_all_but))
+        for o in outcomes
+        if o.seen_all_but is not None and o.world_size is not None
+    }
+    for size, all_but in words:
+        joined |= set(range(size)).difference(all_but)
     reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event == "joined"}
     return joined | {r for r in reported if isinstance(r, int)}
 
@@ -98,7 +106,7 @@ def _invariants(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation
                     tuple(o.node for o in returned),
                 )
             )
-    seen_by_0 = next((o.seen_ranks for o in returned if o.rank == 0 and o.seen_ranks), None)
+    seen_by_0 = next((set(o.seen_ranks) for o in returned if o.rank == 0 and o.seen_ranks), None)
     for o in ok:
         if o.shared_store_ok is False:
             found.append(

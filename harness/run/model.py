@@ -44,7 +44,9 @@ class NodeOutcome:
         finished: when it reported its outcome, was killed, or was found hung.
         elapsed: ``finished - started`` of its last incarnation.
         seen_ranks: ranks whose key it found in the shared store after its rendezvous
-            returned (None when it never got that far).
+            returned (None when it never got that far, or ``seen_all_but`` says).
+        seen_all_but: on a rank other than 0, rank 0's word: rank 0 found the key of every
+            rank below ``world_size`` but these (None: it got no word).
         output: the tail of what the process wrote to stdout/stderr (None if nothing).
         placement: how the world ran the node, in free text the reports show (e.g.
             ``"process"``, ``"packed 512 per process (threads)"``); None when the world
@@ -67,6 +69,7 @@ class NodeOutcome:
     events: list[NodeEvent] = field(default_factory=list)
     shared_store_ok: bool | None = None
     seen_ranks: list[int] | None = None
+    seen_all_but: list[int] | None = None
     output: str | None = None
     maxrss_kib: int | None = None
     placement: str | None = None

@@ -352,6 +352,7 @@ class _Run:
             events=state.events,
             shared_store_ok=said.shared_store_ok,
             seen_ranks=said.seen_ranks,
+            seen_all_but=said.seen_all_but,
             output=self.world.output(node),
             maxrss_kib=said.maxrss_kib,
             placement=said.placement or state.placement,  # said none: from its last Started

@@ -113,7 +113,11 @@ class Outcome:
         message: what the error said (prefixed when it came after the rendezvous
             returned).
         shared_store_ok: every rank's key was in the store it got (None: never checked).
-        seen_ranks: ranks whose key it found in that store (None: never looked).
+        seen_ranks: ranks whose key it found in that store (None: never looked, or
+            ``seen_all_but`` says).
+        seen_all_but: rank 0's word, on another rank: rank 0 found the key of every rank
+            below ``world_size`` but these (None: no word; kept in this form so that no
+            node sends the world's list of ranks).
         shutdown_error: ``Class: text`` when the handler's ``shutdown()`` raised.
         maxrss_kib: the peak resident memory of its process.
     """
@@ -131,6 +135,7 @@ class Outcome:
     message: str | None = None
     shared_store_ok: bool | None = None
     seen_ranks: list[int] | None = None
+    seen_all_but: list[int] | None = None
     shutdown_error: str | None = None
     maxrss_kib: int | None = None
     part: str = NODE

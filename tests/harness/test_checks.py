@@ -294,6 +294,18 @@ def test_ranks_whose_keys_reached_the_store_count_as_joined() -> None:
     assert [v for v in check(sc, outcomes) if v.check == "complete_round"] == []
 
 
+def test_ranks_in_rank_0s_word_on_another_node_count_as_joined() -> None:
+    # rank 0 timed out reporting; rank 2 read rank 0's word: every rank of 3 was seen
+    sc = scenario(expect={"nodes": [{"nodes": [0], "outcome": "timeout"}]})
+    told = returned(2, "ok", seen=[])
+    told.seen_ranks, told.seen_all_but = None, []
+    outcomes = [NodeOutcome(0, "timeout"), ok(1), told]
+    assert [v for v in check(sc, outcomes) if v.check == "complete_round"] == []
+    told.seen_all_but = [0]  # rank 0 saw every key but its own: rank 0 never joined
+    found = [v for v in check(sc, outcomes) if v.check == "complete_round"]
+    assert found and "rank(s) [0] never joined" in found[0].message
+
+
 def torch_sc(**variant: Any) -> Scenario:
     return scenario(
         backend="torch-static",

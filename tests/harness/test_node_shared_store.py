@@ -34,6 +34,13 @@ class CountingStore(HashStore):
         return super().check(keys)
 
 
+def found(seen: Seen, world_size: int) -> list[int] | None:
+    """The ranks whose key ``seen`` says were found (rank 0's word read out on the others)."""
+    if seen.all_but is not None:
+        return [r for r in range(world_size) if r not in seen.all_but]
+    return seen.ranks
+
+
 def run_ranks(
     store_of: Any, world_size: int, absent: set[int] = frozenset(), quiet: float = 0.2
 ) -> dict[int, Any]:
@@ -46,7 +53,8 @@ def run_ranks(
             result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, seen, quiet)
         except Exception as exc:
             result["error"] = exc
-        result["seen_ranks"] = seen.ranks
+        result["seen_ranks"] = found(seen, world_size)
+        result["seen"] = seen
         results[rank] = result
 
     ranks = [r for r in range(world_size) if r not in absent]
@@ -68,6 +76,16 @@ def test_every_rank_of_a_shared_store_sees_every_rank_with_linear_reads() -> Non
     # rank for a couple of keys: linear in the world size (every rank reading every key
     # would be world * world = 4096)
     assert store.asked < 8 * world
+
+
+def test_a_rank_other_than_0_keeps_rank_0s_word_not_the_list_of_every_rank() -> None:
+    # at 10,240 nodes every rank's list of the others was 100 million ints for the harness
+    store = CountingStore(timeout=30)
+    results = run_ranks(lambda rank: store, 8, absent={5})
+    assert results[0]["seen"].ranks == [0, 1, 2, 3, 4, 6, 7]
+    for rank in (1, 2, 3, 4, 6, 7):
+        assert results[rank]["seen"].ranks is None
+        assert results[rank]["seen"].all_but == [5]
 
 
 def test_a_rank_on_a_store_of_its_own_does_not_pass_and_the_others_name_it_unseen() -> None:

@@ -10,6 +10,7 @@ the clock.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import socket
@@ -321,3 +322,44 @@ def test_a_spent_budget_makes_a_request_that_is_not_stalled_wait_instead_of_cutt
         assert server.bounds.held == 0
     assert server_events(caplog.records, "store_client_cut") == []
     assert server.cuts == 0
+
+
+# --- the bounds on a waiting client -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("behind_the_wait", "bound", "why"),
+    [
+        pytest.param(
+            _wire.encode_request(_wire.Set(b"/x", b"y" * 700 * 1024)) * 2,
+            "bytes sent while waiting",
+            r"it sent \d+ bytes while waiting for keys, more than \d+ \(1 MiB and as much "
+            r"again as its wait's keys\)",
+            id="bytes",
+        ),
+        pytest.param(
+            _wire.encode_request(_wire.Ping(1)) * 4097,
+            "requests held behind a WAIT",
+            r"more than 4096 requests pipelined behind a pending WAIT",
+            id="requests",
+        ),
+    ],
+)
+def test_a_waiting_client_cut_by_a_bound_is_logged_with_the_bound_its_peer_and_why(
+    caplog: pytest.LogCaptureFixture, behind_the_wait: bytes, bound: str, why: str
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rdzv.server")
+    with StoreServer("127.0.0.1", 0) as server, greeted(server.port) as sock:
+        port = sock.getsockname()[1]
+        waiting = signal_when_waiting(server)
+        sock.sendall(_wire.encode_request(_wire.Wait((b"/never",))))
+        assert waiting.wait(30), "the wait never reached the server"
+        with contextlib.suppress(OSError):  # cut while sending: what is asserted below
+            sock.sendall(behind_the_wait)
+        assert read_until_closed(sock, timeout=30) == b""
+        (cut,) = server_events(caplog.records, "store_client_cut")
+        assert server.cuts == 1
+    assert (cut["bound"], cut["peer"]) == (bound, f"127.0.0.1:{port}")
+    assert f"cutting store client 127.0.0.1:{port} " in cut["message"]
+    assert f"bound '{bound}' exceeded: " in cut["message"]
+    assert re.search(why, cut["message"]), cut["message"]

@@ -151,6 +151,7 @@ def run_node(spec: NodeSpec, queue: Queue, hosting: Hosting = PROCESS) -> None:
             said,
             t=time.monotonic(),
             seen_ranks=seen.ranks,
+            seen_all_but=seen.all_but,
             shutdown_error=shutdown_error,
             maxrss_kib=maxrss,
         )
