@@ -85,14 +85,6 @@ def test_a_connect_that_timed_out_is_a_black_hole_link() -> None:
 NO_ROUTE = log("no-route.log")
 
 
-def test_no_route_is_the_netns_worlds_host_unreachable() -> None:
-    data, _ = scenario(("w.log", NO_ROUTE))
-    assert data["world"] == "netns"
-    (fault,) = data["fault"]
-    assert (fault["kind"], fault["answer"]) == ("reject", "unreachable")
-    assert outcomes(data)[fault["nodes"][0]] == "connection_error"
-
-
 HOST_BRACKETED = log("host-bracketed.log")
 RESET_BRACKETED = log("reset-bracketed.log")
 
