@@ -1,0 +1,62 @@
+"""The formats and error texts of ../shared/reference/torch-logs.md that the error-class
+tests (test_from_log_errors.py) do not already read end to end: each log here is written
+for the test, in one format, and converted to the scenario its failure needs."""
+
+from __future__ import annotations
+
+from test_from_log_errors import kinds, log, outcomes, scenario
+
+from harness.logs import convert
+from harness.logs.causes import outcome_of
+
+
+def test_glog_with_a_name_that_timed_out_resolving_is_a_dns_fault_on_that_name() -> None:
+    data, conversion = scenario(("w.log", log("eai-again-glog.log")))
+    assert kinds(data) == ["dns"] and data["fault"][0]["nodes"] == [1]
+    assert data["endpoint"]["host"] == "trainer-head.cluster.test"
+    assert outcomes(data)[1] == "connection_error"
+    assert conversion.facts.formats["glog"] == 3
+
+
+def test_python_logging_with_network_unreachable_is_a_link_down_naming_the_assumption() -> None:
+    data, conversion = scenario(("w.log", log("unreachable-py.log")))
+    assert kinds(data) == ["link_down"] and data["fault"][0]["nodes"] == [1]
+    assert outcomes(data)[1] == "connection_error"
+    assert any("no routes to lose" in a for a in conversion.plan.assumptions)
+    netns = convert([("w.log", log("unreachable-py.log"))], name="t", world="netns")
+    assert [(f.entry["kind"], f.entry["answer"]) for f in netns.plan.faults] == [
+        ("reject", "unreachable")
+    ]
+
+
+def test_old_c10d_lines_with_errno_110_are_a_black_hole_and_a_connection_error() -> None:
+    data, conversion = scenario(("w.log", log("timedout-c10d-old.log")))
+    (fault,) = data["fault"]
+    assert (fault["kind"], fault["type"], fault["nodes"]) == ("toxic", "timeout", [1])
+    # torch < 2.0 raised RuntimeError for a failed connect: still a connection error
+    assert outcomes(data)[1] == "connection_error"
+    assert conversion.facts.formats["c10d-cpp"] == 1
+
+
+def test_a_runtime_error_is_classed_by_what_its_message_says() -> None:
+    assert outcome_of("RuntimeError", "... The last error was: Connection refused") == (
+        "connection_error"
+    )
+    assert outcome_of("RuntimeError", "Socket Timeout") == "timeout"
+    assert outcome_of("RuntimeError", "CUDA out of memory") == "error"
+
+
+def test_a_failed_rdzv_event_gives_the_rank_and_the_error_class_of_its_trace() -> None:
+    data, conversion = scenario(("events.log", log("rdzv-event-failed.log")))
+    assert data["nodes"] == 3
+    assert outcomes(data)[2] == "closed"  # RendezvousClosedError, the trace's last line
+    assert conversion.facts.node(2).outcome_line is not None
+    assert conversion.facts.node(2).outcome_line.lineno == 2
+
+
+def test_the_early_elastic_format_gives_the_launch_config_and_the_timeout() -> None:
+    data, conversion = scenario(("n1.log", log("early-elastic.log")))
+    assert conversion.facts.launcher == "torchrun" and conversion.facts.backend == "c10d"
+    assert data["nodes"] == 2 and data["timeouts"]["join"] == 15.0  # 900 s -> 15 s
+    assert outcomes(data)[1] == "timeout"  # rdzv_configs' rank 1
+    assert conversion.facts.formats["elastic-early"] == 2
