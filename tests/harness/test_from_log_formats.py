@@ -60,3 +60,11 @@ def test_the_early_elastic_format_gives_the_launch_config_and_the_timeout() -> N
     assert data["nodes"] == 2 and data["timeouts"]["join"] == 15.0  # 900 s -> 15 s
     assert outcomes(data)[1] == "timeout"  # rdzv_configs' rank 1
     assert conversion.facts.formats["elastic-early"] == 2
+
+
+def test_torchs_dist_errors_are_classed_as_the_harness_classes_a_nodes_exception() -> None:
+    timed_out = "The client socket has timed out after 20000ms while trying to connect to (h, 1)."
+    assert outcome_of("torch.distributed.DistNetworkError", timed_out) == "connection_error"
+    assert outcome_of("torch.distributed.DistStoreError", "wait timeout after 300000ms") == (
+        "timeout"
+    )
