@@ -35,7 +35,7 @@ from typing import Any
 from harness.logs.facts import Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.missing import absent as absent_nodes
-from harness.logs.missing import held_keys, stale_barrier
+from harness.logs.missing import held_keys, restarted, stale_barrier
 from harness.logs.planned import ANY, LATE, MAX_NODES, Plan, PlannedFault
 from harness.logs.signals import Observation
 
@@ -301,6 +301,7 @@ def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
         _peer_causes(result, facts, (begun, died), absent)
     held_keys(result, facts, absent)
     stale_barrier(result, facts)
+    restarted(result, facts)
     _overrides(result, facts)
     for node in facts.nodes[1:]:
         if node.node in absent or node.node in result.expect:

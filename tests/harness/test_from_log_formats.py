@@ -68,3 +68,16 @@ def test_torchs_dist_errors_are_classed_as_the_harness_classes_a_nodes_exception
     assert outcome_of("torch.distributed.DistStoreError", "wait timeout after 300000ms") == (
         "timeout"
     )
+
+
+def test_a_node_that_logs_started_again_with_another_pid_is_restarted_after_its_join() -> None:
+    data, _ = scenario(("node-1.log", log("restarted-node.log")))
+    (fault,) = data["fault"]
+    assert (fault["kind"], fault["nodes"], fault["on"], fault["on_node"]) == (
+        "restart",
+        [1],
+        "joined",
+        1,
+    )
+    assert fault["duration"] == 0.4  # from its last line (0.052 s) to the second start
+    assert outcomes(data)[1] == "state_error"
