@@ -81,3 +81,14 @@ def test_a_node_that_logs_started_again_with_another_pid_is_restarted_after_its_
     )
     assert fault["duration"] == 0.4  # from its last line (0.052 s) to the second start
     assert outcomes(data)[1] == "state_error"
+
+
+def test_torch_2_4s_launch_configs_one_glog_line_an_item_give_the_shape_and_join_timeout() -> None:
+    data, conversion = scenario(("c10d-node0.log", log("c10d-glog-launch.log")))
+    facts = conversion.facts
+    assert (facts.backend, facts.workers_per_node, facts.max_restarts) == ("c10d", 2, 0)
+    assert data["nodes"] == 2
+    assert data["timeouts"]["join"] == 15.0  # rdzv_configs' join_timeout, not its 'timeout'
+    # node 0 timed out joining and says nothing else: node 1 never came (an assumption)
+    assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]
+    assert outcomes(data) == {0: "timeout", 1: "absent"}
