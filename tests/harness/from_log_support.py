@@ -9,9 +9,11 @@ node's simply stops.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +21,10 @@ from harness.logs import convert
 from harness.run.model import NodeOutcome, Report
 from harness.run.suite import run_suite
 from harness.scenario.load import load
+from harness.world.netns import naming
+from harness.world.netns.shell import run
 
-__all__ = ["assert_same_symptom", "missing_ranks", "node_logs", "round_trip"]
+__all__ = ["assert_same_symptom", "missing_ranks", "no_namespace_left", "node_logs", "round_trip"]
 
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -81,3 +85,21 @@ def assert_same_symptom(original: Report, replay: Report, text: str) -> None:
     assert after == before, f"outcomes differ; the scenario was:\n{text}"
     assert missing_ranks(replay) == missing_ranks(original), text
     assert replay.passed, f"{replay.violations}\n{text}"
+
+
+@contextlib.contextmanager
+def no_namespace_left() -> Iterator[None]:
+    """Remove the network namespaces this process made inside the block (also on failure)
+    and fail if there were any."""
+
+    def ours() -> set[str]:
+        return {n for n in naming.listed() if n.startswith(f"{naming.PREFIX}{os.getpid()}-")}
+
+    before = ours()
+    try:
+        yield
+    finally:
+        left = sorted(ours() - before)
+        for name in left:
+            run(["ip", "netns", "del", name], check=False)
+    assert not left, f"namespaces left behind: {left}"

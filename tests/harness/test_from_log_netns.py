@@ -13,15 +13,13 @@ removes the namespaces this process made, also on failure, and fails if any were
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from from_log_support import assert_same_symptom, round_trip
+from from_log_support import assert_same_symptom, no_namespace_left, round_trip
 
-from harness.world.netns import naming
-from harness.world.netns.shell import run, why_not
+from harness.world.netns.shell import why_not
 
 ROOT = Path(__file__).resolve().parents[2]
 NETNS = sorted((ROOT / "scenarios" / "netns").glob("*.toml"))
@@ -32,19 +30,10 @@ pytestmark = [
 ]
 
 
-def _ours() -> set[str]:
-    prefix = f"{naming.PREFIX}{os.getpid()}-"
-    return {name for name in naming.listed() if name.startswith(prefix)}
-
-
 @pytest.fixture(autouse=True)
 def _no_namespace_left() -> Iterator[None]:
-    before = _ours()
-    yield
-    left = sorted(_ours() - before)
-    for name in left:
-        run(["ip", "netns", "del", name], check=False)
-    assert not left, f"namespaces left behind: {left}"
+    with no_namespace_left():
+        yield
 
 
 @pytest.mark.parametrize("path", NETNS, ids=lambda p: p.stem)

@@ -8,14 +8,11 @@ world's too)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import tomllib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from from_log_support import missing_ranks, node_logs
+from from_log_support import missing_ranks, no_namespace_left, node_logs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +20,7 @@ from harness.fuzz.strategies import scenarios
 from harness.logs import convert
 from harness.run.suite import run_suite
 from harness.scenario.load import parse
-from harness.world.netns import naming
-from harness.world.netns.shell import run, why_not
+from harness.world.netns.shell import why_not
 
 _SETTINGS: dict[str, Any] = {
     "deadline": None,
@@ -78,24 +74,6 @@ def test_a_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[str, An
 @given(_with_faults())
 def test_twenty_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[str, Any]) -> None:
     replays_the_same(data)
-
-
-@contextlib.contextmanager
-def no_namespace_left() -> Iterator[None]:
-    """Remove the namespaces this process made inside the block (also on failure) and
-    fail if there were any."""
-
-    def ours() -> set[str]:
-        return {n for n in naming.listed() if n.startswith(f"{naming.PREFIX}{os.getpid()}-")}
-
-    before = ours()
-    try:
-        yield
-    finally:
-        left = sorted(ours() - before)
-        for name in left:
-            run(["ip", "netns", "del", name], check=False)
-    assert not left, f"namespaces left behind: {left}"
 
 
 @pytest.mark.netns
