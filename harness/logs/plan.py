@@ -19,7 +19,8 @@ The rules, in the order they are tried (torch-logs.md's error table):
    ``store_op`` (drop / fail) on that request; a key waited for in vain -> ``store_op``
    dropping the holder's claim.
    A cause that ended (the node connected later) gives the fault that ``duration``.
-5. A duplicate rank claim or a world size that differs from the rest -> an ``override``.
+5. A node whose log starts again with another pid -> ``restart`` after its first life;
+   a duplicate rank claim or a world size that differs from the rest -> an ``override``.
 6. A peer whose log ends without an outcome, or with a signal -> ``kill`` on its last event.
 
 Times are seconds from the first line of the log, scaled with the timeouts (minutes become
