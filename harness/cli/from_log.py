@@ -40,6 +40,13 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--name", help="the scenario's name (default: the output file's stem, else from-log)"
     )
     parser.add_argument(
+        "--world",
+        choices=("local", "netns"),
+        help="where the network's causes (no answer, refused, no route) are replayed: netns "
+        "with the kernel's drops and rejects, local with proxy links (default: netns when "
+        "the log says the nodes ran in network namespaces of their own, else local)",
+    )
+    parser.add_argument(
         "--explain", action="store_true", help="also print every line read and what it said"
     )
     parser.set_defaults(func=_from_log_command)
@@ -65,7 +72,7 @@ def _from_log_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     name = args.name or (args.output.stem if args.output else "from-log")
     try:
-        conversion = convert(logs, name=name)
+        conversion = convert(logs, name=name, world=args.world)
     except FromLogError as exc:
         print(f"harness from-log: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -24,6 +24,6 @@ only ``harness.cli`` imports it.
 
 from __future__ import annotations
 
-from harness.logs.convert import Conversion, FromLogError, convert
+from harness.logs.convert import WORLDS, Conversion, FromLogError, convert
 
-__all__ = ["Conversion", "FromLogError", "convert"]
+__all__ = ["WORLDS", "Conversion", "FromLogError", "convert"]

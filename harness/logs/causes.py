@@ -65,6 +65,8 @@ CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("key_wait", re.compile(r"Timeout waiting for key|[Ww]ait timeout after|Socket Timeout")),
 )
 
+_KEY_WAIT = CAUSES[-1][1]
+
 _OUTCOME_BY_CLASS = (
     ("Timeout", "timeout"),
     ("Closed", "closed"),
@@ -79,9 +81,16 @@ _OUTCOME_BY_CLASS = (
 def outcome_of(cls: str, message: str = "") -> str:
     """The harness outcome class of an error class named in a log."""
     name = cls.rsplit(".", 1)[-1]
-    timed_out = any(t in message for t in ("Timed out", "timed out", "Timeout"))
-    if "store based barrier" in message or (timed_out and name.startswith("Dist")):
+    timed_out = re.search(r"timed out|timeout", message, re.IGNORECASE) is not None
+    # as the harness classes a node's exception (world/process/reporting.py): a
+    # DistStoreError that timed out is a timeout, a DistNetworkError a connection error
+    if "store based barrier" in message or (timed_out and name == "DistStoreError"):
         return "timeout"
+    if name == "RuntimeError":  # torch before DistNetworkError / DistStoreError (< 2.0)
+        if _KEY_WAIT.search(message):
+            return "timeout"
+        if any(p.search(message) for _, p in CAUSES[:-1]):
+            return "connection_error"
     for part, outcome in _OUTCOME_BY_CLASS:
         if part in name:
             return outcome

@@ -23,7 +23,17 @@ from harness.logs.signals import Observation, Reader
 from harness.logs.streams import group
 from harness.logs.write import render
 
-__all__ = ["Conversion", "FromLogError", "convert"]
+__all__ = ["WORLDS", "Conversion", "FromLogError", "convert"]
+
+#: Where a scenario from a log replays the network's causes (``--world``).
+WORLDS = ("local", "netns")
+#: The causes on the wire that the two worlds replay differently (faults_for's ``_kernel``).
+_NETWORK_CAUSES = frozenset({"connect_timeout", "silent", "refused", "no_route"})
+_LOCAL_NETWORK = (
+    "no line says the nodes ran in network namespaces of their own: the network's causes "
+    "(no answer, refused, no route) are replayed by the local world's proxy links; "
+    "--world netns replays them with the kernel's drops and rejects"
+)
 
 
 class FromLogError(HarnessError):
@@ -49,7 +59,7 @@ class Conversion:
         out = [f"{read}; {f.unknown} not understood (skipped)"]
         out.append(
             f"launcher: {f.launcher}; backend: {f.backend or 'not stated'}; {len(f.nodes)} "
-            f"nodes; join timeout {f.join_timeout:g} s"
+            f"nodes; join timeout {f.join_timeout:g} s; world: {p.world}"
         )
         for fact in f.facts:
             out.append(f"inferred: {fact.what}" + _cite(fact.lines))
@@ -106,12 +116,38 @@ def _job_parts(facts: Facts, result: Plan) -> None:
     )
 
 
-def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversion:
+def _world(facts: Facts, asked: str | None) -> tuple[str, list[str]]:
+    """The world the scenario runs in, and what that assumes: ``asked`` (``--world``), else
+    the netns world when the log says the nodes ran in namespaces of their own, else the
+    local world."""
+    if asked is not None and asked not in WORLDS:
+        raise FromLogError(f"--world {asked!r} is not a world from-log writes for: {WORLDS}")
+    network = any(c.data["cause"] in _NETWORK_CAUSES for n in facts.nodes for c in n.causes)
+    kernel = facts.kernel_network
+    if asked == "netns":
+        said = f" (as {kernel.where} says too)" if kernel else ""
+        return asked, [f"the network was the kernel's, as --world netns says{said}"]
+    if asked == "local":
+        said = f" though {kernel.where} says the nodes ran in namespaces" if kernel else ""
+        return asked, [f"--world local: the network's causes are replayed by proxy links{said}"]
+    if kernel is not None:
+        return "netns", []
+    if not network:
+        return "local", []
+    return "local", [_LOCAL_NETWORK]
+
+
+def convert(
+    logs: Sequence[tuple[str, str]], name: str = "from-log", world: str | None = None
+) -> Conversion:
     """Read ``logs`` (``(source name, text)`` each: one file per node, or several nodes'
-    lines in one) and write the scenario that replays their failure.
+    lines in one) and write the scenario that replays their failure; ``world``: where the
+    network's causes are replayed (``local`` or ``netns``; default: ``netns`` when the log
+    says the nodes ran in network namespaces of their own, else ``local``).
 
     Raises:
-        FromLogError: the logs say nothing of how any node ended or what went wrong.
+        FromLogError: the logs say nothing of how any node ended or what went wrong, or
+            ``world`` is not one of :data:`WORLDS`.
     """
     read: list[tuple[Line, list[Observation]]] = []
     formats: Counter[str] = Counter()
@@ -153,7 +189,9 @@ def convert(logs: Sequence[tuple[str, str]], name: str = "from-log") -> Conversi
     # one file per node, or rdzv's events of several nodes: a node without a line never ran
     seen = sum(1 for n in facts.nodes if n.seen)
     everyone_logs = len(logs) > 1 or (facts.backend == "rdzv" and seen > 1)
-    result = plan(facts, everyone_logs)
+    chosen, assumed = _world(facts, world)
+    facts.assumptions.extend(assumed)
+    result = plan(facts, everyone_logs, chosen)
     _job_parts(facts, result)
     slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "from-log"
     what = (

@@ -32,6 +32,8 @@ DEFAULT_TIMEOUTS = {
 }
 
 _KEY_WAIT = dict(CAUSES)["key_wait"]
+#: What a node's ``started`` event says of its placement in the netns world.
+_NAMESPACED = "network namespace of its own"
 
 #: Events a fault can be triggered on (docs/scenarios.md "Triggers").
 TRIGGERS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
@@ -91,6 +93,9 @@ class Facts:
     assumptions: list[str]
     formats: Counter[str]
     unknown: int
+    #: The line saying the nodes ran in network namespaces of their own (the netns world:
+    #: the network's faults were the kernel's), if one does.
+    kernel_network: Line | None = None
 
     def node(self, node: int) -> NodeFacts:
         return self.nodes[node]
@@ -253,6 +258,13 @@ def gather(
     restarts = [o for o in every if o.kind == "restart"]
     max_restarts = int(config["max_restarts"]) if config.get("max_restarts", "").isdigit() else None
     nodes = [_node_facts(i, by_node.get(i)) for i in range(size)]
+    kernel = next(
+        (o.line for o in every if o.kind == "started" and _NAMESPACED in str(o.data)), None
+    )
+    if kernel is not None:
+        facts.append(
+            Fact("the nodes ran in network namespaces of their own (the netns world)", (kernel,))
+        )
     return Facts(
         nodes=nodes,
         launcher="torchrun" if torchrun else "rendezvous",
@@ -269,4 +281,5 @@ def gather(
         assumptions=assumptions,
         formats=formats,
         unknown=unknown,
+        kernel_network=kernel,
     )

@@ -1,8 +1,13 @@
 """One cause seen on some nodes -> the fault that makes them see it (plan's rule 4).
 
 :func:`fault_for` returns the ``[[fault]]`` entry, the reason, what the scenario must
-change besides (the endpoint's host name for a DNS fault, the world for a fault only the
-netns world has) and the assumption made, if any.
+change besides (the endpoint's host name for a DNS fault) and the assumption made, if any.
+
+The network's causes map to the world the scenario runs in: in the netns world (the log
+says the nodes ran in network namespaces of their own, or the user asked with ``--world
+netns``) to the kernel's own faults (``drop`` of the SYNs, ``reject`` with a reset or a
+host-unreachable); in the local world to its proxy links' equivalents (a black-hole link, a
+link that is down), each with the assumption named.
 """
 
 from __future__ import annotations
@@ -30,20 +35,44 @@ class Mapped:
     entry: dict[str, Any] | None
     why: str
     endpoint_host: str | None = None
-    world: str | None = None
     assumptions: list[str] = field(default_factory=list)
 
 
 _BLACK_HOLE = (
     "connects that got no answer are a black-hole link in the local world (the netns "
-    "world's `drop` of the SYNs is the kernel's version)"
+    "world's `drop` of the SYNs is the kernel's version: --world netns)"
+)
+_NO_ROUTE = (
+    "the local world has no routes to lose: 'no route to host' is replayed as a link that "
+    "is down (the connect fails at once, a connection_error either way); --world netns "
+    "replays it with the kernel's host-unreachable"
 )
 _RESET = {"type": "reset_peer", "stream": "upstream", "attributes": {"timeout": 0}}
 
 
-def fault_for(kind: str, nodes: list[int], named_host: str | None) -> Mapped:
-    """The fault that makes ``nodes`` meet cause ``kind``; ``named_host``: the host name the
-    log could not resolve, if it names one."""
+def _kernel(kind: str, nodes: list[int]) -> Mapped | None:
+    """The netns world's fault for a network cause, or None when it has none of its own."""
+    which = f"node(s) {nodes}"
+    if kind in ("connect_timeout", "silent"):
+        return Mapped(
+            {"kind": "drop", "nodes": nodes, "ports": ["store"]},
+            f"the kernel dropped {which}' connection attempts to the store's port (no answer)",
+        )
+    if kind in ("refused", "no_route"):
+        answer = "reset" if kind == "refused" else "unreachable"
+        said = "refused them" if kind == "refused" else "answered host-unreachable"
+        return Mapped(
+            {"kind": "reject", "nodes": nodes, "answer": answer},
+            f"the store host's firewall {said} ({which}; the kernel's reject-{answer})",
+        )
+    return None
+
+
+def fault_for(kind: str, nodes: list[int], named_host: str | None, world: str = "local") -> Mapped:
+    """The fault that makes ``nodes`` meet cause ``kind`` in ``world`` (``local`` or
+    ``netns``); ``named_host``: the host name the log could not resolve, if it names one."""
+    if world == "netns" and (kernel := _kernel(kind, nodes)) is not None:
+        return kernel
     which = f"node(s) {nodes}"
     if kind == "dns":
         mapped = Mapped(
@@ -66,9 +95,9 @@ def fault_for(kind: str, nodes: list[int], named_host: str | None) -> Mapped:
         )
     if kind == "no_route":
         return Mapped(
-            {"kind": "reject", "nodes": nodes, "answer": "unreachable"},
-            f"{which} had no route to the store host (the netns world's host-unreachable)",
-            world="netns",
+            {"kind": "link_down", "nodes": nodes, "at": 0},
+            f"{which} had no route to the store host",
+            assumptions=[_NO_ROUTE],
         )
     if kind == "refused":
         return Mapped(

@@ -1,20 +1,25 @@
 """Who never came, who held a key back, who restarted: plan's rules for missing ranks.
 
 * :func:`absent`: nodes named missing, a store barrier short of workers (which nodes: those
-  the log does not show), node 0 when nothing listened, nodes silent where every node logs;
+  the log does not show), node 0 when nothing listened, nodes silent where every node logs,
+  the nodes not in a log whose every node timed out joining and said nothing else;
 * :func:`held_keys`: a key waited for in vain -> the rank holding it back;
-* :func:`stale_barrier`: a barrier over the world size -> a restart (stale keys).
+* :func:`stale_barrier`: a barrier over the world size -> a restart (stale keys);
+* :func:`restarted`: a node whose log starts again (a second ``started``, another pid)
+  -> a restart after the last event of its first life.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from harness.logs.facts import Facts
+from harness.logs.facts import TRIGGERS, Facts
 from harness.logs.faults_for import fault_for
+from harness.logs.lines import Line
 from harness.logs.planned import Plan, PlannedFault
 
-__all__ = ["absent", "held_keys", "stale_barrier"]
+__all__ = ["absent", "held_keys", "restarted", "stale_barrier"]
 
 
 def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
@@ -58,6 +63,15 @@ def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
                 f"{counted}, yet every node is in the log: workers that never reached the "
                 "barrier (job-level)"
             )
+    alone = _alone_timed_out(facts) if not absent else []
+    if alone:
+        unseen = [n.node for n in facts.nodes if not n.seen]
+        absent.update(unseen)
+        plan.assumptions.append(
+            f"every node in the log timed out joining ({alone[0].where}), none names who was "
+            "missing and none met a network error: the node(s) not in the log, "
+            f"{unseen}, never started"
+        )
     if absent:
         lines = [
             o.line
@@ -67,7 +81,7 @@ def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
             if o.kind == "missing"
         ][:1]
         lines += [n.outcome_line for n in facts.nodes if n.outcome == "absent" and n.outcome_line]
-        lines += [b.line for b in short[:1]]
+        lines += [b.line for b in short[:1]] + alone[:1]
         lines += [c.line for c in nothing_listened[:1] if 0 in absent and not host.seen]
         plan.faults.append(
             PlannedFault(
@@ -77,6 +91,24 @@ def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
             )
         )
     return absent
+
+
+def _alone_timed_out(facts: Facts) -> list[Line]:
+    """The lines where each node of the log timed out joining, when that is all the log
+    says went wrong (no missing ranks, barrier, network cause or other ending) and some
+    node is not in it; else none."""
+    seen = [n for n in facts.nodes if n.seen]
+    if (
+        not seen
+        or len(seen) == len(facts.nodes)
+        or facts.missing
+        or facts.barriers
+        or any(n.causes or n.died for n in seen)
+    ):
+        return []
+    ends = [n.outcome_line for n in seen if n.outcome == "timeout"]
+    joining = [line for line in ends if line is not None and "endezvous" in line.text]
+    return joining if len(joining) == len(seen) else []
 
 
 def held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
@@ -132,3 +164,38 @@ def stale_barrier(plan: Plan, facts: Facts) -> None:
         "the over-count itself: rdzv's rendezvous starts each round on fresh keys, so the "
         "replay shows the restart, not torch's barrier counting stale keys"
     )
+
+
+def restarted(plan: Plan, facts: Facts) -> None:
+    """A node whose log says ``started`` again with another pid was restarted: it ends (on
+    the last event of its first life it can be triggered on, plus what it logged after) and
+    starts again as long after as its log shows."""
+    for node in facts.nodes:
+        stream = node.stream
+        if stream is None or node.node in plan.expect:
+            continue
+        starts = [o for o in stream.observations if o.kind == "started"]
+        pids = {o.data.get("pid") for o in starts}
+        if len(starts) < 2 or len(pids) < 2:
+            continue
+        again = starts[1]
+        before = [o for o in stream.observations if o.line.lineno < again.line.lineno]
+        trigger = next((o for o in reversed(before) if o.kind in TRIGGERS), None)
+        if trigger is None or trigger.line.when is None or again.line.when is None:
+            continue
+        last = max(o.line.when for o in before if o.line.when is not None)
+        entry: dict[str, Any] = {"kind": "restart", "nodes": [node.node], "on": trigger.kind}
+        entry |= {
+            "on_node": node.node,
+            "duration": max(0.1, round((again.line.when - last) * plan.scale, 1)),
+        }
+        if (after := round((last - trigger.line.when) * plan.scale, 2)) > 0:
+            entry["after"] = after
+        plan.faults.append(
+            PlannedFault(
+                entry,
+                f"node {node.node} started again (pid {again.data.get('pid')}) after its "
+                f"'{trigger.kind}' event",
+                [trigger.line, again.line],
+            )
+        )

@@ -12,12 +12,15 @@ The rules, in the order they are tried (torch-logs.md's error table):
 3. Lateness: a node that began its rendezvous well after the first -> ``late_start``.
 4. Each other node's causes while the store host was up (not before it began, not after it
    died): a name that does not resolve -> ``dns``; no answer to a connect -> a black-hole
-   ``toxic`` (timeout 0); no route -> the netns world's ``reject`` answering
-   host-unreachable; refused -> ``link_down``; reset before connecting -> a ``reset_peer``
-   toxic; after connecting, a request that got no reply or a reset -> ``store_op`` (drop /
-   fail) on that request; a key waited for in vain -> ``store_op`` dropping the holder's claim.
+   ``toxic`` (timeout 0; in the netns world the kernel's ``drop``); no route -> a
+   ``link_down`` (in the netns world ``reject`` answering host-unreachable); refused ->
+   ``link_down`` (in the netns world ``reject`` with a reset); reset before connecting -> a
+   ``reset_peer`` toxic; after connecting, a request that got no reply or a reset ->
+   ``store_op`` (drop / fail) on that request; a key waited for in vain -> ``store_op``
+   dropping the holder's claim.
    A cause that ended (the node connected later) gives the fault that ``duration``.
-5. A duplicate rank claim or a world size that differs from the rest -> an ``override``.
+5. A node whose log starts again with another pid -> ``restart`` after its first life;
+   a duplicate rank claim or a world size that differs from the rest -> an ``override``.
 6. A peer whose log ends without an outcome, or with a signal -> ``kill`` on its last event.
 
 Times are seconds from the first line of the log, scaled with the timeouts (minutes become
@@ -33,7 +36,7 @@ from typing import Any
 from harness.logs.facts import Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.missing import absent as absent_nodes
-from harness.logs.missing import held_keys, stale_barrier
+from harness.logs.missing import held_keys, restarted, stale_barrier
 from harness.logs.planned import ANY, LATE, MAX_NODES, Plan, PlannedFault
 from harness.logs.signals import Observation
 
@@ -73,6 +76,12 @@ def _store_host(
         return float("inf"), None, False
     in_use = [c for c in host.causes if c.data["cause"] == "addr_in_use"]
     if in_use:
+        if plan.world == "netns":
+            plan.world = "local"
+            plan.assumptions.append(
+                "a port held by another process needs the local world (the netns world runs "
+                "no squatter in node 0's namespace): the scenario runs locally"
+            )
         http = [c for n in facts.nodes for c in n.causes if c.data["cause"] == "not_a_store"]
         mode = "http" if http else "ipv4-wildcard"
         plan.faults.append(
@@ -200,11 +209,10 @@ def _peer_causes(
         recovered = max(ends) if ends else None
         nodes = sorted(n for n, _, _ in members)
         lines = [o.line for _, o, _ in members[:2]]
-        mapped = fault_for(kind, nodes, facts.endpoint_host)
+        mapped = fault_for(kind, nodes, facts.endpoint_host, plan.world)
         entry, why = mapped.entry, mapped.why
         plan.assumptions.extend(a for a in mapped.assumptions if a not in plan.assumptions)
         plan.endpoint_host = mapped.endpoint_host or plan.endpoint_host
-        plan.world = mapped.world or plan.world
         if entry is None:
             plan.assumptions.append(why)
             continue
@@ -259,9 +267,10 @@ def _shrink(plan: Plan) -> None:
     )
 
 
-def plan(facts: Facts, everyone_logs: bool) -> Plan:
+def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
     """The scenario's parts for ``facts``; ``everyone_logs``: every node that ran wrote to
-    the log (rdzv's events, the harness's node logs), so a silent node was never started."""
+    the log (rdzv's events, the harness's node logs), so a silent node was never started;
+    ``world``: where the network's causes are replayed (``local`` or ``netns``)."""
     join = facts.join_timeout
     times = [n.first for n in facts.nodes if n.first is not None] + [
         n.last_time for n in facts.nodes if n.last_time is not None
@@ -275,6 +284,7 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
     timed_out = any(n.outcome == "timeout" for n in facts.nodes)
     floor = 1.0 if facts.join_stated else round(span * scale + (0 if timed_out else 2), 1)
     result = Plan(nodes=len(facts.nodes), join=max(floor, round(shrunk, 1)), scale=scale)
+    result.world = world
     if scale != 1.0:
         result.assumptions.append(
             f"timeouts scaled down 60 times to fit one run (join {join:g} s -> "
@@ -292,6 +302,7 @@ def plan(facts: Facts, everyone_logs: bool) -> Plan:
         _peer_causes(result, facts, (begun, died), absent)
     held_keys(result, facts, absent)
     stale_barrier(result, facts)
+    restarted(result, facts)
     _overrides(result, facts)
     for node in facts.nodes[1:]:
         if node.node in absent or node.node in result.expect:

@@ -58,6 +58,8 @@ _JOIN_TIMEOUT = re.compile(
     r"|timeout=(?P<h>\d+):(?P<mi>\d\d):(?P<se>\d\d)|timeout=(?P<m>[\d.]+)(?P<unit>ms|s)?\b"
     r"|'(?:join_)?timeout': (?P<c>[\d.]+)"
 )
+#: rdzv_configs' join_timeout, before its 'timeout' (which c10d's join does not use)
+_CONF_JOIN = re.compile(r"'join_timeout': '?(?P<c>[\d.]+)")
 _CONF_RANK = re.compile(r"rdzv_configs.*'rank': (?P<rank>\d+)")
 _BLOCK_ITEM = re.compile(r"(?P<key>\w+)\s*[:=]\s*(?P<value>.*)$")
 _HOSTS = re.compile(r"Process (?P<pid>\d+) hosts the TCP store")
@@ -117,6 +119,7 @@ class Reader:
         self._box: dict[str, Any] = {}
         self._box_line: Line | None = None
         self._block: str | None = None
+        self._block_from: tuple[str, str | None] | None = None
 
     def _block_item(self, line: Line) -> Iterator[Observation]:
         """An indented ``key : value`` line of the launch-config block or of the
@@ -150,7 +153,11 @@ class Reader:
             return
         yield from self._box_lines(line)
         text = line.text
-        if self._block and line.fmt == "plain" and line.raw[:1] in (" ", "\t"):
+        # the block's items: indented plain lines (one multi-line message), or lines of the
+        # same logger and format, one item each (torch >= 2.4 logs the launch configs so)
+        continued = line.fmt == "plain" and line.raw[:1] in (" ", "\t")
+        itemised = (line.fmt, line.logger) == self._block_from and _BLOCK_ITEM.match(text)
+        if self._block and (continued or itemised):
             yield from self._block_item(line)
             return
         self._block = None
@@ -158,6 +165,7 @@ class Reader:
             self._block = "launch"
         elif "Rendezvous complete for workers" in text:
             self._block = "result"
+        self._block_from = (line.fmt, line.logger) if line.fmt != "plain" else None
         if text.startswith("{") or '{"' in text:
             yield from self._json(line, text[text.index("{") :])
             return
@@ -278,11 +286,12 @@ class Reader:
             yield Observation("missing", line, {"ranks": _ranks(m["ranks"])}, node)
         if m := _RANK_IN.search(text):
             yield Observation("rank", line, {"rank": int(m["rank"] or m["me"])}, node)
-        if m := _JOIN_TIMEOUT.search(text):
-            seconds = m["s"] or m["t"] or m["m"] or m["c"]
-            scale = 0.001 if m["unit"] == "ms" else 1.0
-            if m["h"] is not None:
-                seconds = str(int(m["h"]) * 3600 + int(m["mi"]) * 60 + int(m["se"]))
+        if m := _CONF_JOIN.search(text) or _JOIN_TIMEOUT.search(text):
+            g = m.groupdict()
+            seconds = g.get("s") or g.get("t") or g.get("m") or g.get("c")
+            scale = 0.001 if g.get("unit") == "ms" else 1.0
+            if g.get("h") is not None:
+                seconds = str(int(g["h"]) * 3600 + int(g["mi"]) * 60 + int(g["se"]))
             if seconds:
                 yield Observation("join_timeout", line, {"seconds": float(seconds) * scale}, node)
         if m := _SIGNAL.search(text):

@@ -9,14 +9,22 @@ node's simply stops.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
+from harness.logs import convert
 from harness.run.model import NodeOutcome, Report
+from harness.run.suite import run_suite
+from harness.scenario.load import load
+from harness.world.netns import naming
+from harness.world.netns.shell import run
 
-__all__ = ["missing_ranks", "node_logs"]
+__all__ = ["assert_same_symptom", "missing_ranks", "no_namespace_left", "node_logs", "round_trip"]
 
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -49,9 +57,49 @@ def node_logs(outcomes: Iterable[NodeOutcome]) -> list[tuple[str, str]]:
     return [(f"node-{o.node}.log", node_log(o)) for o in outcomes]
 
 
-_MISSING = re.compile(r"missing ranks: ([\d, -]+\d)")
+_MISSING = re.compile(r"missing ranks: ([\d, -]*\d)")
 
 
 def missing_ranks(report: Report) -> set[str]:
     """The missing ranks the nodes of a run named (as rdzv writes them: ``1-3, 5``)."""
     return {m[1] for o in report.outcomes if o.message for m in [_MISSING.search(o.message)] if m}
+
+
+def round_trip(path: Path, tmp_path: Path) -> tuple[Report, Report, str]:
+    """Run ``path``, convert its nodes' logs, run the scenario that comes out (in
+    ``tmp_path``): the two reports and the scenario's text."""
+    original = run_suite([load(path)])[0]  # its symptom is what it did, passed or not
+    assert original.error is None and not original.skipped, original.error or original.skipped
+    conversion = convert(node_logs(original.outcomes), name=f"replay-{path.stem.lower()}")
+    written = tmp_path / f"replay-{path.stem}.toml"
+    written.write_text(conversion.text, encoding="utf-8")
+    replay = run_suite([load(written)])[0]
+    return original, replay, conversion.text
+
+
+def assert_same_symptom(original: Report, replay: Report, text: str) -> None:
+    """Every node's outcome class and the missing ranks named are the same, and the
+    replay's own expectations (the log's symptom) hold."""
+    before = {o.node: o.status for o in original.outcomes}
+    after = {o.node: o.status for o in replay.outcomes}
+    assert after == before, f"outcomes differ; the scenario was:\n{text}"
+    assert missing_ranks(replay) == missing_ranks(original), text
+    assert replay.passed, f"{replay.violations}\n{text}"
+
+
+@contextlib.contextmanager
+def no_namespace_left() -> Iterator[None]:
+    """Remove the network namespaces this process made inside the block (also on failure)
+    and fail if there were any."""
+
+    def ours() -> set[str]:
+        return {n for n in naming.listed() if n.startswith(f"{naming.PREFIX}{os.getpid()}-")}
+
+    before = ours()
+    try:
+        yield
+    finally:
+        left = sorted(ours() - before)
+        for name in left:
+            run(["ip", "netns", "del", name], check=False)
+    assert not left, f"namespaces left behind: {left}"

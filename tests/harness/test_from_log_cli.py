@@ -55,3 +55,14 @@ def test_from_log_exits_2_naming_what_is_missing(
     assert "says how a node ended or what failed" in capsys.readouterr().err
     assert main(["from-log", str(tmp_path / "nope.log")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_from_log_world_netns_replays_no_route_with_the_kernels_reject(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "replay.toml"
+    assert main(["from-log", str(LOGS / "no-route.log"), "--world", "netns", "-o", str(out)]) == 0
+    scenario = load(out)
+    assert scenario.world == "netns"
+    assert [f.kind for f in scenario.fault] == ["reject"]
+    assert "world: netns" in capsys.readouterr().err

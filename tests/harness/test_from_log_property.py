@@ -1,6 +1,10 @@
 """Property: for a drawn scenario, running it, reading its nodes' logs back with
 ``from-log`` and running what comes out gives every node the same outcome class and names
-the same missing ranks. Few examples (each is two real runs)."""
+the same missing ranks. Each example is two real runs, so few are drawn, and only
+scenarios with a fault (a fault-free run proves little about reading a failure back): three
+by default, twenty under ``long``, and four in the netns world with one of the kernel's
+faults under ``netns`` (the logs say the nodes ran in namespaces, so the replay is the netns
+world's too)."""
 
 from __future__ import annotations
 
@@ -8,32 +12,74 @@ import tomllib
 from typing import Any
 
 import pytest
-from from_log_support import missing_ranks, node_logs
+from from_log_support import missing_ranks, no_namespace_left, node_logs
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.fuzz.strategies import scenarios
 from harness.logs import convert
 from harness.run.suite import run_suite
 from harness.scenario.load import parse
+from harness.world.netns.shell import why_not
+
+_SETTINGS: dict[str, Any] = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
 
 
-@pytest.mark.slow
-@settings(
-    max_examples=3,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(scenarios(max_nodes=4, max_faults=2))
-def test_a_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[str, Any]) -> None:
+#: The netns world's own faults, carried out by the kernel.
+KERNEL = frozenset({"drop", "reject", "partition", "loss", "bandwidth"})
+
+
+def _with_faults(world: str = "local") -> st.SearchStrategy[dict[str, Any]]:
+    """Drawn scenarios with a fault; in the netns world, with one of the kernel's."""
+    wanted = KERNEL if world == "netns" else None
+
+    def has_fault(data: dict[str, Any]) -> bool:
+        kinds = {f["kind"] for f in data.get("fault", [])}
+        return bool(kinds & wanted) if wanted else bool(kinds)
+
+    return scenarios(max_nodes=4, max_faults=2, world=world).filter(has_fault)
+
+
+def replays_the_same(data: dict[str, Any]) -> None:
     original = run_suite([parse(data, f"<{data['name']}>")])[0]
     if original.skipped:
         return
+    assert original.error is None, original.error
     conversion = convert(node_logs(original.outcomes), name=f"replay-{data['name']}")
     written = tomllib.loads(conversion.text)
+    drawn = f"drawn: {data}\nwritten:\n{conversion.text}"
+    assert written.get("world", "local") == data.get("world", "local"), drawn
     replay = run_suite([parse(written, "<replay>")])[0]
+    assert replay.error is None, f"{replay.error}\n{drawn}"
     before = {o.node: o.status for o in original.outcomes}
     after = {o.node: o.status for o in replay.outcomes}
-    drawn = f"drawn: {data}\nwritten:\n{conversion.text}"
     assert after == before, drawn
     assert missing_ranks(replay) == missing_ranks(original), drawn
+
+
+@pytest.mark.slow
+@settings(max_examples=3, **_SETTINGS)
+@given(_with_faults())
+def test_a_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[str, Any]) -> None:
+    replays_the_same(data)
+
+
+@pytest.mark.long
+@settings(max_examples=20, **_SETTINGS)
+@given(_with_faults())
+def test_twenty_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[str, Any]) -> None:
+    replays_the_same(data)
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+@settings(max_examples=4, **_SETTINGS)
+@given(data=_with_faults("netns"))
+def test_a_drawn_netns_scenarios_logs_replay_in_the_netns_world(data: dict[str, Any]) -> None:
+    with no_namespace_left():
+        replays_the_same(data)
