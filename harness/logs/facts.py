@@ -5,7 +5,8 @@ each :class:`Fact` keeps the lines it came from, each assumption is a sentence, 
 console and ``--explain`` can say which is which.
 
 Timeouts the log does not state are torch's defaults (torch-logs.md): 900 s to join
-(c10d's rendezvous), 60 s to connect to the c10d store, 300 s for TCPStore and static
+under torchrun (its rendezvous `timeout`, which the static backend reads), 600 s for c10d
+(its `join_timeout`, which torchrun leaves unset), 60 s to connect to the c10d store, 300 s for TCPStore and static
 rendezvous operations, 30 min for the process group.
 """
 
@@ -25,7 +26,10 @@ __all__ = ["DEFAULT_TIMEOUTS", "Fact", "Facts", "NodeFacts", "gather"]
 #: torch's defaults, seconds: what a log that states no timeout ran with.
 DEFAULT_TIMEOUTS = {
     "rdzv_join": 600.0,
+    # torchrun sets rdzv_configs' `timeout` to 900 s, which the static backend reads as its
+    # join timeout; c10d reads `join_timeout` instead, whose default is 600 s.
     "join": 900.0,
+    "c10d_join": 600.0,
     "store_connect": 60.0,
     "store": 300.0,
     "process_group": 1800.0,
@@ -242,14 +246,18 @@ def gather(
         if o.kind == "missing":
             missing.update(r for r in o.data["ranks"] if r < size)
     timeouts = [o for o in every if o.kind == "join_timeout"]
+    if backend == "c10d":  # c10d reads join_timeout, never rdzv_configs' 'timeout'
+        timeouts = [o for o in timeouts if not o.data.get("rdzv_timeout")]
     if timeouts:
         join = max(Counter(o.data["seconds"] for o in timeouts).items(), key=lambda kv: kv[1])[0]
         facts.append(Fact(f"the join timeout was {join:g} s", (timeouts[0].line,)))
     else:
         if backend == "rdzv":
             join, why = DEFAULT_TIMEOUTS["rdzv_join"], "rdzv's default join timeout"
+        elif torchrun and backend == "c10d":
+            join, why = DEFAULT_TIMEOUTS["c10d_join"], "torch's default: c10d's join_timeout"
         elif torchrun:
-            join, why = DEFAULT_TIMEOUTS["join"], "torch's default: c10d rendezvous' join timeout"
+            join, why = DEFAULT_TIMEOUTS["join"], "torchrun's default rendezvous timeout"
         else:
             join, why = DEFAULT_TIMEOUTS["store"], "torch's default: TCPStore's timeout"
         assumptions.append(f"no line states a timeout: {join:g} s ({why})")

@@ -288,12 +288,16 @@ class Reader:
             yield Observation("rank", line, {"rank": int(m["rank"] or m["me"])}, node)
         if m := _CONF_JOIN.search(text) or _JOIN_TIMEOUT.search(text):
             g = m.groupdict()
+            # rdzv_configs' 'timeout' (torchrun's 900 s by default): static's join timeout,
+            # never c10d's (the facts drop it for c10d)
+            conf = {"rdzv_timeout": True} if m.re is _JOIN_TIMEOUT and g.get("c") else {}
             seconds = g.get("s") or g.get("t") or g.get("m") or g.get("c")
             scale = 0.001 if g.get("unit") == "ms" else 1.0
             if g.get("h") is not None:
                 seconds = str(int(g["h"]) * 3600 + int(g["mi"]) * 60 + int(g["se"]))
             if seconds:
-                yield Observation("join_timeout", line, {"seconds": float(seconds) * scale}, node)
+                data = {"seconds": float(seconds) * scale, **conf}
+                yield Observation("join_timeout", line, data, node)
         if m := _SIGNAL.search(text):
             yield Observation(
                 "died", line, {"signal": m["name"] or m["name2"] or f"signal {m['sig2']}"}, node

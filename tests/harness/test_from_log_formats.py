@@ -92,3 +92,15 @@ def test_torch_2_4s_launch_configs_one_glog_line_an_item_give_the_shape_and_join
     # node 0 timed out joining and says nothing else: node 1 never came (an assumption)
     assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]
     assert outcomes(data) == {0: "timeout", 1: "absent"}
+
+
+def test_a_c10d_log_without_join_timeout_assumes_c10ds_600_s_not_torchruns_timeout() -> None:
+    # torchrun always logs rdzv_configs {'timeout': 900}; c10d's join reads join_timeout
+    # (600 s by default), static's reads 'timeout'
+    text = log("c10d-glog-launch.log").replace("'join_timeout': '15', ", "")
+    c10d, conversion = scenario(("c10d-node0.log", text))
+    assert any("600 s" in a and "join_timeout" in a for a in conversion.plan.assumptions + [
+        *conversion.facts.assumptions
+    ]), conversion.facts.assumptions
+    static, _ = scenario(("static-node0.log", text.replace(": c10d", ": static")))
+    assert c10d["timeouts"]["join"] * 1.5 == static["timeouts"]["join"]  # 600 : 900, scaled
