@@ -6,8 +6,8 @@ console and ``--explain`` can say which is which.
 
 Timeouts the log does not state are torch's defaults (torch-logs.md): 900 s to join
 under torchrun (its rendezvous `timeout`, which the static backend reads), 600 s for c10d
-(its `join_timeout`, which torchrun leaves unset), 60 s to connect to the c10d store, 300 s for TCPStore and static
-rendezvous operations, 30 min for the process group.
+(its `join_timeout`, which torchrun leaves unset), 60 s to connect to the c10d store,
+300 s for TCPStore and static rendezvous operations, 30 min for the process group.
 """
 
 from __future__ import annotations

@@ -99,8 +99,7 @@ def test_a_c10d_log_without_join_timeout_assumes_c10ds_600_s_not_torchruns_timeo
     # (600 s by default), static's reads 'timeout'
     text = log("c10d-glog-launch.log").replace("'join_timeout': '15', ", "")
     c10d, conversion = scenario(("c10d-node0.log", text))
-    assert any("600 s" in a and "join_timeout" in a for a in conversion.plan.assumptions + [
-        *conversion.facts.assumptions
-    ]), conversion.facts.assumptions
+    said = [*conversion.plan.assumptions, *conversion.facts.assumptions]
+    assert any("600 s" in a and "join_timeout" in a for a in said), said
     static, _ = scenario(("static-node0.log", text.replace(": c10d", ": static")))
     assert c10d["timeouts"]["join"] * 1.5 == static["timeouts"]["join"]  # 600 : 900, scaled
