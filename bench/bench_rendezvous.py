@@ -257,9 +257,17 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
         if backend == "torch":
             for mode in ("fast", "slow"):
                 these = [r for r in good if torch_mode(r) == mode]
+                label = f"torch {mode} {len(these)}/{len(good)}"
                 if these:
-                    label = f"torch {mode} {len(these)}/{len(good)}"
                     medians[f"torch {mode}"] = _print_row(n, label, these)
+                else:
+                    print(
+                        _row(
+                            [str(n), label, "-", f"mode not observed in {len(good)} runs"]
+                            + ["-"] * 7
+                        ),
+                        flush=True,
+                    )
         for r in good:
             if "trace" in r:
                 print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
@@ -270,7 +278,12 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
         for against in ("torch fast", "torch", "torch slow"):
             if against not in medians:
                 if against == "torch fast" and "torch" in medians:
-                    print(f"{n:>5} {start} ratio {variant}/torch fast: no fast trial of torch")
+                    trials = len([r for r in runs_of["torch"] if "seconds" in r])
+                    print(
+                        f"{n:>5} {start} ratio {variant}/torch-fast: none, torch's fast mode "
+                        f"was not observed in {trials} runs (headline goal not shown)",
+                        flush=True,
+                    )
                 continue
             ratio = medians[variant] / medians[against]
             goal = ""
