@@ -222,6 +222,23 @@ def _print_row(n: int, key: str, good: list[dict[str, Any]]) -> float:
     return median
 
 
+def print_split(n: int, backend: str, good: list[dict[str, Any]]) -> None:
+    """``--trace``: where a node's CPU went (median over trials of the median node, and node
+    0), every backend: building the handler, user and system time, voluntary context
+    switches (a wait for a reply each), minor faults, garbage collections."""
+    for who in ("node", "node0"):
+        split = [r["split"][who] for r in good if "split" in r]
+        if not split:
+            continue
+        m = {k: statistics.median(s[k] for s in split) for k in split[0]}
+        print(
+            f"      cpu {backend} N={n} {who}: built {m['built_ms']:.2f} ms, user "
+            f"{m['user_ms']:.2f} ms, system {m['system_ms']:.2f} ms, {m['switches']:.0f} "
+            f"switches, {m['faults']:.0f} faults, {m['collections']:.0f} collections",
+            flush=True,
+        )
+
+
 def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[str, float]) -> None:
     """Trials at ``n`` (one process per node, started ``start``) of every backend,
     interleaved; one row each, torch's two modes apart, and the ratios."""
@@ -271,6 +288,8 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
         for r in good:
             if "trace" in r:
                 print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
+        if args.trace:
+            print_split(n, backend, good)
     print(f"{n:>5} {start} ({_memory.load_text()})", flush=True)
     for variant in ("rdzv", "rdzv-fd"):
         if variant not in medians:
