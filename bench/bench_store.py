@@ -24,9 +24,10 @@ namespace (``unshare -n``, loopback up; ``--no-netns`` to run here): torch's ser
 every peer's name on accept, which outside one stalls 5 s per client on this machine's
 unreachable resolver. Torch rows are skipped, saying so, when torch is absent.
 
-  ``--compiled`` adds rdzv's server with its fast path compiled by mypyc (``rdzv+mypyc``;
-  with ``--floor`` also ``floor+fast+mypyc``), compiled in a temporary copy of the package
-  that the run removes (``bench/_compiled.py``): what a compiled fast path gives, measured.
+``--compiled`` adds, to the aggregate row, rdzv's server with its fast path compiled by
+mypyc (``rdzv+mypyc``; with ``--floor`` also ``floor+fast+mypyc``), compiled in a temporary
+copy of the package that the run removes (``bench/_compiled.py``): what a compiled fast
+path gives, measured.
 
 Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
 [--floor] [--compiled]``
