@@ -14,6 +14,7 @@ before the release (then only ``next_rendezvous()`` is timed) or after it (timed
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -115,6 +116,11 @@ def node(
         late = time.monotonic() - (start_at.value - ahead)
         if late < 0:
             time.sleep(-late)  # every node starts at the same instant, not in wake-up order
+        # Garbage collections while timed: a forked node's first one writes (copies) every
+        # page of the young objects it inherited.
+        collections: list[int] = []
+        gc.callbacks.append(lambda phase, _: collections.append(1) if phase == "start" else None)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu = time.process_time()
         if trace is not None:
             trace.cpu0 = cpu
@@ -122,9 +128,11 @@ def node(
             profiler.enable()
         if handler is None:
             handler = make_handler(backend, rank, n, port, timeout, listen)
+        built = time.process_time() - cpu
         info = handler.next_rendezvous()
         returned = time.monotonic()
         cpu = time.process_time() - cpu
+        split = _split(usage, built, len(collections))
         returned_at[rank] = returned
         if profiler is not None:
             profiler.disable()
@@ -134,7 +142,7 @@ def node(
                 threads.dump_stats(path + "-threads.prof")
         ok = (info.rank, info.world_size) == (rank, n)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        result = {"t": returned, "ok": ok, "rss_kib": rss, "cpu": cpu}
+        result = {"t": returned, "ok": ok, "rss_kib": rss, "cpu": cpu, "split": split}
         if trace is not None:
             cpu_at = {f"cpu {k}": v for k, v in trace.cpu.items()}
             result["trace"] = dict(trace.at, **cpu_at, attempts=trace.attempts)
@@ -235,6 +243,13 @@ def trial(
             "median_cpu_ms": statistics.median(cpu) * 1000,
         }
         summary["tcp"] = tcp
+        summary["split"] = {  # median over the nodes but node 0, and node 0's
+            "node": {
+                k: statistics.median(results[r]["split"][k] for r in range(1, n) or [0])
+                for k in _SPLIT
+            },
+            "node0": results[0]["split"],
+        }
         summary["pss_mib"] = memory["pss"]
         summary["node_uss_mib"] = memory["uss"] / n
         summary["cpu_idle_pct"] = 100 * idle / ((last - start) * (os.cpu_count() or 1))
@@ -251,6 +266,25 @@ def trial(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p.pid, 9)
                 p.join(timeout=5)
+
+
+#: Where a node's CPU went while timed (``--trace`` prints them; see ``_split``).
+_SPLIT = ("built_ms", "user_ms", "system_ms", "switches", "faults", "collections")
+
+
+def _split(before: Any, built: float, collections: int) -> dict[str, float]:
+    """A node's CPU since ``before`` (``getrusage``): building the handler (CPU ms), user and
+    system ms, voluntary context switches (waits for a reply), minor page faults (a forked
+    node copies each page it writes), garbage collections."""
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "built_ms": built * 1000,
+        "user_ms": (now.ru_utime - before.ru_utime) * 1000,
+        "system_ms": (now.ru_stime - before.ru_stime) * 1000,
+        "switches": now.ru_nvcsw - before.ru_nvcsw,
+        "faults": now.ru_minflt - before.ru_minflt,
+        "collections": collections,
+    }
 
 
 def _idle_seconds() -> float:

@@ -222,6 +222,23 @@ def _print_row(n: int, key: str, good: list[dict[str, Any]]) -> float:
     return median
 
 
+def print_split(n: int, backend: str, good: list[dict[str, Any]]) -> None:
+    """``--trace``: where a node's CPU went (median over trials of the median node, and node
+    0), every backend: building the handler, user and system time, voluntary context
+    switches (a wait for a reply each), minor faults, garbage collections."""
+    for who in ("node", "node0"):
+        split = [r["split"][who] for r in good if "split" in r]
+        if not split:
+            continue
+        m = {k: statistics.median(s[k] for s in split) for k in split[0]}
+        print(
+            f"      cpu {backend} N={n} {who}: built {m['built_ms']:.2f} ms, user "
+            f"{m['user_ms']:.2f} ms, system {m['system_ms']:.2f} ms, {m['switches']:.0f} "
+            f"switches, {m['faults']:.0f} faults, {m['collections']:.0f} collections",
+            flush=True,
+        )
+
+
 def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[str, float]) -> None:
     """Trials at ``n`` (one process per node, started ``start``) of every backend,
     interleaved; one row each, torch's two modes apart, and the ratios."""
@@ -257,12 +274,22 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
         if backend == "torch":
             for mode in ("fast", "slow"):
                 these = [r for r in good if torch_mode(r) == mode]
+                label = f"torch {mode} {len(these)}/{len(good)}"
                 if these:
-                    label = f"torch {mode} {len(these)}/{len(good)}"
                     medians[f"torch {mode}"] = _print_row(n, label, these)
+                else:
+                    print(
+                        _row(
+                            [str(n), label, "-", f"mode not observed in {len(good)} runs"]
+                            + ["-"] * 7
+                        ),
+                        flush=True,
+                    )
         for r in good:
             if "trace" in r:
                 print(f"      trace {backend} N={n}: {r['trace']}", flush=True)
+        if args.trace:
+            print_split(n, backend, good)
     print(f"{n:>5} {start} ({_memory.load_text()})", flush=True)
     for variant in ("rdzv", "rdzv-fd"):
         if variant not in medians:
@@ -270,7 +297,12 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
         for against in ("torch fast", "torch", "torch slow"):
             if against not in medians:
                 if against == "torch fast" and "torch" in medians:
-                    print(f"{n:>5} {start} ratio {variant}/torch fast: no fast trial of torch")
+                    trials = len([r for r in runs_of["torch"] if "seconds" in r])
+                    print(
+                        f"{n:>5} {start} ratio {variant}/torch-fast: none, torch's fast mode "
+                        f"was not observed in {trials} runs (headline goal not shown)",
+                        flush=True,
+                    )
                 continue
             ratio = medians[variant] / medians[against]
             goal = ""

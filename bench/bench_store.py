@@ -24,8 +24,13 @@ namespace (``unshare -n``, loopback up; ``--no-netns`` to run here): torch's ser
 every peer's name on accept, which outside one stalls 5 s per client on this machine's
 unreachable resolver. Torch rows are skipped, saying so, when torch is absent.
 
+``--compiled`` adds, to the aggregate row, rdzv's server with its fast path compiled by
+mypyc (``rdzv+mypyc``; with ``--floor`` also ``floor+fast+mypyc``), compiled in a temporary
+copy of the package that the run removes (``bench/_compiled.py``): what a compiled fast
+path gives, measured.
+
 Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
-[--floor]``
+[--floor] [--compiled]``
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import _compiled
 import _memory
 import _store_load
 
@@ -221,7 +227,9 @@ def pair_rows(args: argparse.Namespace, have_torch: bool) -> None:
         print(f"ratio torch client on rdzv/torch server {mixed['setget'] / theirs['setget']:.2f}x")
 
 
-def _servers(have_torch: bool, floor: bool = False) -> list[tuple[str, str]]:
+def _servers(
+    have_torch: bool, floor: bool = False, compiled: str | None = None
+) -> list[tuple[str, str]]:
     servers = [("rdzv", RDZV_SERVER)]
     if have_torch:
         servers.append(("torch", TORCH_SERVER))
@@ -229,15 +237,29 @@ def _servers(have_torch: bool, floor: bool = False) -> list[tuple[str, str]]:
         print("torch server: not run (torch is not installed)")
     if floor:
         servers += FLOOR_SERVERS.items()
+    if compiled is not None:  # the same servers with the fast path compiled (never shipped)
+        servers.append(("rdzv+mypyc", _compiled.prelude(compiled) + RDZV_SERVER))
+        if floor:
+            fast = FLOOR_SERVERS["floor+fast"]
+            servers.append(("floor+fast+mypyc", _compiled.prelude(compiled) + fast))
     return servers
 
 
 def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
     """``--clients`` client processes at once against each server; aggregate pairs/s."""
+    if not args.compiled:
+        _aggregate_rows(args, have_torch, None)
+        return
+    with _compiled.compiled_tree(_repo()) as tree:
+        _aggregate_rows(args, have_torch, tree)
+
+
+def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | None) -> None:
     runs: dict[str, list[float]] = {}
     costs: dict[str, list[tuple[float, float]]] = {}
+    servers = _servers(have_torch, floor=args.floor, compiled=compiled)
     for _ in range(args.repeat):
-        for name, code in _servers(have_torch, floor=args.floor):
+        for name, code in servers:
             with server(code) as (port, pid):
                 before = _memory.cpu_seconds(pid)
                 result = _store_load.aggregate(port, args.clients, args.seconds)
@@ -270,8 +292,14 @@ def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
         goal = "met" if ratio >= 1.0 else "MISSED"
         print(f"ratio aggregate rdzv/torch server {ratio:.2f}x (goal >= 1.0x: {goal})")
         print(f"ratio server CPU per pair rdzv/torch {cost['rdzv'] / cost['torch']:.2f}x")
+    if "rdzv+mypyc" in rate and "torch" in rate:
+        ratio, per_pair = rate["rdzv+mypyc"] / rate["torch"], cost["rdzv+mypyc"] / cost["torch"]
+        print(
+            f"ratio aggregate rdzv+mypyc/torch server {ratio:.2f}x, server CPU per pair "
+            f"{per_pair:.2f}x (the fast path compiled in a temporary copy; not shipped)"
+        )
     if "floor" in rate:
-        for name in ("rdzv", "torch", "floor+fast"):
+        for name in ("rdzv", "torch", "floor+fast", "rdzv+mypyc", "floor+fast+mypyc"):
             if name in rate:
                 print(
                     f"ratio aggregate {name}/floor {rate[name] / rate['floor']:.2f}x, server "
@@ -340,6 +368,12 @@ def main() -> int:
         "--floor",
         action="store_true",
         help="aggregate: also the interpreter's floor (a minimal Python epoll server)",
+    )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="aggregate: also rdzv's server (and, with --floor, floor+fast) with the fast path "
+        "compiled by mypyc in a temporary copy of the package (never shipped)",
     )
     parser.add_argument("--storm", type=int, default=4096, help="storm: clients")
     parser.add_argument("--storm-procs", type=int, default=16, help="storm: client processes")
