@@ -1,0 +1,153 @@
+"""torch's agent for a job node: its launch configuration, and the stages it reports.
+
+:func:`launch_config` is what ``torchrun`` would build from a node's flags, for the node's
+backend (the harness's names):
+
+=================== ================ ==========================================================
+harness backend      torchrun's       node rank, store host, the harness's socket
+=================== ================ ==========================================================
+``static`` (rdzv)   ``rdzv``          ``rdzv_configs`` rank; node 0's ``listen_fd``
+``torch-static``    ``static``        ``rdzv_configs`` rank (what ``--node-rank`` becomes);
+                                      node 0's TCPStore serves on the socket (``serve_on``)
+``torch-c10d``      ``c10d``          torch ranks the agents; ``is_host`` on rank 0 only,
+                                      whose TCPStore serves on the socket
+=================== ================ ==========================================================
+
+:func:`reporting_agent` is torch's ``LocalElasticAgent`` telling its stages as it reaches
+them (``rendezvous_done``, ``workers_started``, ``restart``) and waiting ``exit_barrier``
+seconds (not torch's 300) for the other agents once its workers are done. ``launch_agent``
+builds its agent by the name ``LocalElasticAgent`` in ``torch.distributed.launcher.api``;
+:func:`install` puts the reporting one there, in this process only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from harness.world.jobs.spec import AGENT, JobSpec
+from harness.world.torch_backends import (
+    C10D_MODULE,
+    STATIC_MODULE,
+    TORCH_C10D,
+    TORCH_STATIC,
+    serve_on,
+    whole_seconds,
+)
+
+__all__ = ["TORCHRUN_BACKENDS", "install", "launch_config", "reporting_agent"]
+
+#: The harness's backend name -> torchrun's ``--rdzv-backend``.
+TORCHRUN_BACKENDS = {"static": "rdzv", TORCH_STATIC: "static", TORCH_C10D: "c10d"}
+#: c10d's wait for more nodes once every node joined (min = max: bounds a round that
+#: cannot complete).
+_LAST_CALL_SECONDS = 1
+
+#: Where an agent's stage goes: part, stage, fields (the time is taken when it is told).
+AgentSink = Callable[[str, str, dict[str, Any]], None]
+
+
+def launch_config(
+    spec: JobSpec,
+    *,
+    backend: str,
+    endpoint: str,
+    run_id: str,
+    rank: int,
+    world_size: int,
+    join_timeout: float,
+    listen_fd: int | None,
+) -> Any:
+    """torch's ``LaunchConfig`` for one job node (see the module doc for each backend).
+
+    Raises:
+        ValueError: ``backend`` is not one a job can run on (a ``module:factory`` handler
+            is not a torchrun backend).
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.launcher.api import LaunchConfig
+
+    try:
+        torchrun_backend = TORCHRUN_BACKENDS[backend]
+    except KeyError:
+        allowed = ", ".join(repr(name) for name in TORCHRUN_BACKENDS)
+        raise ValueError(
+            f"a job runs on a torchrun rendezvous backend: {allowed}; got {backend!r} "
+            "(run the scenario with --backend one of these)"
+        ) from None
+    join = whole_seconds(join_timeout)
+    configs: dict[str, Any]
+    if torchrun_backend == "rdzv":
+        configs = {"rank": rank, "timeout": join_timeout, "read_timeout": join_timeout}
+        if listen_fd is not None and rank == 0:
+            configs["listen_fd"] = listen_fd
+    elif torchrun_backend == "static":
+        configs = {"rank": rank, "timeout": join}
+        if listen_fd is not None and rank == 0:
+            serve_on(STATIC_MODULE, listen_fd)
+    else:
+        configs = {
+            "is_host": rank == 0,
+            "join_timeout": join,
+            "read_timeout": join,
+            "last_call_timeout": _LAST_CALL_SECONDS,
+        }
+        if listen_fd is not None and rank == 0:
+            serve_on(C10D_MODULE, listen_fd)
+    return LaunchConfig(
+        min_nodes=world_size,
+        max_nodes=world_size,
+        nproc_per_node=spec.nproc_per_node,
+        run_id=run_id,
+        rdzv_endpoint=endpoint,
+        rdzv_backend=torchrun_backend,
+        rdzv_configs=configs,
+        max_restarts=spec.max_restarts,
+        monitor_interval=spec.monitor_interval,
+        start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=os.devnull),
+    )
+
+
+def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
+    """A ``LocalElasticAgent`` subclass that tells ``sink`` its stages."""
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+
+    class ReportingAgent(LocalElasticAgent):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("exit_barrier_timeout", exit_barrier)
+            super().__init__(*args, **kwargs)
+            self.harness_restarts = 0
+
+        def _rendezvous(self, worker_group: Any) -> None:
+            super()._rendezvous(worker_group)
+            sink(
+                AGENT,
+                "rendezvous_done",
+                {
+                    "rank": worker_group.group_rank,
+                    "world_size": worker_group.group_world_size,
+                    "master": f"{worker_group.master_addr}:{worker_group.master_port}",
+                    "restart": self.harness_restarts,
+                },
+            )
+
+        def _start_workers(self, worker_group: Any) -> dict[int, Any]:
+            started: dict[int, Any] = super()._start_workers(worker_group)
+            sink(AGENT, "workers_started", {"pids": sorted(started.values())})
+            return started
+
+        def _restart_workers(self, worker_group: Any) -> None:
+            self.harness_restarts += 1
+            sink(AGENT, "restart", {"restart": self.harness_restarts})
+            super()._restart_workers(worker_group)
+
+    return ReportingAgent
+
+
+def install(agent_class: type) -> None:
+    """Make ``launch_agent`` build ``agent_class`` (in this process)."""
+    import torch.distributed.launcher.api as launcher
+
+    launcher.LocalElasticAgent = agent_class  # type: ignore[assignment,attr-defined]

@@ -1,0 +1,124 @@
+"""What a job node runs and what it reports: picklable, standard library only.
+
+A job node is a torchrun agent (in the node process) with ``nproc_per_node`` workers. It
+has parts, each with stages and an outcome of its own: :data:`AGENT` and ``worker N``
+(:func:`worker_part`, N the worker's local rank on its node).
+
+Stages (each an event a fault can fire on):
+
+============================ =========================================================
+``rendezvous_done``  (agent)  the agent's ``next_rendezvous()`` returned: group rank,
+                              group world size, the workers' store, restart count
+``workers_started``  (agent)  the agent started its workers (their PIDs)
+``restart``          (agent)  the agent restarts its worker group (``restart``: k)
+``pg_ready``         (worker) ``init_process_group`` returned: RANK, WORLD_SIZE
+``collective_done``  (worker) the all-reduce returned (``result``)
+``worker_failed``    (worker) the worker's script raised (``message``)
+============================ =========================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+__all__ = [
+    "AGENT",
+    "AGENT_STAGES",
+    "JOB_STAGES",
+    "REPORT_ENV",
+    "WORKER_STAGES",
+    "JobResult",
+    "JobSpec",
+    "PartResult",
+    "expected_sum",
+    "worker_part",
+]
+
+#: The part of a job node that is its torchrun agent.
+AGENT: Final = "agent"
+#: The environment variable that gives a worker the path of its node's stage socket.
+REPORT_ENV: Final = "HARNESS_JOB_REPORT"
+AGENT_STAGES: Final = ("rendezvous_done", "workers_started", "restart")
+WORKER_STAGES: Final = ("pg_ready", "collective_done", "worker_failed")
+#: Every stage a job reports (events faults can fire on).
+JOB_STAGES: Final = AGENT_STAGES + WORKER_STAGES
+
+
+def worker_part(local_rank: int) -> str:
+    """The part name of a node's worker ``local_rank``."""
+    return f"worker {local_rank}"
+
+
+def expected_sum(world_size: int) -> float:
+    """What the default worker's all-reduce of ``rank + 1`` gives in a world of that size."""
+    return world_size * (world_size + 1) / 2
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """How a job node runs (the scenario's ``[job]`` table, resolved).
+
+    Attributes:
+        nproc_per_node: workers per node.
+        script: the worker script's path (None: the default all-reduce).
+        args: the script's arguments.
+        max_restarts: torchrun's ``--max-restarts``.
+        monitor_interval: torchrun's ``--monitor-interval``, seconds.
+        exit_barrier_timeout: how long an agent whose workers finished waits for the
+            others (torch's default is 300 s).
+        env: environment variables for the workers (on top of the node's).
+        process_group_timeout: the workers' ``init_process_group`` timeout, seconds.
+    """
+
+    nproc_per_node: int = 1
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    max_restarts: int = 0
+    monitor_interval: float = 0.2
+    exit_barrier_timeout: float = 30.0
+    env: dict[str, str] = field(default_factory=dict)
+    process_group_timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """How one part of a job node ended.
+
+    Attributes:
+        part: :data:`AGENT` or ``worker N``.
+        status: ``ok``, or how it failed (the node's classes: ``timeout``,
+            ``connection_error``, ``closed``, ``error``), or ``killed``.
+        exitcode: the worker's exit code (None: unknown); the agent's is 0 or 1.
+        rank: the worker's RANK, or the agent's group rank (None: never got one).
+        world_size: the worker's WORLD_SIZE, or the agent's group world size.
+        result: the worker's all-reduce result (None: none).
+        restarts: the agent's restarts (workers: the restart count they ran in).
+        error_class: the qualified class of what it failed with.
+        message: what it failed with.
+    """
+
+    part: str
+    status: str
+    exitcode: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    result: float | None = None
+    restarts: int | None = None
+    error_class: str | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """Every part's result of one job node: the agent first, then the workers."""
+
+    parts: tuple[PartResult, ...]
+
+    @property
+    def agent(self) -> PartResult:
+        return self.parts[0]
+
+    @property
+    def workers(self) -> tuple[PartResult, ...]:
+        return self.parts[1:]
