@@ -10,11 +10,25 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["TRIGGER_EVENTS", "FormatModel", "Nodes", "TriggerEvent", "shown", "targets"]
+__all__ = [
+    "TRIGGER_EVENTS",
+    "FormatModel",
+    "JobStage",
+    "Nodes",
+    "TriggerEvent",
+    "shown",
+    "targets",
+]
 
-#: Events a fault may wait for (emitted by the nodes).
-TriggerEvent = Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"]
-TRIGGER_EVENTS: tuple[str, ...] = get_args(TriggerEvent)
+#: Events a fault may wait for (emitted by the nodes; a job node's by any of its parts).
+#: The stages a job node's parts report (:mod:`harness.scenario.job`).
+JobStage = Literal[
+    "rendezvous_done", "workers_started", "restart", "pg_ready", "collective_done", "worker_failed"
+]
+TriggerEvent = (
+    Literal["started", "connect_attempt", "connected", "joined", "complete", "failed"] | JobStage
+)
+TRIGGER_EVENTS: tuple[str, ...] = tuple(a for t in get_args(TriggerEvent) for a in get_args(t))
 #: A node selector: a list of node indexes, ``"all"``, or ``"others"`` (all but node 0).
 Nodes = list[int] | Literal["all", "others"]
 

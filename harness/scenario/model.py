@@ -25,6 +25,7 @@ from harness.scenario.consistency import consistency
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.registry import FaultEntry
 from harness.scenario.format import FormatModel, Nodes, targets
+from harness.scenario.job import Job, PartExpect
 
 __all__ = [
     "COLLECT",
@@ -134,6 +135,8 @@ class Expect(FormatModel):
     #: Indexes of the faults that must not act (a fault in place that the backend never
     #: gives cause to act: it is not warned about, and it fails the run if it acts).
     idle_faults: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    #: What parts of job nodes must report (``[[expect.parts]]``; a scenario with ``[job]``).
+    parts: list[PartExpect] = Field(default_factory=list)
 
     @field_validator("outcome", mode="before")
     @classmethod
@@ -234,6 +237,8 @@ class Scenario(FormatModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
     override: list[NodeOverride] = Field(default_factory=list)
+    #: Every node a torchrun agent with gloo workers (``[job]``; docs/jobs.md).
+    job: Job | None = None
     fault: list[FaultEntry] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
     backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
@@ -255,6 +260,7 @@ class Scenario(FormatModel):
         )
         found += _idle_beyond(len(self.fault), self.expect, self.backends)
         found += _timeouts_beyond(self.timeouts, self.override)
+        found += _job_problems(self)
         self._written = {key: getattr(self, key) for key in _OPTIONS}
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
@@ -334,12 +340,15 @@ _OPTIONS = ("world", "backend", "pack")
 
 def _expectations(
     expect: Expect, backends: Mapping[str, BackendVariant]
-) -> list[tuple[str, NodeExpect]]:
-    """Every ``[[expect.nodes]]`` entry, the backends' included, with its key path."""
-    found = [(f"expect.nodes[{i}]", e) for i, e in enumerate(expect.nodes)]
-    for name, variant in backends.items():
-        entries = variant.expect.nodes if variant.expect else []
-        found += [(f"backends.{name}.expect.nodes[{i}]", e) for i, e in enumerate(entries)]
+) -> list[tuple[str, NodeExpect | PartExpect]]:
+    """Every ``[[expect.nodes]]`` and ``[[expect.parts]]`` entry, the backends' included,
+    with its key path."""
+    found: list[tuple[str, NodeExpect | PartExpect]] = []
+    sections = [("expect", expect)]
+    sections += [(f"backends.{name}.expect", v.expect) for name, v in backends.items() if v.expect]
+    for where, section in sections:
+        found += [(f"{where}.nodes[{i}]", e) for i, e in enumerate(section.nodes)]
+        found += [(f"{where}.parts[{i}]", e) for i, e in enumerate(section.parts)]
     return found
 
 
@@ -372,6 +381,19 @@ def _timeouts_beyond(timeouts: Timeouts, overrides: list[NodeOverride]) -> list[
                 "reported hung before they time out; raise timeouts.hard"
             )
     return found
+
+
+def _job_problems(sc: Scenario) -> list[str]:
+    """``[job]``'s bounds against the hard deadline, and ``[[expect.parts]]`` without a job."""
+    if sc.job is not None:
+        return sc.job.problems(sc.timeouts.hard_deadline)
+    sections = [("expect", sc.expect)]
+    sections += [(f"backends.{n}.expect", v.expect) for n, v in sc.backends.items() if v.expect]
+    return [
+        f"{where}.parts[{i}]: the scenario has no [job] table: only a job's nodes have parts"
+        for where, section in sections
+        for i, _ in enumerate(section.parts)
+    ]
 
 
 def _number(value: float) -> str:

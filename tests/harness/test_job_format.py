@@ -1,0 +1,82 @@
+"""The ``[job]`` table and ``[[expect.parts]]`` (harness/scenario/job.py): what the loader
+takes, and every mistake named with its key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.errors import ScenarioError
+from harness.scenario.load import load, parse
+
+BASE: dict[str, Any] = {"name": "j", "description": "d", "nodes": 2}
+
+
+def problems(**extra: Any) -> list[str]:
+    with pytest.raises(ScenarioError) as info:
+        parse({**BASE, **extra}, "test.toml")
+    return list(info.value.problems)
+
+
+def test_a_job_table_takes_torchruns_keys_and_defaults_to_one_worker_without_restarts() -> None:
+    sc = parse({**BASE, "job": {}}, "t.toml")
+    assert sc.job is not None
+    assert (sc.job.nproc_per_node, sc.job.max_restarts, sc.job.script) == (1, 0, None)
+    sc = parse({**BASE, "job": {"nproc_per_node": 2, "max_restarts": 1}}, "t.toml")
+    assert sc.job is not None and sc.job.nproc_per_node == 2 and sc.job.max_restarts == 1
+    assert parse(BASE, "t.toml").job is None
+
+
+def test_bad_job_keys_are_named_with_their_key_paths() -> None:
+    found = problems(job={"nproc_per_node": 0, "max_restart": 1, "monitor_interval": -1})
+    assert any(p.startswith("job.nproc_per_node: got 0") for p in found), found
+    assert any(p.startswith("job.max_restart:") and "max_restarts" in p for p in found), found
+    assert any(p.startswith("job.monitor_interval: got -1") for p in found), found
+
+
+def test_a_job_bound_reaching_the_hard_deadline_is_rejected() -> None:
+    (problem,) = problems(timeouts={"join": 5}, job={"exit_barrier_timeout": 25})
+    assert problem.startswith("job.exit_barrier_timeout: got 25; the hard deadline (25 s)")
+
+
+def test_a_fault_can_fire_on_a_job_stage() -> None:
+    kill = {"kind": "kill", "nodes": [1], "on": "pg_ready", "on_node": 1, "after": 0.5}
+    sc = parse({**BASE, "job": {}, "fault": [kill]}, "t.toml")
+    trigger = sc.fault[0].when()
+    assert trigger is not None and (trigger.on, trigger.on_node) == ("pg_ready", 1)
+
+
+def test_expected_parts_name_a_part_and_existing_nodes() -> None:
+    parts = [
+        {"nodes": [1], "part": "agent", "outcome": "error", "restarts": 1},
+        {"nodes": "all", "part": "workers", "outcome": ["ok", "stopped"], "exitcode": 0},
+    ]
+    sc = parse({**BASE, "job": {}, "expect": {"parts": parts}}, "t.toml")
+    assert [p.outcomes for p in sc.expect.parts] == [("error",), ("ok", "stopped")]
+    found = problems(job={}, expect={"parts": [{"nodes": [5], "part": "worker x"}]})
+    assert any(p.startswith("expect.parts[0].part:") for p in found), found
+    found = problems(job={}, expect={"parts": [{"nodes": [5], "part": "agent"}]})
+    assert found == ["expect.parts[0].nodes: node 5 does not exist; the scenario has nodes 0..1"]
+
+
+def test_expected_parts_without_a_job_are_rejected() -> None:
+    (problem,) = problems(expect={"parts": [{"nodes": [0], "part": "agent"}]})
+    assert problem == (
+        "expect.parts[0]: the scenario has no [job] table: only a job's nodes have parts"
+    )
+
+
+def test_a_job_script_must_be_a_file_next_to_the_scenario(tmp_path: Path) -> None:
+    file = tmp_path / "s.toml"
+    file.write_text('name = "s"\ndescription = "d"\nnodes = 2\n[job]\nscript = "w.py"\n')
+    with pytest.raises(ScenarioError) as info:
+        load(file)
+    assert list(info.value.problems) == [
+        f"job.script: no file 'w.py' (looked for {tmp_path / 'w.py'}); give a path relative "
+        "to the file"
+    ]
+    (tmp_path / "w.py").write_text("print('hi')\n")
+    job = load(file).job
+    assert job is not None and job.script == "w.py"
