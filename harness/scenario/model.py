@@ -60,7 +60,17 @@ Outcome = Literal[
 ]
 #: Every outcome a node can report.
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
-Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
+Invariant = Literal[
+    "ranks",
+    "world_size",
+    "complete_round",
+    "shared_store",
+    "hung",
+    # a job's (harness.run.job_checks)
+    "job_ranks",
+    "job_world_size",
+    "collective",
+]
 #: Invariant checks (see :mod:`harness.run.checks`) a backend may be recorded as breaking.
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 #: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
