@@ -73,9 +73,9 @@ def test_a_job_script_must_be_a_file_next_to_the_scenario(tmp_path: Path) -> Non
     file.write_text('name = "s"\ndescription = "d"\nnodes = 2\n[job]\nscript = "w.py"\n')
     with pytest.raises(ScenarioError) as info:
         load(file)
+    looked = tmp_path / "w.py"
     assert list(info.value.problems) == [
-        f"job.script: no file 'w.py' (looked for {tmp_path / 'w.py'}); give a path relative "
-        "to the file"
+        f"job.script: no file 'w.py' (looked for {looked}); give a path relative to the file"
     ]
     (tmp_path / "w.py").write_text("print('hi')\n")
     job = load(file).job
