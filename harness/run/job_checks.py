@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from harness.run.model import Violation
-from harness.scenario.job import part_matches
 from harness.scenario.model import Scenario, allowed_outcomes
 
 __all__ = ["PartView", "job_invariants", "part_expectations"]
@@ -125,7 +124,7 @@ def _expectations(sc: Scenario, parts: Sequence[PartView]) -> list[Violation]:
     named: set[tuple[int, str]] = set()
     for entry in expect.parts:
         for node in sc.targets(entry.nodes):
-            mine = [p for p in parts if p.node == node and part_matches(entry.part, p.part)]
+            mine = [p for p in parts if p.node == node and entry.names(p.part)]
             if not mine:
                 found.append(
                     Violation("part", f"node {node} reported no part {entry.part!r}", (node,))

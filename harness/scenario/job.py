@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 
 from harness.scenario.format import FormatModel, JobStage, Nodes
 
-__all__ = ["JOB_STAGES", "PART_OUTCOMES", "Job", "PartExpect", "part_matches"]
+__all__ = ["JOB_STAGES", "PART_OUTCOMES", "Job", "PartExpect"]
 
 #: The stages a job's parts report, events a fault can fire on (``on = "pg_ready"``).
 JOB_STAGES: tuple[str, ...] = get_args(JobStage)
@@ -98,7 +98,6 @@ class PartExpect(FormatModel):
             return None
         return (self.outcome,) if isinstance(self.outcome, str) else tuple(self.outcome)
 
-
-def part_matches(selector: str, part: str) -> bool:
-    """Whether ``part`` (``agent``, ``worker N``) is one the selector ``part =`` names."""
-    return selector == part or (selector == "workers" and part.startswith("worker "))
+    def names(self, part: str) -> bool:
+        """Whether ``part`` (``agent``, ``worker N``) is one this entry's ``part`` names."""
+        return self.part == part or (self.part == "workers" and part.startswith("worker "))
