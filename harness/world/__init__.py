@@ -21,6 +21,9 @@
 * ``ray``           (subpackage) the Ray world: node groups as Ray actors on a cluster,
                     a proxy agent per host (the optional ``ray`` extra)
 * ``node``          the node process: one rendezvous, its events, one outcome
+* ``jobs``          (subpackage) a node that is a torchrun agent with gloo workers: its
+                    LaunchConfig per backend, the reporting agent, the worker script, the
+                    stages its parts report, each part's result
 * ``warm_up``       a node's first step taken before it says ``ready`` (page faults
                     paid before the release)
 * ``backends``      the rendezvous a node runs: rdzv static, torch-static, torch-c10d,
