@@ -1,5 +1,6 @@
 """A job node (harness/world/jobs): torch's agent in the node process, gloo workers, the
-stages they report and each part's result. Real torch agents and workers: marked ``torch``."""
+stages they report and each part's result. Real torch agents and workers: marked ``torch``
+and ``jobs`` (``tox -e jobs``)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def test_the_stage_listener_hands_on_each_workers_report_and_names_a_bad_one() -
 
 
 @pytest.mark.torch
+@pytest.mark.jobs
 @pytest.mark.parametrize("backend", ["static", "torch-static", "torch-c10d"])
 def test_two_job_nodes_report_their_stages_and_all_reduce_the_right_sum(
     tmp_path: Path, backend: str
@@ -62,6 +64,7 @@ def test_two_job_nodes_report_their_stages_and_all_reduce_the_right_sum(
 
 
 @pytest.mark.torch
+@pytest.mark.jobs
 def test_a_crashed_worker_restarts_its_group_and_the_job_completes_on_rdzv(tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed.run")
     (tmp_path / "crash_once.py").write_text(CRASH_ONCE)
