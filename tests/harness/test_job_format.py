@@ -80,3 +80,35 @@ def test_a_job_script_must_be_a_file_next_to_the_scenario(tmp_path: Path) -> Non
     (tmp_path / "w.py").write_text("print('hi')\n")
     job = load(file).job
     assert job is not None and job.script == "w.py"
+
+
+def test_a_job_spec_resolves_the_script_next_to_the_file_and_defaults_to_the_join_timeout(
+    tmp_path: Path,
+) -> None:
+    from harness.run.jobs import job_spec
+
+    (tmp_path / "w.py").write_text("")
+    sc = parse(
+        {**BASE, "timeouts": {"join": 7}, "job": {"script": "w.py"}}, str(tmp_path / "s.toml")
+    )
+    spec = job_spec(sc)
+    assert spec is not None
+    assert spec.script == str(tmp_path / "w.py")
+    assert (spec.exit_barrier_timeout, spec.process_group_timeout) == (7, 7)
+    assert job_spec(parse(BASE, "t.toml")) is None
+
+
+def test_a_job_on_a_backend_or_world_that_cannot_run_it_is_unsupported_naming_what_can() -> None:
+    from harness.errors import UnsupportedError
+    from harness.run.jobs import check_job_supported
+
+    sc = parse({**BASE, "job": {}}, "t.toml")
+    with pytest.raises(
+        UnsupportedError, match=r"torchrun rendezvous backend .*'torch-c10d'\), not 'm:f'"
+    ):
+        check_job_supported(sc.on_backend("m:f"))
+    with pytest.raises(
+        UnsupportedError, match=r"not packed 4 per process: drop 'world' and 'pack'"
+    ):
+        check_job_supported(sc.packed(4))
+    check_job_supported(parse(BASE, "t.toml").on_backend("m:f"))  # not a job: nothing to say
