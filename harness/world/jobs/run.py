@@ -13,9 +13,10 @@ How each part's result is judged:
   ``ChildFailedError``) ``error`` with torch's words; when the rendezvous failed, the
   node's class of that error (``timeout``, ``closed``, ``connection_error``, ...);
 * a worker: its exit code from torch's failure record (0 when the agent succeeded; None
-  when torch stopped it and recorded nothing, status ``stopped``); ``ok`` with exit code 0,
-  else ``error`` (or ``timeout`` / ``connection_error`` when its own failure said so),
-  with the message it reported (``worker_failed``) or torch's.
+  when torch recorded nothing); ``ok`` with exit code 0; ``stopped`` when it said no
+  failure of its own and ended by a signal or was never recorded (its agent stopped the
+  group: another part failed); else ``error`` (or ``timeout`` / ``connection_error`` when
+  its own failure said so), with the message it reported (``worker_failed``) or torch's.
 """
 
 from __future__ import annotations
@@ -194,8 +195,12 @@ def _worker(
 ) -> PartResult:
     failure = failures.get(local)
     message = seen.get("message")
+    signalled = False
     if failure is not None:
         exitcode: int | None = int(failure.exitcode)
+        signalled = exitcode < 0 and message is None
+        if signalled:
+            message = f"ended by signal {-exitcode} (its agent stopped the worker group)"
         message = message or f"exited {exitcode} (torch's record)"
     elif agent_status == "ok":
         exitcode = 0
@@ -203,7 +208,7 @@ def _worker(
         exitcode = None
     if exitcode == 0 and message is None:
         status = "ok"
-    elif exitcode is None and message is None:
+    elif (exitcode is None and message is None) or signalled:
         status = "stopped"
     elif message and _TIMEOUT.search(message):
         status = "timeout"
