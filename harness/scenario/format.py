@@ -5,6 +5,7 @@ Imports: pydantic and the standard library only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
@@ -16,6 +17,8 @@ __all__ = [
     "JobStage",
     "Nodes",
     "TriggerEvent",
+    "one_or_more",
+    "pattern",
     "shown",
     "targets",
 ]
@@ -37,6 +40,26 @@ class FormatModel(BaseModel):
     """The base of every scenario-format model: frozen, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+def one_or_more(value: Any) -> Any:
+    """An expectation's ``outcome``: one outcome, or a non-empty list meaning "any of these"
+    (a ``mode="before"`` validator)."""
+    if isinstance(value, list | tuple):
+        if not value:
+            raise ValueError("an outcome list needs at least one outcome")
+        return tuple(value)
+    return value
+
+
+def pattern(value: str | None) -> str | None:
+    """An expectation's ``message``: a valid regular expression (or None)."""
+    if value is not None:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression ({exc})") from exc
+    return value
 
 
 def targets(count: int, nodes: Nodes) -> list[int]:

@@ -16,12 +16,11 @@ Imports: pydantic, :mod:`harness.scenario.format`.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator
 
-from harness.scenario.format import FormatModel, JobStage, Nodes
+from harness.scenario.format import FormatModel, JobStage, Nodes, one_or_more, pattern
 
 __all__ = ["JOB_STAGES", "PART_OUTCOMES", "Job", "PartExpect"]
 
@@ -75,21 +74,12 @@ class PartExpect(FormatModel):
     @field_validator("outcome", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple):
-            if not value:
-                raise ValueError("an outcome list needs at least one outcome")
-            return tuple(value)
-        return value
+        return one_or_more(value)
 
     @field_validator("message")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression ({exc})") from exc
-        return value
+        return pattern(value)
 
     @property
     def outcomes(self) -> tuple[str, ...] | None:

@@ -24,7 +24,7 @@ from harness.errors import ScenarioError
 from harness.scenario.consistency import consistency
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.registry import FaultEntry
-from harness.scenario.format import FormatModel, Nodes, targets
+from harness.scenario.format import FormatModel, Nodes, one_or_more, pattern, targets
 from harness.scenario.job import Job, PartExpect
 
 __all__ = [
@@ -91,15 +91,6 @@ def allowed_outcomes(outcome: Outcome | tuple[Outcome, ...]) -> tuple[str, ...]:
     return (outcome,) if isinstance(outcome, str) else tuple(outcome)
 
 
-def _one_or_more(value: Any) -> Any:
-    """``outcome`` is one outcome or a non-empty list meaning "any of these"."""
-    if isinstance(value, list | tuple):
-        if not value:
-            raise ValueError("an outcome list needs at least one outcome")
-        return tuple(value)
-    return value
-
-
 class NodeExpect(FormatModel):
     """What some nodes must report (``outcome`` may list several allowed outcomes)."""
 
@@ -110,7 +101,7 @@ class NodeExpect(FormatModel):
     @field_validator("outcome", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
-        return _one_or_more(value)
+        return one_or_more(value)
 
     elapsed: tuple[float, float] | None = None
 
@@ -124,12 +115,7 @@ class NodeExpect(FormatModel):
     @field_validator("message")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression ({exc})") from exc
-        return value
+        return pattern(value)
 
     @field_validator("elapsed")
     @classmethod
@@ -151,7 +137,7 @@ class Expect(FormatModel):
     @field_validator("outcome", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
-        return _one_or_more(value)
+        return one_or_more(value)
 
 
 def backend_name(value: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 def main(raw: str) -> None:
     from harness.world.jobs.run import import_torch, run_job
     from harness.world.jobs.spec import JobSpec
+    from harness.world.torch_backends import HandlerArgs
 
     args = json.loads(raw)
     import_torch()
@@ -31,17 +32,16 @@ def main(raw: str) -> None:
     def sink(part: str, stage: str, t: float, fields: dict[str, Any]) -> None:
         print(json.dumps({"part": part, "stage": stage, "fields": fields}), flush=True)
 
-    result = run_job(
-        JobSpec(**args["spec"]),
-        sink,
-        backend=args["backend"],
-        endpoint=args["endpoint"],
-        run_id="test-job",
-        rank=args["rank"],
-        world_size=args["nodes"],
-        join_timeout=args["join"],
-        listen_fd=args["listen_fd"],
+    where = HandlerArgs(
+        args["endpoint"],
+        "test-job",
+        args["rank"],
+        args["nodes"],
+        args["join"],
+        {},
+        args["listen_fd"],
     )
+    result = run_job(JobSpec(**args["spec"]), sink, args["backend"], where)
     print(json.dumps({"result": [asdict(part) for part in result.parts]}), flush=True)
 
 

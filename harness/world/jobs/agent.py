@@ -32,6 +32,7 @@ from harness.world.torch_backends import (
     STATIC_MODULE,
     TORCH_C10D,
     TORCH_STATIC,
+    HandlerArgs,
     serve_on,
     whole_seconds,
 )
@@ -48,18 +49,10 @@ _LAST_CALL_SECONDS = 1
 AgentSink = Callable[[str, str, dict[str, Any]], None]
 
 
-def launch_config(
-    spec: JobSpec,
-    *,
-    backend: str,
-    endpoint: str,
-    run_id: str,
-    rank: int,
-    world_size: int,
-    join_timeout: float,
-    listen_fd: int | None,
-) -> Any:
-    """torch's ``LaunchConfig`` for one job node (see the module doc for each backend).
+def launch_config(spec: JobSpec, backend: str, args: HandlerArgs) -> Any:
+    """torch's ``LaunchConfig`` for one job node (see the module doc for each backend):
+    ``args`` are what the node's rendezvous handler would be built from (its ``config`` is
+    not used: a job's rendezvous is configured by its backend, as torchrun's is).
 
     Raises:
         ValueError: ``backend`` is not one a job can run on (a ``module:factory`` handler
@@ -76,6 +69,7 @@ def launch_config(
             f"a job runs on a torchrun rendezvous backend: {allowed}; got {backend!r} "
             "(run the scenario with --backend one of these)"
         ) from None
+    rank, listen_fd, join_timeout = args.rank, args.listen_fd, args.timeout
     join = whole_seconds(join_timeout)
     configs: dict[str, Any]
     if torchrun_backend == "rdzv":
@@ -96,11 +90,11 @@ def launch_config(
         if listen_fd is not None and rank == 0:
             serve_on(C10D_MODULE, listen_fd)
     return LaunchConfig(
-        min_nodes=world_size,
-        max_nodes=world_size,
+        min_nodes=args.world_size,
+        max_nodes=args.world_size,
         nproc_per_node=spec.nproc_per_node,
-        run_id=run_id,
-        rdzv_endpoint=endpoint,
+        run_id=args.run_id,
+        rdzv_endpoint=args.endpoint,
         rdzv_backend=torchrun_backend,
         rdzv_configs=configs,
         max_restarts=spec.max_restarts,

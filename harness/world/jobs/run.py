@@ -41,6 +41,7 @@ from harness.world.jobs.spec import (
 )
 from harness.world.jobs.stages import StageListener, StageSink
 from harness.world.node import classify
+from harness.world.torch_backends import HandlerArgs
 
 __all__ = ["TORCH_JOB_MODULES", "import_torch", "run_job"]
 
@@ -94,19 +95,9 @@ class _Seen:
                 seen["error_class"] = fields.get("error_class")
 
 
-def run_job(
-    spec: JobSpec,
-    sink: StageSink,
-    *,
-    backend: str,
-    endpoint: str,
-    run_id: str,
-    rank: int,
-    world_size: int,
-    join_timeout: float,
-    listen_fd: int | None,
-) -> JobResult:
-    """Run the node's agent and workers to the end (see the module doc); never raises."""
+def run_job(spec: JobSpec, sink: StageSink, backend: str, args: HandlerArgs) -> JobResult:
+    """Run the node's agent and workers to the end (see the module doc), on ``backend``
+    with the node's rendezvous ``args``; never raises."""
     seen = _Seen()
 
     def tell(part: str, stage: str, t: float, fields: dict[str, Any]) -> None:
@@ -124,21 +115,12 @@ def run_job(
         os.environ[REPORT_ENV] = listener.path
         os.environ["HARNESS_JOB_AGENT"] = str(os.getpid())
         os.environ["HARNESS_JOB_PG_TIMEOUT"] = f"{spec.process_group_timeout:g}"
-        config = launch_config(
-            spec,
-            backend=backend,
-            endpoint=endpoint,
-            run_id=run_id,
-            rank=rank,
-            world_size=world_size,
-            join_timeout=join_timeout,
-            listen_fd=listen_fd,
-        )
+        config = launch_config(spec, backend, args)
         install(reporting_agent(agent_tells, spec.exit_barrier_timeout))
         from torch.distributed.launcher.api import launch_agent
 
-        args = ["-u", worker_module.__file__, *([spec.script, *spec.args] if spec.script else [])]
-        launch_agent(config, sys.executable, args)
+        script = [spec.script, *spec.args] if spec.script else []
+        launch_agent(config, sys.executable, ["-u", worker_module.__file__, *script])
         agent = PartResult(AGENT, "ok", exitcode=0)
     except BaseException as exc:  # reported, not raised: the harness judges it
         agent, failures = _agent_failed(exc)
@@ -197,11 +179,12 @@ def _worker(
     message = seen.get("message")
     signalled = False
     if failure is not None:
-        exitcode: int | None = int(failure.exitcode)
-        signalled = exitcode < 0 and message is None
+        code = int(failure.exitcode)
+        exitcode: int | None = code
+        signalled = code < 0 and message is None
         if signalled:
-            message = f"ended by signal {-exitcode} (its agent stopped the worker group)"
-        message = message or f"exited {exitcode} (torch's record)"
+            message = f"ended by signal {-code} (its agent stopped the worker group)"
+        message = message or f"exited {code} (torch's record)"
     elif agent_status == "ok":
         exitcode = 0
     else:
