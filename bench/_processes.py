@@ -31,7 +31,7 @@ import _trace
 _RDZV_WARM = [
     "rdzv.rendezvous.static",
     "rdzv.store.client",
-    "rdzv.store.server",
+    "rdzv.store.server._server",  # the package alone imports the bind rules only
     "rdzv.rendezvous.registry",
 ]
 _TORCH = ["torch.distributed", "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"]

@@ -2,7 +2,7 @@
 
 Both measurements use the same minimal client against either server (rdzv's or torch's), so
 they measure the server, not a client library: raw sockets sending requests pre-encoded
-with torch's wire format (``rdzv.store._wire``), one ``VALIDATE`` handshake per connection.
+with torch's wire format (``rdzv.store.wire._wire``), one ``VALIDATE`` handshake per connection.
 
 * :func:`aggregate`: ``clients`` processes (not threads: threads of one process would share
   one GIL and measure the client), each with one connection, each doing set+get pairs (a
@@ -36,7 +36,7 @@ from typing import Any
 
 import _memory
 
-from rdzv.store import _wire
+from rdzv.store.wire import _wire
 
 _VALUE = b"0123456789abcdef"
 _REPLY = _wire.encode_bytes(_VALUE)  # what a GET of a key set to _VALUE returns
@@ -83,7 +83,7 @@ def _pairs_client(index: int, port: int, seconds: float, out: Any, go: Any, at: 
 def aggregate(port: int, clients: int, seconds: float) -> dict[str, Any]:
     """``clients`` processes doing set+get pairs for ``seconds``: aggregate pairs/s."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rdzv.store._wire", "_store_load"])
+    ctx.set_forkserver_preload(["rdzv.store.wire._wire", "_store_load"])
     out, go, at = ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0)
     procs = [
         ctx.Process(target=_pairs_client, args=(i, port, seconds, out, go, at))
@@ -231,7 +231,7 @@ def storm(
     processes), each giving up ``patience`` seconds after it began; latencies, retries, and
     the server's memory with every connection open."""
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rdzv.store._wire", "_store_load"])
+    ctx.set_forkserver_preload(["rdzv.store.wire._wire", "_store_load"])
     out, go, at, stop = ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0), ctx.Event()
     blocks = [list(range(k, total, procs)) for k in range(min(procs, total))]  # interleaved
     workers = [

@@ -24,8 +24,8 @@ import time
 
 import _memory
 
-from rdzv.store import _wire
 from rdzv.store.client import TCPStore
+from rdzv.store.wire import _wire
 
 SERVER = (
     "import sys; from rdzv.__main__ import main; sys.exit(main(['serve', '--host', "

@@ -47,7 +47,7 @@ def client(port: int, ops: int, shape: str) -> None:
     if shape == "raw":
         import socket
 
-        from rdzv.store import _wire
+        from rdzv.store.wire import _wire
 
         reply = _wire.encode_bytes(VALUE)
         with socket.create_connection(("127.0.0.1", port)) as sock:

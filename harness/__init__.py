@@ -14,7 +14,9 @@ import; docs/architecture.md draws the picture and follows one scenario through 
 * ``run``             one run (schedule, record, heal), the checks, a suite of runs
 * ``report``          console, JUnit and HTML reports of runs; nothing of how nodes run
 * ``fuzz``            hypothesis strategies, the oracle, the fuzz loop
-* ``cli``             ``harness run | list | fuzz | replay | proxy``
+* ``logs``            reading failed start-ups' logs back into scenarios (``from-log``):
+                      sans-IO line readers, inference, a validated scenario TOML
+* ``cli``             ``harness run | list | fuzz | replay | proxy | from-log``
 * ``pytest_plugin``   pytest11 entry point: scenario files as items, options, fixtures
 * ``_launch``         the ``harness`` script: one line, exit 1, if the ``harness`` extra is
                       missing (rdzv itself installs with no dependencies); else ``cli``

@@ -12,7 +12,8 @@ Module map (lower layers never import higher ones):
   ``_event_collector``, their ``logging.Handler``), endpoint and config parsing (pure): what
   every layer may use
 * ``store/``       the TCP store, torch's TCPStore protocol (knows nothing of rendezvous):
-  sans-IO codec and semantics, ``StoreServer``, ``TCPStore``, ``HashStore``, ``PrefixStore``
+  ``wire/`` (sans-IO codec), ``state/`` (semantics), ``base`` (``Store``, ``HashStore``,
+  ``PrefixStore``), ``server/`` (``StoreServer``), ``client/`` (``TCPStore``)
 * ``rendezvous/``  the static rendezvous over the store: torch's ``api`` and ``registry``,
   the ``static`` backend, its join protocol, exit barriers and failure messages
 * ``api`` ``registry`` ``static`` ``client`` ``server``  aliases of the modules of the same

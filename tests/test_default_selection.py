@@ -49,6 +49,9 @@ def test_a_plain_pytest_leaves_the_tests_that_create_namespaces_to_tox() -> None
 
 def test_tox_netns_runs_every_test_that_creates_namespaces() -> None:
     marked = _collected(*_tox_pytest("netns"))
-    assert {t.split("::")[0] for t in marked} == {"tests/netns/test_netns_world.py"}
+    assert {t.split("::")[0] for t in marked} == {
+        "tests/netns/test_netns_world.py",
+        "tests/netns/test_netns_dial.py",
+    }
     world = (REPO / "tests" / "netns" / "test_netns_world.py").read_text()
     assert len(marked) >= world.count("\ndef test_")

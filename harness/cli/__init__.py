@@ -1,4 +1,4 @@
-"""The ``harness`` command line: ``harness run | list | fuzz | replay | proxy``.
+"""The ``harness`` command line: ``harness run | list | fuzz | replay | proxy | from-log``.
 
 Each command is an argparse subparser whose ``func`` default takes the parsed arguments and
 returns the exit status, so new commands plug in with one ``add_parser`` call:
@@ -8,6 +8,7 @@ returns the exit status, so new commands plug in with one ``add_parser`` call:
 * ``listing``  ``list``
 * ``fuzz``     ``fuzz`` and ``replay``
 * ``proxy``    ``proxy``: the embedded fault proxy as a server
+* ``from_log`` ``from-log``: a failed start-up's logs -> a scenario file (:mod:`harness.logs`)
 
 :func:`main` is the entry point (``harness._launch`` calls it once the ``harness`` extra is
 known to be installed; ``python -m harness.cli`` runs it directly). The CLI is the top
@@ -23,6 +24,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from harness.cli.from_log import add_command as add_from_log_command
 from harness.cli.fuzz import add_commands as add_fuzz_commands
 from harness.cli.listing import add_command as add_list_command
 from harness.cli.proxy import add_command as add_proxy_command
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_list_command(commands)
     add_fuzz_commands(commands)
     add_proxy_command(commands)
+    add_from_log_command(commands)
     return parser
 
 

@@ -90,11 +90,17 @@ def _row(scenario: Scenario) -> tuple[str, ...]:
     )
 
 
+#: The narrowest file column a table gets: ``scenarios/`` and a little more per line.
+_MIN_FILE = 12
+
+
 def _widths(rows: list[tuple[str, ...]], width: int) -> list[int] | None:
     """The widths of the table's columns (their text, without borders) on a terminal
     ``width`` wide: the natural ones when they fit; else the short columns as wide as their
-    longest word and scenario, faults and file sharing the rest 3:2:4. None when a shared
-    column would be narrower than its heading (``fau``/``lts``): too narrow for a table."""
+    longest word and scenario, faults and file sharing the rest 3:2:4 (scenario and faults
+    at least as wide as their headings, taken from file). None when a column would be
+    narrower than its heading (``fau``/``lts``) or file narrower than :data:`_MIN_FILE`:
+    too narrow for a table."""
     columns = list(zip(HEADS, *rows, strict=True))
     natural = [max(map(len, column)) for column in columns]
     frame = 3 * len(HEADS) + 1  # borders and padding
@@ -102,11 +108,15 @@ def _widths(rows: list[tuple[str, ...]], width: int) -> list[int] | None:
         return natural
     words = [max(len(w) for cell in column for w in cell.split()) for column in columns]
     rest = width - frame - sum(w for h, w in zip(HEADS, words, strict=True) if h not in SHARES)
-    widths = [rest * SHARES[h] // sum(SHARES.values()) if h in SHARES else w
+    # a shared column gets its share, and never less than its heading's longest word: the
+    # file column (the widest share, whose paths fold anywhere) gives up what that takes
+    widths = [max(rest * SHARES[h] // sum(SHARES.values()), *map(len, h.split()))
+              if h in SHARES else w
               for h, w in zip(HEADS, words, strict=True)]  # fmt: skip
     widths[HEADS.index("file")] += width - frame - sum(widths)  # what rounding left over
     heading_fits = all(widths[i] >= max(map(len, h.split())) for i, h in enumerate(HEADS))
-    return widths if heading_fits else None
+    file_reads = widths[HEADS.index("file")] >= _MIN_FILE  # else a path is a dozen lines
+    return widths if heading_fits and file_reads else None
 
 
 def _table(rows: list[tuple[str, ...]], widths: list[int]) -> Table:

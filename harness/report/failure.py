@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from harness.report.fold import FOLD_ABOVE, fold_lines, outcome_folds, violation_folds
+from harness.report.fold import (
+    FOLD_ABOVE,
+    fold_lines,
+    outcome_folds,
+    shutdown_note,
+    violation_folds,
+)
 from harness.report.text import fault_line, folded_output_lines, output_lines
 from harness.run.model import NodeOutcome, Report
 
@@ -18,7 +24,7 @@ def failure_text(report: Report) -> str:
         took = f" after {o.elapsed:.2f} s" if o.elapsed is not None else ""
         rank = f" rank {o.rank}" if o.rank is not None else ""
         why = f": {o.error_class or 'message'}: {o.message}" if o.message else ""
-        return f"node {o.node}: {o.status}{rank}{took}{why}"
+        return f"node {o.node}: {o.status}{rank}{took}{why}{shutdown_note(o)}"
 
     many = len(report.outcomes) > FOLD_ABOVE
     lines = [f"scenario {report.scenario.name} failed ({report.scenario.nodes} nodes)"]

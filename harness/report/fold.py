@@ -13,6 +13,7 @@ A group of one node keeps its own words.
 * :func:`violation_folds`, :func:`outcome_folds` — the groups, in order of first node;
 * :func:`fold_lines` — at most ``limit`` of them as lines, then one line for the rest;
 * :func:`node_ranges`, :func:`short_ranges`, :func:`nodes_label` — node lists as ranges;
+* :func:`shutdown_note` — the words a node's outcome gets when its shutdown failed;
 * :func:`placement_line` — how the world ran the nodes (``nodes 1-4095: packed 512 per
   process``), when it says.
 """
@@ -42,6 +43,7 @@ __all__ = [
     "runs",
     "same_words",
     "short_ranges",
+    "shutdown_note",
     "value_range",
     "violation_folds",
 ]
@@ -220,15 +222,24 @@ def _outcome_words(o: NodeOutcome, rank: str, elapsed: str) -> str:
     return ", ".join(parts)
 
 
+def shutdown_note(o: NodeOutcome) -> str:
+    """`` (its shutdown failed: RuntimeError: ...)`` after a node's outcome, or nothing."""
+    return f" (its shutdown failed: {o.shutdown_error})" if o.shutdown_error else ""
+
+
 def outcome_groups(outcomes: Sequence[NodeOutcome]) -> list[list[NodeOutcome]]:
-    """Nodes that ended alike: same status, error, message but for their own number and
-    other numbers (:func:`abstract`), world size, and rank (their own node id, none, or the
-    same other rank); in order of first node."""
-    keyed: dict[tuple[str, str | None, str, int | None, str], list[NodeOutcome]] = {}
+    """Nodes that ended alike: same status, error, message (and shutdown error) but for
+    their own number and other numbers (:func:`abstract`), world size, and rank (their own
+    node id, none, or the same other rank); in order of first node."""
+    keyed: dict[tuple[str | int | None, ...], list[NodeOutcome]] = {}
     for o in sorted(outcomes, key=lambda o: o.node):
         rank = "" if o.rank is None else "same" if o.rank == o.node else str(o.rank)
-        message = abstract(mask(o.message, o.node, o.rank))[0] if o.message else ""
-        keyed.setdefault((o.status, o.error_class, message, o.world_size, rank), []).append(o)
+        message, shutdown = (
+            abstract(mask(text, o.node, o.rank))[0] if text else ""
+            for text in (o.message, o.shutdown_error)
+        )
+        key = (o.status, o.error_class, message, shutdown, o.world_size, rank)
+        keyed.setdefault(key, []).append(o)
     return list(keyed.values())
 
 
@@ -255,6 +266,7 @@ def outcome_folds(outcomes: Sequence[NodeOutcome], own: Callable[[NodeOutcome], 
         line = _outcome_words(first, rank, f"after {elapsed}" if elapsed else "")
         if first.message:
             line += f" \N{EM DASH} {first.error_class or 'message'}: {group_message(group)}"
+        line += shutdown_note(first)
         folds.append(Fold([o.node for o in group], line, own(first), len(group)))
     return folds
 

@@ -33,6 +33,7 @@ from harness.report.fold import (
     outcome_groups,
     placement_line,
     short_ranges,
+    shutdown_note,
     violation_folds,
 )
 from harness.report.glyphs import (
@@ -141,7 +142,7 @@ def _row(outcome: NodeOutcome, flagged: set[int]) -> _Row:
         world_size=_opt(outcome.world_size),
         elapsed="" if elapsed is None else f"{elapsed:.3f} s",
         error_class=(outcome.error_class or "").rsplit(".", 1)[-1],
-        message=outcome.message or "",
+        message=((outcome.message or "") + shutdown_note(outcome)).strip(),
         flagged=outcome.node in flagged,
     )
 
@@ -160,7 +161,7 @@ def _folded_row(group: list[NodeOutcome], flagged: set[int]) -> _Row:
         world_size=_opt(first.world_size),
         elapsed=elapsed_range(group),
         error_class=(first.error_class or "").rsplit(".", 1)[-1],
-        message=group_message(group),
+        message=(group_message(group) + shutdown_note(first)).strip(),
         flagged=any(o.node in flagged for o in group),
     )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from harness.report.fold import nodes_label, short_ranges
+from harness.report.fold import nodes_label, short_ranges, shutdown_note
 from harness.run.model import FaultRecord, NodeOutcome, Report
 from harness.scenario.model import OUTCOMES
 
@@ -151,7 +151,7 @@ def outcome_line(outcome: NodeOutcome) -> str:
     line = ", ".join(parts)
     if outcome.message:
         line += f" — {outcome.error_class or 'message'}: {outcome.message}"
-    return line
+    return line + shutdown_note(outcome)
 
 
 def output_lines(outcome: NodeOutcome, limit: int = 15) -> list[str]:

@@ -365,8 +365,8 @@ def _lane(
     )
     starts = [o.started for o in group if o.started is not None]
     if starts:
-        # Until its own "started" event the process is still being launched. (A restarted
-        # node's ``started`` is its last launch; its life began with its first event.)
+        # Alive from its first "started" event; launching from its last launch until it
+        # began (its outcome says when: a restart's launch lies over its lifeline).
         launched = min(starts)
         running = [t for t in (_first(o, "started") for o in group) if t is not None]
         began = min(running) if running else launched
@@ -374,9 +374,11 @@ def _lane(
         x0, x1 = x_of(began), x_of(max(ends))
         lane.lifeline = Span(x0, mid - h * 0.14, max(x1 - x0, 1.0), h * 0.28, color)
         spawn = x_of(launched)
-        if x0 - spawn >= 2:
+        last = [o.began for o in group if o.began is not None and o.began >= launched]
+        ready = x_of(min(last)) if last else x0
+        if ready - spawn >= 2:
             title = "" if compact else f"{lane.label}: launching from {launched:.3f} s"
-            lane.launch = Span(spawn, mid - 0.5, x0 - spawn, 1.0, "#94a3b8", title)
+            lane.launch = Span(spawn, mid - 0.5, ready - spawn, 1.0, "#94a3b8", title)
     if len(group) == 1:
         for event in first.events:
             title = "" if compact else event_title(event)

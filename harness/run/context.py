@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from harness.errors import HarnessError
 from harness.run.model import NodeEvent
@@ -18,6 +18,7 @@ from harness.scenario.faults.record import FaultRecord
 from harness.scenario.format import Nodes
 from harness.scenario.model import Scenario
 from harness.world.base import Launch
+from harness.world.messages import Outcome
 
 __all__ = ["FaultContext", "NodeState", "PendingStart", "Services"]
 
@@ -33,11 +34,15 @@ class PendingStart:
 
 @dataclass
 class NodeState:
-    """What the runner knows of one node."""
+    """What the runner knows of one node: its events; the outcome it reported (or the
+    runner gave it: hung, killed, an exit); when it was launched; when it saw the release
+    and where it runs (from its last ``Started``)."""
 
     events: list[NodeEvent] = field(default_factory=list)
-    outcome: dict[str, Any] | None = None
+    outcome: Outcome | None = None
     started: float | None = None
+    began: float | None = None
+    placement: str | None = None
     finished: float | None = None
     status: str | None = None
     pending: PendingStart | None = None
@@ -66,7 +71,7 @@ class Services(Protocol):
     @property
     def tallies(self) -> list[Callable[[], None]]: ...
     def now(self) -> float: ...
-    def finish(self, node: int, status: str, **fields: Any) -> None: ...
+    def finish(self, node: int, status: str, message: str) -> None: ...
     def start_at(
         self, node: int, t: float, started: Callable[[], None], owner: int
     ) -> int | None: ...

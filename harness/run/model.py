@@ -20,12 +20,15 @@ __all__ = ["FaultRecord", "NodeEvent", "NodeOutcome", "Report", "Violation"]
 
 @dataclass(frozen=True)
 class NodeEvent:
-    """One thing a node did (``started``, ``connect_attempt``, ``joined``, ...)."""
+    """One thing a node did (``started``, ``connect_attempt``, ``joined``, ...); ``part``:
+    which part of the node did it (``"node"``: the whole node; a job's ``"agent"`` or
+    ``"worker 3"``, see :mod:`harness.world.messages`)."""
 
     node: int
     t: float
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
+    part: str = "node"
 
 
 @dataclass
@@ -35,6 +38,9 @@ class NodeOutcome:
     Attributes:
         status: one of :data:`harness.scenario.model.OUTCOMES`.
         started: when its process started (None if it never did).
+        began: when it saw the release and began its rendezvous, as the node itself said
+            (its last incarnation; None if it never got there): ``began - started`` is
+            how long it took to launch.
         finished: when it reported its outcome, was killed, or was found hung.
         elapsed: ``finished - started`` of its last incarnation.
         seen_ranks: ranks whose key it found in the shared store after its rendezvous
@@ -44,6 +50,8 @@ class NodeOutcome:
             ``"process"``, ``"packed 512 per process (threads)"``); None when the world
             does not say. Nodes with the same text are shown as one group, so a world
             gives every node placed the same way the same text.
+        shutdown_error: ``Class: text`` when its handler's ``shutdown()`` raised after the
+            rendezvous (None: it shut down cleanly, or never got a handler).
     """
 
     node: int
@@ -62,6 +70,8 @@ class NodeOutcome:
     output: str | None = None
     maxrss_kib: int | None = None
     placement: str | None = None
+    began: float | None = None
+    shutdown_error: str | None = None
 
     @property
     def elapsed(self) -> float | None:

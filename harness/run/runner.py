@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
 
 from harness.errors import HarnessError
 from harness.run.checks import check
@@ -44,7 +43,8 @@ from harness.run.worlds import check_supported, worlds_for
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
-from harness.world.base import Interruptible, Launch, Layout, Message, WorldFactory
+from harness.world.base import Interruptible, Launch, Layout, WorldFactory
+from harness.world.messages import NODE, Event, Exit, Message, Outcome, Ready, Started
 
 __all__ = ["run_scenario", "worlds_for"]  # worlds_for: from harness.run.worlds, as before
 
@@ -170,32 +170,43 @@ class _Run:
         if state.status is None and state.incarnation == incarnation:
             self.world.kill(node)
             hard = self.sc.timeouts.hard_deadline
-            self.finish(node, "hung", message=f"still running after the {hard:.1f}s hard deadline")
+            self.finish(node, "hung", f"still running after the {hard:.1f}s hard deadline")
 
-    def finish(self, node: int, status: str, **fields: Any) -> None:
-        """Give ``node`` its outcome now, unless it has one."""
+    def finish(self, node: int, status: str, message: str) -> None:
+        """Give ``node`` its outcome now (the runner's, on its behalf), unless it has one."""
         state = self.nodes[node]
         if state.status is None:
             state.status = status
             state.finished = self.now()
-            state.outcome = {"status": status, **fields}
+            state.outcome = Outcome(node, time.monotonic(), status, message=message)
 
     def _on_message(self, message: Message) -> None:
-        kind, node = message[0], message[1]
-        t = message[2] - self.t0
+        node, t = message.node, message.t - self.t0
         state = self.nodes[node]
-        if kind == "event" and message[3] == "ready":
-            return  # up and at the gate: only the start-up wait cares
-        if kind == "event":
-            name, fields = message[3], message[4]
-            state.events.append(NodeEvent(node, t, name, fields))
-            for fire in self.triggers.pop((node, name), []):
+        if message.part != NODE and not isinstance(message, Event):
+            raise HarnessError(
+                f"node {node}'s part {message.part!r} sent its {type(message).__name__}: the "
+                f"runner takes only Events of a node's parts so far, the rest as part {NODE!r}"
+            )
+        match message:
+            case Ready():
+                return  # up and at the gate: only the start-up wait cares
+            case Started(pid=pid, placement=placement):
+                state.began, state.placement = t, placement
+                self._event(NodeEvent(node, t, "started", {"pid": pid, "placement": placement}))
+            case Event(name=name, fields=fields, part=part):
+                self._event(NodeEvent(node, t, name, fields, part))
+            case Outcome(status=status) if state.status is None:
+                state.outcome, state.status, state.finished = message, status, t
+            case Exit(why=why) if state.status is None and not state.pending_start:
+                self.finish(node, "error", why)
+
+    def _event(self, event: NodeEvent) -> None:
+        """Record ``event``; the faults waiting for it fire (a part's events fire none)."""
+        self.nodes[event.node].events.append(event)
+        if event.part == NODE:
+            for fire in self.triggers.pop((event.node, event.event), []):
                 fire()
-        elif kind == "outcome" and state.status is None:
-            fields = dict(message[3])
-            state.outcome, state.status, state.finished = fields, fields["status"], t
-        elif kind == "exit" and state.status is None and not state.pending_start:
-            self.finish(node, "error", message=message[3]["message"])
 
     # --- faults ------------------------------------------------------------------------
 
@@ -325,33 +336,28 @@ class _Run:
         return report
 
     def _outcome(self, node: int, state: NodeState) -> NodeOutcome:
-        fields = state.outcome or {}
+        status = state.status or ("interrupted" if self.stop.is_set() else "hung")
+        said = state.outcome or Outcome(node, 0.0, status)  # it said nothing
         return NodeOutcome(
             node=node,
-            status=state.status or ("interrupted" if self.stop.is_set() else "hung"),
-            rank=fields.get("rank"),
-            world_size=fields.get("world_size"),
-            run_id=fields.get("run_id"),
-            error_class=fields.get("error_class"),
-            message=fields.get("message"),
+            status=status,
+            rank=said.rank,
+            world_size=said.world_size,
+            run_id=said.run_id,
+            error_class=said.error_class,
+            message=said.message,
             started=state.started,
             finished=state.finished,
-            pid=fields.get("pid"),
+            pid=said.pid,
             events=state.events,
-            shared_store_ok=fields.get("shared_store_ok"),
-            seen_ranks=fields.get("seen_ranks"),
+            shared_store_ok=said.shared_store_ok,
+            seen_ranks=said.seen_ranks,
             output=self.world.output(node),
-            maxrss_kib=fields.get("maxrss_kib"),
-            placement=fields.get("placement") or _placement(state),
+            maxrss_kib=said.maxrss_kib,
+            placement=said.placement or state.placement,  # said none: from its last Started
+            began=state.began if said.started is None else said.started - self.t0,
+            shutdown_error=said.shutdown_error,
         )
-
-
-def _placement(state: NodeState) -> str | None:
-    """Where the node ran, from its ``started`` event (a killed node reports no outcome)."""
-    for event in reversed(state.events):
-        if event.event == "started" and event.fields.get("placement"):
-            return str(event.fields["placement"])
-    return None
 
 
 def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:

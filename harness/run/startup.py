@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.run.model import NodeEvent
-from harness.world.base import Message
+from harness.world.messages import Message, Ready, ends
 
 __all__ = ["asleep", "await_asleep", "await_ready", "ready_limit", "release_skew"]
 
@@ -50,7 +50,7 @@ def await_ready(
     :func:`ready_limit` passed), taking the messages from ``inbox`` (guarded by ``cond``).
 
     Then waits until the thread of every ready node is asleep (:func:`await_asleep`), as its
-    ``ready`` message names it (fields ``pid`` and ``tid``).
+    :class:`~harness.world.messages.Ready` message names it (``pid`` and ``tid``).
 
     Returns:
         The other messages taken, in order, for the runner to handle after the release.
@@ -66,15 +66,13 @@ def await_ready(
             messages = inbox[:]
             inbox.clear()
         for message in messages:
-            if message[0] == "event" and message[3] == "ready":
-                waiting.discard(message[1])
-                fields = message[4]
-                if "pid" in fields:
-                    at_gate.append((int(fields["pid"]), int(fields.get("tid", fields["pid"]))))
+            if isinstance(message, Ready):
+                waiting.discard(message.node)
+                at_gate.append((message.pid, message.tid))
                 continue
             held.append(message)
-            if message[0] != "event":  # it ended before it was ready
-                waiting.discard(message[1])
+            if ends(message):  # it ended before it was ready
+                waiting.discard(message.node)
     if not stop.is_set():
         await_asleep(at_gate, stop)
     return held

@@ -1,7 +1,10 @@
 """Worlds: where the nodes of a run live and how faults reach them.
 
 * ``base``          the :class:`~harness.world.base.World` protocol: its verbs, the layout
-                    it builds, what a node launches, capabilities, the messages coming back
+                    it builds, what a node launches, capabilities
+* ``messages``      what comes back from the nodes: typed, picklable messages (``Ready``,
+                    ``Started``, ``Event``, ``Outcome``, ``Exit``), each of a node or one
+                    of its parts
 * ``local``         (subpackage) :class:`~harness.world.local.LocalWorld`: OS processes on
                     this machine, links through the embedded (or a real) Toxiproxy; the
                     default; its network (``local.topology``) and the leak check

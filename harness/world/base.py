@@ -17,9 +17,10 @@ packets    :meth:`~World.add_packet_rule` -> :class:`Rule` (``lift``): drop, rej
            packets between nodes (kernel rules); :meth:`~World.limit_bandwidth` ->
            :class:`Rule` (``lift``)
 lifecycle  :meth:`~World.build`, :meth:`~World.stop_nodes`, :meth:`~World.teardown`
-coming     the ``on_message`` callback handed to the :class:`WorldFactory`: node events and
-back       outcomes (:data:`Message`); after the run :meth:`~World.output` and the counts
-           on the handles above (what each fault did)
+coming     the ``on_message`` callback handed to the :class:`WorldFactory`: typed messages
+back       (:data:`Message`, :mod:`harness.world.messages`: ``Ready``, ``Started``,
+           ``Event``, ``Outcome``, ``Exit``); after the run :meth:`~World.output` and the
+           counts on the handles above (what each fault did)
 ========== ======================================================================
 
 Nodes are ints ``0..N-1``; node 0 hosts the store. Nothing here says what a node is (a
@@ -29,8 +30,9 @@ nodes their endpoint itself. A world lists what it can do in ``capabilities``
 need before anything starts, and a verb a world cannot carry out raises
 :class:`~harness.errors.UnsupportedError` -- never a silent no-op.
 
-Imports: the standard library, :mod:`harness.errors`, and (for the types its handles
-return) :mod:`harness.proxy.events` and :mod:`harness.world.store_faults`; it passes on
+Imports: the standard library, :mod:`harness.errors`, :mod:`harness.world.messages` (what
+comes back), and (for the types its handles return) :mod:`harness.proxy.events` and
+:mod:`harness.world.store_faults`; it passes on
 :data:`TOXIC_ATTRIBUTES` (the attributes of each toxic type) from
 :mod:`harness.proxy.toxics`. A world knows nothing of scenario files, fault kinds or reports.
 """
@@ -46,6 +48,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
 from harness.proxy.toxics import TOXIC_ATTRIBUTES
+from harness.world.messages import Message
 from harness.world.store_faults import StoreRule
 
 __all__ = [
@@ -116,14 +119,8 @@ CAPABILITIES: Mapping[str, str] = {
 SquatterMode = Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
 SQUATTER_MODES: tuple[str, ...] = get_args(SquatterMode)
 
-#: What comes back from the nodes (from any thread, in order for each node):
-#: ``("event", node, t, name, fields)`` -- something a node did (``ready``: up and waiting
-#: at the start gate; ``started``: released, ``t`` when it saw the release; rdzv's
-#: structured log events; ``returned``); ``("outcome", node, t, fields)`` -- how its
-#: rendezvous ended (``fields["status"]`` and details, once per start); ``("exit", node, t,
-#: {"message": why})`` -- it ended without reporting an outcome. ``t`` is on this machine's
-#: monotonic clock (a world whose nodes run elsewhere converts their times).
-Message = tuple[Any, ...]
+#: What a world calls with each message of its nodes (from any thread, in order for each
+#: node; see :mod:`harness.world.messages`).
 OnMessage = Callable[[Message], None]
 
 

@@ -42,9 +42,9 @@ from multiprocess.connection import wait as wait_any
 from multiprocess.context import set_spawning_popen
 
 from harness.world.backends import preload
+from harness.world.messages import Exit, Message
 from harness.world.node import (
     PROCESS,
-    Message,
     NodeSpec,
     PipeReporter,
     process_gate,
@@ -84,12 +84,12 @@ class _Incarnation:
 class LocalCluster:
     """Node processes on this machine.
 
-    Messages from nodes (``("event", node, t, name, fields)`` and ``("outcome", node, t,
-    fields)``) arrive on a background thread and are handed to ``on_message`` in order;
-    the harness also records ``("exit", node, t, {"exitcode": c, "message": why})`` when a
-    process ends on its own. Each incarnation reports over its own pipe: a process killed in
-    the middle of a write can only break its own channel, never block the others (a shared
-    queue's write lock would stay held by the dead process).
+    Messages from nodes (:mod:`harness.world.messages`) arrive on a background thread and
+    are handed to ``on_message`` in order; the harness also sends an
+    :class:`~harness.world.messages.Exit` when a process ends on its own. Each incarnation
+    reports over its own pipe: a process killed in the middle of a write can only break its
+    own channel, never block the others (a shared queue's write lock would stay held by the
+    dead process).
     """
 
     on_message: Callable[[Message], None]
@@ -347,8 +347,9 @@ class LocalCluster:
             if inc.on_exit is not None:
                 inc.on_exit(code)
                 return
+            assert isinstance(node, int), f"process {node!r} ended with no on_exit to report it"
             why = f"the node process exited with code {code} without reporting an outcome"
-            self.on_message(("exit", node, time.monotonic(), {"exitcode": code, "message": why}))
+            self.on_message(Exit(node, time.monotonic(), why, code))
 
 
 class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]

@@ -22,7 +22,8 @@ import itertools
 import threading
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Any
+
+from harness.world.messages import Message, ends
 
 __all__ = ["Incarnation", "Incarnations"]
 
@@ -82,14 +83,14 @@ class Incarnations:
         with self._lock:
             return sum(1 for inc in self._all.values() if inc.node == node and inc.live)
 
-    def deliverable(self, number: int, message: tuple[Any, ...]) -> bool:
+    def deliverable(self, number: int, message: Message) -> bool:
         """Whether a message of incarnation ``number`` goes on to the runner (not when it
-        was killed, or is unknown); an ``outcome`` ends the incarnation."""
+        was killed, or is unknown); the node's outcome ends the incarnation."""
         with self._lock:
             inc = self._all.get(number)
         if inc is None or inc.killed:
             return False
-        if message[0] == "outcome":
+        if ends(message):
             inc.ended = True
         return True
 

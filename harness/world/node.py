@@ -4,9 +4,10 @@
 started by :mod:`harness.world.cluster`). It builds the handler its backend names
 (:mod:`harness.world.backends`), calls ``next_rendezvous()`` (a ``returned`` event marks its
 return), proves the store is shared (every rank writes a key, every rank reads all of them)
-and puts exactly one ``("outcome", ...)`` message on the queue, after the ``("event", ...)``
-messages that describe what happened on the way (rdzv's structured log events plus
-``started``): the :data:`~harness.world.base.Message` shapes.
+and puts exactly one :class:`~harness.world.messages.Outcome` on the queue, after the
+messages that describe what happened on the way (:class:`~harness.world.messages.Ready`,
+:class:`~harness.world.messages.Started`, and an :class:`~harness.world.messages.Event` for
+each of rdzv's structured log events): the types of :mod:`harness.world.messages`.
 
 A node starts behind the world's start gate: it says ``ready`` (process up, imports done,
 channel open), waits until the world releases every node at once (:func:`wait_gate`: the
@@ -35,20 +36,20 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from harness.world.backends import create_handler
-from harness.world.base import Launch, Message
+from harness.world.base import Launch
 from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.shared_store import prove_shared, quiet_for
+from harness.world.messages import Event, Message, Outcome, Ready, Started
+from harness.world.shared_store import Seen, prove_shared, quiet_for
 from harness.world.warm_up import warm_up
 from rdzv.events import EVENT_ATTR
 
 __all__ = [
     "PROCESS",
     "Hosting",
-    "Message",
     "NodeSpec",
     "PipeReporter",
     "classify",
@@ -109,7 +110,7 @@ class _Forward(logging.Handler):
         payload = getattr(record, EVENT_ATTR, None)
         if isinstance(payload, dict):
             fields = {k: v for k, v in payload.items() if k != "event"}
-            self.queue.put(("event", self.node, time.monotonic(), payload["event"], fields))
+            self.queue.put(Event(self.node, time.monotonic(), payload["event"], fields))
 
 
 def _stop_process() -> None:
@@ -187,9 +188,10 @@ PROCESS = Hosting()
 class PipeReporter:
     """A node's side of its channel: ``put`` sends one message, whole, from any thread.
 
-    Pickled with the standard pickle (about 1 µs) and sent as bytes when the channel takes
-    bytes (a ``multiprocess`` connection reads any pickle); its own ``send`` uses dill
-    (about 45 µs). What the standard pickle cannot take goes through ``send``.
+    Pickled with the standard pickle (about 2 µs for a typed message, most of it naming its
+    class; as much again to read it) and sent as bytes when the channel takes bytes (a
+    ``multiprocess`` connection reads any pickle); its own ``send`` uses dill (about 45 µs).
+    What the standard pickle cannot take goes through ``send``.
     """
 
     def __init__(self, connection: Any) -> None:
@@ -197,7 +199,7 @@ class PipeReporter:
         self._send_bytes: Callable[[bytes], None] | None = getattr(connection, "send_bytes", None)
         self._lock = threading.Lock()
 
-    def put(self, item: Message) -> None:
+    def put(self, item: object) -> None:
         data = None
         if self._send_bytes is not None:
             try:
@@ -243,39 +245,54 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
         hosting.dns(spec.dns)
     handler, failure = _build(spec, hosting)
     warm_up(spec.node)
-    at_gate = {"pid": os.getpid(), "tid": threading.get_native_id()}
-    queue.put(("event", spec.node, time.monotonic(), "ready", at_gate))
+    queue.put(Ready(spec.node, time.monotonic(), os.getpid(), threading.get_native_id()))
     start = hosting.gate()
-    queue.put(("event", spec.node, start, "started", {"pid": os.getpid(), "placement": placement}))
+    queue.put(Started(spec.node, start, os.getpid(), placement))
     if launch.start_paused:  # frozen before its rendezvous begins, until the harness resumes it
         hosting.freeze()
-    result: dict[str, Any] = {"pid": os.getpid(), "started": start, "placement": placement}
+    said = Outcome(spec.node, start, "ok", started=start, pid=os.getpid(), placement=placement)
+    seen = Seen()
     try:
         if failure is not None:
             raise failure
         info = handler.next_rendezvous()
         rank, world_size = _rank_and_size(info)
-        result.update(status="ok", rank=rank, world_size=world_size, run_id=launch.run_id)
-        queue.put(("event", spec.node, time.monotonic(), "returned", {"rank": rank}))
-        store = _store_of(info)
-        result["shared_store_ok"] = prove_shared(
-            store, rank, world_size, spec.node, result, quiet_for(launch.join_timeout)
-        )
+        said = replace(said, rank=rank, world_size=world_size, run_id=launch.run_id)
+        queue.put(Event(spec.node, time.monotonic(), "returned", {"rank": rank}))
+        quiet = quiet_for(launch.join_timeout)
+        shared = prove_shared(_store_of(info), rank, world_size, spec.node, seen, quiet)
+        said = replace(said, shared_store_ok=shared)
     except BaseException as exc:  # reported, not raised: the harness judges it
-        after = "after the rendezvous returned: " if result.get("status") == "ok" else ""
-        result.update(
+        after = "after the rendezvous returned: " if said.rank is not None else ""
+        said = replace(
+            said,
             status=classify(exc),
             error_class=f"{type(exc).__module__}.{type(exc).__qualname__}",
             message=f"{after}{exc}",
         )
     finally:
-        if handler is not None:
-            try:
-                handler.shutdown()
-            except BaseException as exc:
-                result.setdefault("shutdown_error", f"{type(exc).__name__}: {exc}")
-    result["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put(("outcome", spec.node, time.monotonic(), result))
+        shutdown_error = _shut_down(handler)
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    queue.put(
+        replace(
+            said,
+            t=time.monotonic(),
+            seen_ranks=seen.ranks,
+            shutdown_error=shutdown_error,
+            maxrss_kib=maxrss,
+        )
+    )
+
+
+def _shut_down(handler: Any) -> str | None:
+    """Shut ``handler`` down (None: there is none); ``Class: text`` when that raised."""
+    if handler is None:
+        return None
+    try:
+        handler.shutdown()
+    except BaseException as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _build(spec: NodeSpec, hosting: Hosting) -> tuple[Any, BaseException | None]:

@@ -22,10 +22,11 @@ that). A store that fails is raised as it is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-__all__ = ["QUIET_SECONDS", "prove_shared", "quiet_for"]
+__all__ = ["QUIET_SECONDS", "Seen", "prove_shared", "quiet_for"]
 
 #: The longest rank 0 waits while no rank arrives; shorter for a short join (:func:`quiet_for`).
 QUIET_SECONDS: Final = 10.0
@@ -42,12 +43,19 @@ def quiet_for(join_timeout: float) -> float:
     return max(min(QUIET_SECONDS, join_timeout), 0.1)
 
 
+@dataclass
+class Seen:
+    """The ranks whose key a node saw in its store (None: it never looked)."""
+
+    ranks: list[int] | None = None
+
+
 def prove_shared(
-    store: Any, rank: int, world_size: int, node: int, result: dict[str, Any], quiet: float
+    store: Any, rank: int, world_size: int, node: int, seen: Seen, quiet: float
 ) -> bool:
     """Run the proof of the module doc on ``store`` (this node's rendezvous store).
 
-    ``result["seen_ranks"]`` records whose keys this node saw: on rank 0 every rank that
+    ``seen.ranks`` records whose keys this node saw: on rank 0 every rank that
     wrote; on the others every rank rank 0 saw, or, when the wait fails, those present by
     then. A rank that never wrote never took part in the world the rendezvous returned (the
     harness judges that, whatever the backend). ``quiet``: the seconds without an arrival
@@ -71,9 +79,9 @@ def prove_shared(
         everyone = _ALL.format(world_size)  # a node told another world size never sees it
         if rank == 0:
             _wait_while_arriving(store, keys, arrivals, quiet)
-            seen = _present_ranks(store, keys)
-            ok = len(store.multi_get([keys[r] for r in seen])) == len(seen)
-            missing = sorted(set(range(world_size)) - set(seen))
+            present = _present_ranks(store, keys)
+            ok = len(store.multi_get([keys[r] for r in present])) == len(present)
+            missing = sorted(set(range(world_size)) - set(present))
             store.set(everyone, ",".join(map(str, missing)))  # small: read by every rank
         else:
             # rank 0 decides within two windows of the last arrival: wait three
@@ -83,19 +91,19 @@ def prove_shared(
                     f" {3 * quiet:g} s of the last rank's arrival (is its store this one?)"
                 )
             missing = [int(r) for r in store.get(everyone).decode().split(",") if r]
-            seen = [r for r in range(world_size) if r not in missing]
-            ok = rank in seen
+            present = [r for r in range(world_size) if r not in missing]
+            ok = rank in present
     except BaseException:
         # Rank 0 asks for every key; the others for their own and rank 0's, so a failing
         # world costs the store O(world size) checks too.
         asked = keys if rank == 0 else sorted({keys[0], keys[rank]})
-        result["seen_ranks"] = _present(store, asked)
+        seen.ranks = _present(store, asked)
         raise
-    result["seen_ranks"] = seen
+    seen.ranks = present
     store.add(_DONE_COUNT.format(world_size), 1)
     store.set(_DONE.format(world_size, rank), "1")  # the last request: node 0 may end once seen
     if rank == 0 or node == 0:
-        done = [_DONE.format(world_size, r) for r in seen]
+        done = [_DONE.format(world_size, r) for r in present]
         _wait_while_arriving(store, done, _DONE_COUNT.format(world_size), quiet)
     return ok
 

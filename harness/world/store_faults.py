@@ -29,7 +29,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rdzv.store import _decoder, _wire
+from rdzv.store.wire import _decoder, _wire
 
 __all__ = ["StoreFaultProxy", "StoreRule", "request_keys", "request_op"]
 

@@ -22,11 +22,11 @@ _FIRST_STEP_MODULES: Final = frozenset(
         "rdzv.rendezvous._connection",
         "rdzv.rendezvous._node",
         "rdzv.rendezvous.static",
-        "rdzv.store._connect",
-        "rdzv.store._messages",
-        "rdzv.store._transport",
-        "rdzv.store._wire",
-        "rdzv.store.client",
+        "rdzv.store.client._connect",
+        "rdzv.store.wire._messages",
+        "rdzv.store.client._transport",
+        "rdzv.store.wire._wire",
+        "rdzv.store.client._client",
         "socket",
     }
 )

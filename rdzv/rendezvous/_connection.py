@@ -5,7 +5,9 @@ store server first); ``reconnect`` opens a second one to the same server (and
 ``fresh_connection`` one without touching the first's timeout: the member watch's) and ``publish``
 writes a verdict over it (a member that lost its own connection reports that over a fresh
 one, invariant 7 of :mod:`rdzv.rendezvous._join`); ``close_store`` releases a connection
-(and a hosted server).
+(and a hosted server); ``hosted_server`` is the server a connection hosts, if any. The store
+is used through its public modules only (``rdzv.store.client``, ``rdzv.store.server``,
+``rdzv.store.base``).
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
-from rdzv.errors import StoreBindError, StoreConnectionError, StoreError
+from rdzv.errors import StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
-from rdzv.store._bind import bind, bind_plan
 from rdzv.store.client import TCPStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from rdzv.store.base import Store
+    from rdzv.store.server import StoreServer
 
-__all__ = ["close_store", "dial", "fresh_connection", "publish", "reconnect"]
+__all__ = ["close_store", "dial", "fresh_connection", "hosted_server", "publish", "reconnect"]
 
 
 def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
@@ -42,7 +44,9 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
     """
     listen_fd = cfg.listen_fd
     if cfg.start_daemon and listen_fd is None:
-        listen_fd = _listen_early(cfg)
+        from rdzv.store.server import listen_ahead  # imports the server's bind rules only
+
+        listen_fd = listen_ahead(cfg.host, cfg.port)
     return TCPStore(
         cfg.host,
         cfg.port,
@@ -56,19 +60,10 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
     )
 
 
-def _listen_early(cfg: StaticConfig) -> int | None:
-    """The descriptor of a socket listening where the hosting node's server will, for the
-    server to adopt; None when the server binds itself: an endpoint with several listen
-    addresses (``localhost``: IPv4 and IPv6), or a port this process cannot bind now (one of
-    its handlers already hosts it, which the server shares, or a real bind error, which the
-    server then reports)."""
-    if len(bind_plan(cfg.host)[0]) != 1:
-        return None
-    try:
-        (sock,) = bind(cfg.host, cfg.port)
-    except (StoreBindError, ValueError):
-        return None
-    return sock.detach()
+def hosted_server(store: Store) -> StoreServer | None:
+    """The server ``store`` hosts (:attr:`rdzv.store.client.TCPStore.server`: a master
+    ``TCPStore``), or None: a client, or a store of another kind."""
+    return store.server if isinstance(store, TCPStore) else None
 
 
 def reconnect(store: Store, seconds: float) -> Store:

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 from rdzv.errors import RendezvousStateError
+from rdzv.rendezvous._connection import hosted_server
 from rdzv.rendezvous._liveness import process_alive
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 
@@ -113,7 +114,7 @@ class Waited:
 def watch_departures(store: Store, run_id: str, me: Identity) -> Departures | None:
     """Start watching how the members of the server ``store`` hosts leave; None when
     ``store`` hosts no server (nobody sees its members' connections close)."""
-    server: StoreServer | None = getattr(store, "server", None)
+    server = hosted_server(store)
     if server is None:
         return None
     return Departures(server, run_id, me)

@@ -5,7 +5,8 @@ path costs four round trips after connecting: compare_set(first), compare_set(cl
 add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-way
 messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
 ``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
-the node that completes the round spends one more (a CHECK of every rank's confirmation).
+the node that completes the round spends one more (a CHECK of every rank's confirmation),
+and so do the first ``WATCHMEN`` members to join (a CHECK of ``arbiter``, invariant 11).
 Failure paths may spend more (past its deadline, a member joins the election of the
 round's diagnoser, invariant 11). How each store operation is bounded and how its failures
 are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers
@@ -48,9 +49,11 @@ Invariants:
    its first request, so no claim is written before it is followed); a member whose round
    completed is the exit barrier's business.
 9. A join outlives its deadline by at most ``OVERSHOOT``: past it, naming the missing ranks
-   and publishing the verdict get what is left (else the ranks are "not determined"), and a
-   connection that ends then is a timeout, never published as lost. Figures count from
-   ``started``, never below the timeout when that deadline is what passed.
+   and publishing the verdict get what is left, and a connection that ends then is a
+   timeout, never published as lost. A member that finds its time spent
+   before it read any verdict (its wait ended late) reads the one that exists, within
+   ``LATE_READ`` of that moment; only if there is none are the ranks "not determined".
+   Figures count from ``started``, never below the timeout when that deadline is what passed.
 10. A round never completes while one of its claims belongs to a connection that closed
    and was not taken over. A hosting node that runs the store server in-process (it sees
    connections close) arbitrates: it sets ``arbiter`` before its own ``add`` and
@@ -68,13 +71,15 @@ Invariants:
    watch turns the earliest into a deadline on the host's clock (never before that
    member's own: the message took time to arrive), and when it passes with a rank missing
    the host proposes the ``timeout`` verdict from the claims and confirmations it saw, with
-   no request to ask. Otherwise only the first ``WATCHMEN`` members to join (``add`` on
-   ``count`` returned at most that) wake at their deadline; the first whose ``add`` on
+   no request to ask. Otherwise (no ``arbiter`` when they looked, right after joining)
+   only the first ``WATCHMEN`` members to join (``add`` on ``count`` returned at most
+   that) wake at their deadline; the first whose ``add`` on
    ``diagnosing`` returns 1 reads ``joined`` and the missing ranks' claims and proposes
    the verdict. Every other member wakes ``LATE_WAKE`` past its deadline (as late as a
    cancelled wait still ends within the overshoot) and holds the same election: elected,
-   it names the missing ranks with what is left; else they are "not determined". So
-   when a thousand deadlines pass in the same instant, no more than a few members wake.
+   it names the missing ranks with what is left; else it reads the elected one's verdict
+   (within ``LATE_READ``, as a member whose wait ended late does). So when a thousand
+   deadlines pass in the same instant, no more than a few members wake.
 """
 
 from __future__ import annotations
@@ -92,7 +97,12 @@ from rdzv.errors import (
 )
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
-from rdzv.rendezvous._deadline import timeout_verdict, verdict_grace, watches
+from rdzv.rendezvous._deadline import (
+    publish_verdict,
+    timeout_verdict,
+    verdict_grace,
+    watches,
+)
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
@@ -202,14 +212,27 @@ class RoundProtocol(RoundIO):
             self.call(self.store.set, confirmed, due)
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
+        self.watchman = watches(joined)  # invariant 11; not needed where the host arbitrates
+        if self.watchman and self.arbiter is None and joined < me.world_size:
+            self.watchman = not self._arbitrated()
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
-        self.watchman = watches(joined)  # invariant 11
         if self.arbiter is not None:
             self._decide(self.arbiter)
         elif joined >= me.world_size:
             self._complete_when_confirmed()
         else:
             self._await_verdict()
+
+    def _arbitrated(self) -> bool:
+        """Whether the hosting node decides this round (its ``arbiter`` key is set; invariant
+        10); False as well when the store cannot say before the deadline."""
+        if (left := self.deadline - self.clock()) <= 0:
+            return False
+        try:
+            self.store.set_timeout(left)
+            return bool(self.store.check([self.keys.of(self.round, "arbiter")]))
+        except StoreError:
+            return False
 
     def _decide(self, arbiter: LostMemberWatch) -> None:
         """As the hosting node: complete the round once the member watch allows it
@@ -224,7 +247,7 @@ class RoundProtocol(RoundIO):
             waited, where = self.waited(), self.where
             message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
             self.event("diagnosing", for_rank=rank)
-            self._settle(self.aborted("timeout", message))
+            self._act_on(publish_verdict(self, message))  # by its hard end, not its deadline
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:
@@ -331,8 +354,9 @@ class RoundProtocol(RoundIO):
         """
         self._read_verdict = True
         if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] != "complete":
-            with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
-                self._acknowledge()
+            if not self.connection_lost:  # else read (and acknowledged) over a fresh one
+                with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
+                    self._acknowledge()
             self._raise_verdict(raw)
         self._acknowledge()
         self.event("complete", world_size=self.me.world_size)

@@ -46,7 +46,7 @@ from functools import partial
 
 from rdzv.errors import RendezvousStateError, StoreError
 from rdzv.events import WARNING, emit, get_logger
-from rdzv.rendezvous._connection import close_store, fresh_connection
+from rdzv.rendezvous._connection import close_store, fresh_connection, hosted_server
 from rdzv.rendezvous._departures import ServerKeys
 from rdzv.rendezvous._round_failures import member_lost_message
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
@@ -85,7 +85,7 @@ def watch_members(
     vanished (it is not needed before, and dialling it at the start of the first round put
     one more connect and handshake, queued behind every other node's, before this node's
     join)."""
-    server: StoreServer | None = getattr(store, "server", None)
+    server = hosted_server(store)
     if server is None:
         return None
     return LostMemberWatch(

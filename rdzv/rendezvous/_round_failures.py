@@ -58,7 +58,7 @@ _ERROR_BY_REASON: Final[dict[str, type[RendezvousError]]] = {
 }
 
 #: What to check when no store answered, by the cause the connect observed
-#: (``StoreConnectionError.connect_cause``, from :func:`rdzv.store._causes.classify`). A
+#: (``StoreConnectionError.connect_cause``, from :func:`rdzv.store.client._causes.classify`). A
 #: store that failed to bind on a live host is refused, never silent nor unreachable.
 _CONNECT_ADVICE: Final[dict[str | None, str]] = {
     "refused": (

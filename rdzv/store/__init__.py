@@ -1,18 +1,21 @@
 """The TCP store: torch's TCPStore protocol, its semantics, a server and a client.
 
-Modules, lowest first; each imports only modules listed before it:
+Subpackages and modules, lowest first; each imports only those listed before it, except
+that ``server/`` and ``client/`` never import each other (a master ``TCPStore`` imports the
+server once, inside ``__init__``):
 
-* ``_messages`` ``_wire`` ``_decoder``  sans-IO codec: requests as values, bytes, decoding
-* ``_table`` ``_kv`` ``_writers``       pure semantics: the data, then sessions and waiters,
-  then which connection last wrote a watched key (no I/O, no clock: ``now`` is passed in)
-* ``_fast``                            the server's fast path: the frequent requests served
-  from the received bytes onto the table, with the semantics above (no I/O)
-* ``_convert`` ``base``                 torch's ``Store`` ABC, ``HashStore``, ``PrefixStore``
-* ``_bind`` ``_droplog`` ``_loop`` ``_bounds`` ``_conn`` ``server``  ``StoreServer``: the only
-  server-side I/O (a poller loop, the bounds on what connections hold, the connections on
-  it, the server)
-* ``_transport`` ``_connect`` ``_waits`` ``_hosting`` ``client``  ``TCPStore``: deadlines,
-  retries, pipelining; a master hosts a ``StoreServer``
+* ``wire/``     the sans-IO codec of torch's TCPStore protocol: requests as values, bytes,
+  decoding; keys, values and timeouts converted once
+* ``state/``    the store's semantics (no I/O, no clock: ``now`` is passed in): the data,
+  sessions and waiters, writer watches, the server's fast path
+* ``base``      torch's ``Store`` ABC, ``HashStore``, ``PrefixStore``: the API every store has
+* ``server/``   ``StoreServer``: the only server-side I/O (binding, a poller loop, the bounds
+  on what connections hold, the connections, the server)
+* ``client/``   ``TCPStore``: deadlines, retries, pipelining; a master hosts a ``StoreServer``
+
+Each subpackage's ``__init__`` lists its modules and what they may import. The public
+modules are ``base``, ``server`` and ``client`` (and this package): what other packages of
+rdzv use, :mod:`rdzv.rendezvous` included; the underscore modules are the store's own.
 
 Imports: the standard library, :mod:`rdzv.errors` and :mod:`rdzv.events`, never
 :mod:`rdzv.rendezvous` (the store knows nothing of rendezvous). ``Store``, ``HashStore``

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from rdzv.errors import QueueEmptyError, StoreTimeoutError
-from rdzv.store._convert import DEFAULT_TIMEOUT, Timeout, format_ms, to_bytes, to_seconds
-from rdzv.store._table import Table
+from rdzv.store.state._table import Table
+from rdzv.store.wire._convert import DEFAULT_TIMEOUT, Timeout, format_ms, to_bytes, to_seconds
 
 __all__ = ["HashStore", "PrefixStore", "Store"]
 

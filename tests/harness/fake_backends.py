@@ -4,7 +4,8 @@
 and returns its configured rank at once, without waiting for anybody. With every node
 present and configured right that looks healthy (distinct ranks 0..N-1, one world size, a
 store everyone shares), so only faults expose it: an absent node (the others return in a
-round it never joined), a duplicate rank, a world-size mismatch. The node processes import
+round it never joined), a duplicate rank, a world-size mismatch. ``stubborn`` is ``eager``
+whose shutdown fails. The node processes import
 this module by name, so its folder must be on their ``PYTHONPATH``.
 """
 
@@ -45,6 +46,17 @@ class _EagerHandler:
 def eager(params: Any) -> _EagerHandler:
     """A handler that returns without waiting for the other nodes."""
     return _EagerHandler(params)
+
+
+class _StubbornHandler(_EagerHandler):
+    def shutdown(self) -> bool:
+        super().shutdown()
+        raise RuntimeError(f"rank {self.rank} refuses to shut down")
+
+
+def stubborn(params: Any) -> _StubbornHandler:
+    """``eager``, whose ``shutdown()`` raises once it has closed its store."""
+    return _StubbornHandler(params)
 
 
 class _OfflineHandler:

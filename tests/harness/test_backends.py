@@ -12,6 +12,8 @@ from cli_helpers import harness
 
 from harness.pytest_plugin import HarnessCluster
 from harness.report.details import detail_lines
+from harness.report.html import render_html
+from harness.report.text import outcome_line
 from harness.scenario.load import load
 from harness.scenario.model import NAMED_BACKENDS
 from harness.world import backends
@@ -75,6 +77,20 @@ def test_a_user_factory_backend_runs_and_the_invariants_judge_it(
     assert "complete_round" in checks, report.violations
     returned = sorted(o.rank for o in report.outcomes if o.rank is not None)
     assert returned == [0, 1]
+
+
+def test_a_node_whose_shutdown_fails_has_that_error_in_its_report(
+    harness_cluster: HarnessCluster,
+) -> None:
+    report = harness_cluster(
+        nodes=2, backend="fake_backends:stubborn", timeouts={"join": 5}, expect={"outcome": "ok"}
+    )
+    assert report.passed, report.violations
+    for outcome in report.outcomes:
+        said = f"RuntimeError: rank {outcome.node} refuses to shut down"
+        assert outcome.shutdown_error == said
+        assert outcome_line(outcome).endswith(f"(its shutdown failed: {said})")
+    assert "its shutdown failed: RuntimeError: rank 1 refuses" in render_html([report])
 
 
 def test_what_a_node_prints_is_kept_in_its_outcome_not_on_the_terminal(

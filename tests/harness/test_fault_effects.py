@@ -24,7 +24,7 @@ from harness.scenario.model import Scenario
 from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.squatters import HTTP_REPLY, Squatter
 from harness.world.store_faults import StoreRule
-from rdzv.store import _wire
+from rdzv.store.wire import _wire
 
 # --- the record -------------------------------------------------------------------------
 

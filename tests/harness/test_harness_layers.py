@@ -33,8 +33,10 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "harness.fuzz": frozenset(
         {"harness.errors", "harness.scenario", "harness.run", "harness.report"}
     ),
+    "harness.logs": frozenset({"harness.errors", "harness.scenario"}),
     "harness.cli": frozenset(
         {
+            "harness.logs",
             "harness.errors",
             "harness.proxy",
             "harness.scenario",
@@ -73,6 +75,8 @@ ONLY_THROUGH: Mapping[tuple[str, str], frozenset[str]] = {
     ),
     # reports render reports: nothing of how a run is carried out
     ("harness.report", "harness.run"): frozenset({"harness.run.model"}),
+    # from-log validates what it writes, and nothing more of the scenario layer
+    ("harness.logs", "harness.scenario"): frozenset({"harness.scenario.load"}),
     # the fuzzer runs scenarios through the suite, reads their reports, and asks which
     # world can do what (to draw only the faults a world can carry out)
     ("harness.fuzz", "harness.run"): frozenset(

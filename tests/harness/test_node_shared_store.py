@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.world.shared_store import QUIET_SECONDS, prove_shared, quiet_for
+from harness.world.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
 from rdzv import HashStore
 
 
@@ -41,10 +41,12 @@ def run_ranks(
 
     def one(rank: int) -> None:
         result: dict[str, Any] = {}
+        seen = Seen()
         try:
-            result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, result, quiet)
+            result["ok"] = prove_shared(store_of(rank), rank, world_size, rank, seen, quiet)
         except Exception as exc:
             result["error"] = exc
+        result["seen_ranks"] = seen.ranks
         results[rank] = result
 
     ranks = [r for r in range(world_size) if r not in absent]
@@ -93,10 +95,12 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
 
     def one(rank: int, world_size: int) -> None:
         result: dict[str, Any] = {}
+        seen = Seen()
         try:
-            result["ok"] = prove_shared(store, rank, world_size, rank, result, 0.2)
+            result["ok"] = prove_shared(store, rank, world_size, rank, seen, 0.2)
         except Exception as exc:
             result["error"] = exc
+        result["seen_ranks"] = seen.ranks
         results[rank] = result
 
     threads = [threading.Thread(target=one, args=(r, 5 if r == 3 else 4)) for r in range(4)]

@@ -31,8 +31,9 @@ from harness.run.model import Report
 from harness.run.runner import run_scenario
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import load, parse
-from harness.world.base import Launch, Layout, Message, OnMessage, World, WorldFactory
+from harness.world.base import Launch, Layout, OnMessage, World, WorldFactory
 from harness.world.local import LocalWorlds
+from harness.world.messages import Message, Ready
 from harness.world.packed import PackedWorlds
 
 DATA = Path(__file__).resolve().parent / "fuzz_data"
@@ -172,9 +173,9 @@ class _Watched:
 def _on_ready(watch: _Watch, message: Message) -> None:
     """A node process said ``ready``: every earlier process of that node must be gone, or
     be dying from a kill the harness sent (then it must end within :data:`_DYING`)."""
-    if message[0] != "event" or message[3] != "ready":
+    if not isinstance(message, Ready):
         return
-    node, pid = message[1], int(message[4]["pid"])
+    node, pid = message.node, message.pid
     with watch.lock:
         earlier = [p for p in watch.pids.get(node, []) if p != pid]
         watch.pids.setdefault(node, []).append(pid)

@@ -23,7 +23,8 @@ from harness.run.startup import asleep, await_asleep, release_skew
 from harness.run.suite import embedded_proxy, run_one
 from harness.run.worlds import worlds_for
 from harness.scenario.load import parse
-from harness.world.base import Launch, Message
+from harness.world.base import Launch
+from harness.world.messages import Event, Message, Outcome, Ready, Started
 from harness.world.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
 from harness.world.packed.node import _Gate
 
@@ -125,6 +126,8 @@ def test_a_run_releases_its_nodes_together_and_counts_its_time_from_the_release(
     assert min(first.values()) >= 0
     assert first[3] >= 1.0
     assert all(o.started == 0.0 for o in report.outcomes if o.node != 3)
+    # when each began, as its outcome says: when it saw the release
+    assert {o.node: o.began for o in report.outcomes} == first
     assert "started in" in result_line(report) and "release skew" in result_line(report)
     write_junit([report], tmp_path / "junit.xml")
     write_html([report], tmp_path / "report.html")
@@ -140,7 +143,7 @@ def _node_calls(backend: str) -> tuple[list[str], list[Message]]:
 
     class Queue:
         def put(self, item: Message) -> None:
-            calls.append(item[3] if item[0] == "event" else item[0])
+            calls.append(item.name if isinstance(item, Event) else type(item).__name__.lower())
             messages.append(item)
 
     def gate() -> float:
@@ -162,27 +165,29 @@ def test_a_node_builds_its_handler_before_it_says_ready_and_begins_its_rendezvou
     calls, messages = _node_calls("fake_backends:offline")
 
     assert calls == ["forward", "adopt", "ready", "gate", "started", "outcome"]
-    ready = messages[0][4]
-    assert ready["pid"] == os.getpid() and ready["tid"] == threading.get_native_id()
-    outcome = messages[-1][3]
-    assert outcome["status"] == "error" and "never touches the network" in outcome["message"]
+    ready, started, outcome = messages
+    assert isinstance(ready, Ready) and isinstance(started, Started)
+    assert ready.pid == os.getpid() and ready.tid == threading.get_native_id()
+    assert isinstance(outcome, Outcome) and outcome.status == "error"
+    assert "never touches the network" in (outcome.message or "")
+    assert outcome.started == started.t and outcome.placement == started.placement
 
 
 def test_a_factory_that_raises_is_the_nodes_outcome_after_the_release() -> None:
     calls, messages = _node_calls("fake_backends:broken")
 
     assert calls == ["forward", "ready", "gate", "started", "outcome"]
-    outcome = messages[-1][3]
-    assert outcome["status"] == "error"
-    assert outcome["error_class"] == "builtins.ValueError"
-    assert "broken factory" in outcome["message"]
+    outcome = messages[-1]
+    assert isinstance(outcome, Outcome) and outcome.status == "error"
+    assert outcome.error_class == "builtins.ValueError"
+    assert "broken factory" in (outcome.message or "")
 
 
 def test_a_node_message_is_a_plain_pickle_and_one_pickle_cannot_take_goes_through_dill() -> None:
     reader, writer = multiprocess.Pipe(duplex=False)
     try:
         reporter = PipeReporter(writer)
-        plain: Message = ("event", 3, 1.5, "started", {"pid": 7, "placement": "process"})
+        plain = Started(3, 1.5, pid=7, placement="process")
         reporter.put(plain)
         raw = reader.recv_bytes()
         assert pickle.loads(raw) == plain  # the standard library's pickle reads it
@@ -190,9 +195,9 @@ def test_a_node_message_is_a_plain_pickle_and_one_pickle_cannot_take_goes_throug
         def square(x: int) -> int:
             return x * x
 
-        reporter.put(("event", 3, 2.0, "odd", {"f": square}))
+        reporter.put(Event(3, 2.0, "odd", {"f": square}))
         odd = reader.recv()
-        assert odd[4]["f"](4) == 16
+        assert odd.fields["f"](4) == 16
     finally:
         reader.close()
         writer.close()

@@ -285,6 +285,20 @@ def test_html_shades_each_fault_window_across_the_lanes_it_targets() -> None:
     assert "fault 1: pause on node(s) 2\nfrom 0.500 s until 2.500 s" in html
 
 
+def test_a_restarted_nodes_lane_shows_its_last_launch_until_it_began_again() -> None:
+    report = happy_report()
+    restarted = report.outcomes[1]
+    restarted.events.append(NodeEvent(1, 0.15, "started", {"pid": 2001}))
+    restarted.started, restarted.began, restarted.finished = 0.1, 0.15, 0.24
+    tl = layout(report)
+    launch = tl.lanes[1].launch
+    assert launch is not None, "the relaunch is drawn over the node's lifeline"
+    scale = tl.plot_w / tl.t_max
+    assert launch.x == pytest.approx(tl.plot_x + 0.1 * scale)
+    assert launch.w == pytest.approx(0.05 * scale)
+    assert launch.title == "node 1: launching from 0.100 s"
+
+
 def test_html_band_spans_consecutive_targeted_lanes_in_one_piece() -> None:
     tl = layout(big_report(16))
     (band,) = tl.bands

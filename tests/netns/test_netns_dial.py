@@ -31,8 +31,8 @@ pytestmark = [
 
 _CHILD = """
 import json, random, sys
-from rdzv.store import _wire
-from rdzv.store._connect import connect
+from rdzv.store.wire import _wire
+from rdzv.store.client._connect import connect
 from rdzv.store.server import StoreServer
 
 server = StoreServer("127.0.0.1", 0).start()

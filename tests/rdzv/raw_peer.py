@@ -8,8 +8,8 @@ import struct
 import threading
 from typing import Any
 
-from rdzv.store import _wire
 from rdzv.store.server import StoreServer
+from rdzv.store.wire import _wire
 
 VALIDATE = _wire.encode_request(_wire.Validate())
 #: The partial-request bound (seconds) of the in-process servers that test it.

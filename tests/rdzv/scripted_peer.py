@@ -21,8 +21,8 @@ import struct
 import threading
 from collections.abc import Callable
 
-from rdzv.store import _decoder, _wire
-from rdzv.store._kv import PROBE_KEY
+from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.wire import _decoder, _wire
 
 _Action = Callable[[socket.socket], bool]  # True: the connection is gone, stop serving
 

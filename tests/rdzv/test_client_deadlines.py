@@ -28,10 +28,10 @@ from rdzv.errors import (
     StoreProtocolError,
     StoreTimeoutError,
 )
-from rdzv.store import _wire
-from rdzv.store._convert import format_elapsed
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_elapsed
 
 _STOP = _wire.encode_u8(_wire.STOP_WAITING)
 _CANCELED = _wire.encode_u8(_wire.WAIT_CANCELED)

@@ -22,7 +22,8 @@ from rdzv.errors import (
     StoreProtocolError,
 )
 from rdzv.rendezvous._round_failures import connect_error
-from rdzv.store import _causes, _connect, _wire
+from rdzv.store.client import _causes, _connect
+from rdzv.store.wire import _wire
 
 
 def _failure(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> StoreConnectionError:

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 from rdzv.errors import StoreConnectionError
-from rdzv.store import _causes, _connect, _wire
-from rdzv.store._retry import ATTEMPT_CAP, NO_ANSWER_PAUSE, Schedule
+from rdzv.store.client import _causes, _connect
+from rdzv.store.client._retry import ATTEMPT_CAP, NO_ANSWER_PAUSE, Schedule
+from rdzv.store.wire import _wire
 
 #: When the kernel sends a connect's SYNs, in seconds from its start: classic exponential
 #: retransmission, and linear timeouts for the first retries (as on this project's kernels).

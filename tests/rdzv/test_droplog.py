@@ -1,4 +1,5 @@
-"""``rdzv.store._droplog.DropLog``: which lines the store server logs for dropped connections.
+"""``rdzv.store.server._droplog.DropLog``: which lines the store server logs for dropped
+connections.
 
 Sans-IO: every test drives it with a made-up clock.
 """
@@ -9,7 +10,7 @@ import re
 
 import pytest
 
-from rdzv.store._droplog import MAX_PEERS, DropLog
+from rdzv.store.server._droplog import MAX_PEERS, DropLog
 
 
 def _drop(

@@ -15,10 +15,10 @@ import pytest
 from scripted_peer import ScriptedPeer
 
 from conftest import InThread
-from rdzv.store import _wire
-from rdzv.store._retry import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
 from rdzv.store.client import TCPStore
+from rdzv.store.client._retry import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
 from rdzv.store.server import StoreServer
+from rdzv.store.wire import _wire
 
 
 @pytest.fixture

@@ -103,14 +103,17 @@ def _host_in_this_process(world: int) -> Iterator[int]:
 #: The store server's own modules: what the hosting node imports in its first join.
 _SERVER_SIDE = {
     "rdzv.store.server",
-    "rdzv.store._conn",
-    "rdzv.store._loop",
-    "rdzv.store._bounds",
-    "rdzv.store._decoder",
-    "rdzv.store._droplog",
-    "rdzv.store._fast",
-    "rdzv.store._kv",
-    "rdzv.store._writers",
+    "rdzv.store.server._bind",
+    "rdzv.store.server._server",
+    "rdzv.store.state",
+    "rdzv.store.server._conn",
+    "rdzv.store.server._loop",
+    "rdzv.store.server._bounds",
+    "rdzv.store.wire._decoder",
+    "rdzv.store.server._droplog",
+    "rdzv.store.state._fast",
+    "rdzv.store.state._kv",
+    "rdzv.store.state._writers",
 }
 
 
@@ -121,7 +124,7 @@ def test_the_hosting_nodes_first_join_imports_only_the_store_server_and_no_async
     result = _run_child(form, 0, 1, 0)
     assert result["rank"] == 0
     joined = result["imported_by_join"]
-    assert "rdzv.store.server" in joined
+    assert "rdzv.store.server._server" in joined
     assert {m for m in joined if m.startswith("rdzv")} <= _SERVER_SIDE
     assert not [m for m in _HEAVY if m in joined]
 

@@ -1,4 +1,5 @@
-"""Pure store semantics (``rdzv.store._kv``): torch's server behaviour plus rdzv's pipelining."""
+"""Pure store semantics (``rdzv.store.state._kv``): torch's server behaviour plus rdzv's
+pipelining."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rdzv.store import _wire as w
-from rdzv.store._kv import KV, MAX_HELD, PROBE_KEY
-from rdzv.store._table import stoll
+from rdzv.store.state._kv import KV, MAX_HELD, PROBE_KEY
+from rdzv.store.state._table import stoll
+from rdzv.store.wire import _wire as w
 
 STOP = b"\x00"
 CANCELED = b"\x01"

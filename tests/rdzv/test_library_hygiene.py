@@ -173,10 +173,10 @@ def test_the_store_server_imports_no_logging_and_its_warnings_write_nothing_unco
     code = (
         "import sys\n"
         "from rdzv import StaticTCPRendezvous\n"
-        "import rdzv.store.server, rdzv.store._fast\n"
+        "import rdzv.store.server._server, rdzv.store.state._fast\n"
         "print(sorted({'logging', 'typing', 'dataclasses'} & set(sys.modules)))\n"
         "import logging\n"
-        "rdzv.store.server._log.warning('a plain warning')\n"
+        "rdzv.store.server._server._log.warning('a plain warning')\n"
         "logging.getLogger('rdzv.server').warning('another')\n"
     )
     stdout, stderr = fresh_python(code)

@@ -1,14 +1,17 @@
 """The package layout keeps its layers: read from every module's imports (ast), never run.
 
 Layers, lowest first: ``rdzv.errors`` / ``rdzv.events`` / ``rdzv.endpoint``, then
-``rdzv.store``, then ``rdzv.rendezvous``, then the top-level facade (``rdzv/__init__``,
-the alias modules, ``__main__``). A module may import its own layer and the ones below.
+``rdzv.store`` (inside it: ``wire/``, then ``state/``, then ``base``, then ``server/`` and
+``client/``, which never import each other), then ``rdzv.rendezvous`` (which uses the
+store's public modules only), then the top-level facade (``rdzv/__init__``, the alias
+modules, ``__main__``). A module may import its own layer and the ones below.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,17 +22,18 @@ import rdzv
 
 ROOT = Path(rdzv.__file__).resolve().parent
 FOUNDATION = {"rdzv.errors", "rdzv.events", "rdzv._event_collector", "rdzv.endpoint"}
-SANS_IO = [
-    "rdzv.store._messages",
-    "rdzv.store._wire",
-    "rdzv.store._decoder",
-    "rdzv.store._table",
-    "rdzv.store._kv",
-    "rdzv.store._fast",
-    "rdzv.store._droplog",
-    "rdzv.store._convert",
-    "rdzv.store._causes",
-    "rdzv.store._retry",
+#: The store's subpackages, lowest first (server and client share a layer).
+STORE_LAYERS = {
+    "rdzv.store.wire": 1,
+    "rdzv.store.state": 2,
+    "rdzv.store.server": 4,
+    "rdzv.store.client": 4,
+}
+#: Sans-IO beyond wire/ and state/ (which are so as a whole).
+SANS_IO_MORE = [
+    "rdzv.store.server._droplog",
+    "rdzv.store.client._causes",
+    "rdzv.store.client._retry",
     "rdzv.rendezvous._round_failures",
     "rdzv.rendezvous._static_config",
 ]
@@ -114,26 +118,64 @@ def _imports(name: str) -> list[Import]:
 MODULES = sorted(_module_name(path) for path in ROOT.rglob("*.py"))
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def _layer(module: str) -> int:
     if module in FOUNDATION:
         return 0
-    if module == "rdzv.store" or module.startswith("rdzv.store."):
-        return 1
-    if module == "rdzv.rendezvous" or module.startswith("rdzv.rendezvous."):
-        return 2
-    return 3
+    for package, layer in STORE_LAYERS.items():
+        if _within(module, package):
+            return layer
+    if _within(module, "rdzv.store"):
+        return 3  # the package and base: the API every store has
+    if _within(module, "rdzv.rendezvous"):
+        return 5
+    return 6
+
+
+SANS_IO = [m for m in MODULES if _layer(m) in (1, 2)] + SANS_IO_MORE
 
 
 def test_the_tree_has_the_store_and_the_rendezvous_subpackages() -> None:
-    assert {"rdzv.store", "rdzv.rendezvous", "rdzv.store._wire", "rdzv.rendezvous._join"} <= set(
-        MODULES
-    )
+    assert {
+        "rdzv.store",
+        "rdzv.rendezvous",
+        "rdzv.store.wire._wire",
+        "rdzv.rendezvous._join",
+    } <= set(MODULES)
 
 
-@pytest.mark.parametrize("module", [m for m in MODULES if _layer(m) == 1])
+def test_the_store_is_cut_into_wire_state_server_and_client_around_base() -> None:
+    flat = {m for m in MODULES if m.count(".") == 2 and _within(m, "rdzv.store")}
+    assert flat == {*STORE_LAYERS, "rdzv.store.base"}
+    for package in STORE_LAYERS:
+        assert len([m for m in MODULES if _within(m, package)]) > 2, package
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "rdzv.store")])
 def test_the_store_never_imports_the_rendezvous(module: str) -> None:
-    rendezvous = [i.module for i in _imports(module) if _layer(i.module) == 2]
+    rendezvous = [i.module for i in _imports(module) if _within(i.module, "rdzv.rendezvous")]
     assert rendezvous == [], f"{module} imports {rendezvous}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "rdzv.store.server")])
+def test_the_store_server_never_imports_the_client(module: str) -> None:
+    client = [i.module for i in _imports(module) if _within(i.module, "rdzv.store.client")]
+    assert client == [], f"{module} imports {client}"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, "rdzv.store.client")])
+def test_the_store_client_imports_the_server_only_where_a_master_starts_one(module: str) -> None:
+    # A master TCPStore hosts a StoreServer: the one import of the server is inside
+    # TCPStore.__init__ (and for type checkers); a client that does not host never loads it.
+    server = [
+        i.module
+        for i in _imports(module)
+        if _within(i.module, "rdzv.store.server") and i.at_import_time
+    ]
+    assert server == [], f"{module} imports {server} at import time"
 
 
 @pytest.mark.parametrize("module", SANS_IO)
@@ -192,6 +234,76 @@ def test_no_module_imports_itself_back_at_import_time() -> None:
 
     for module in MODULES:
         walk(module, [])
+
+
+RENDEZVOUS = [m for m in MODULES if _within(m, "rdzv.rendezvous")]
+#: What the rendezvous may ask of a store by name (a store of another kind, torch's or a
+#: user's, may lack them): rdzv's TCPStore has each, torch's Store ABC not all.
+OPTIONAL_STORE_METHODS = {"add_then_set", "clone", "close", "port"}
+_STORE_LIKE = re.compile(r"store|server", re.IGNORECASE)
+
+
+def _tree(module: str) -> ast.Module:
+    path = ROOT.parent.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _last_name(node: ast.expr) -> str:
+    """``store`` of ``store``, ``self.store``, ``hosted_server(store)``: what a value is
+    called where it is used."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Call):
+        return _last_name(node.func)
+    return ""
+
+
+@pytest.mark.parametrize("module", RENDEZVOUS)
+def test_the_rendezvous_imports_no_private_name_of_the_store(module: str) -> None:
+    private = []
+    for node in ast.walk(_tree(module)):
+        if isinstance(node, ast.ImportFrom) and _within(node.module or "", "rdzv.store"):
+            names = [*(node.module or "").split("."), *(a.name for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [
+                part
+                for a in node.names
+                if _within(a.name, "rdzv.store")
+                for part in a.name.split(".")
+            ]
+        else:
+            continue
+        private += [ast.unparse(node) for name in names if _private(name)]
+    assert private == [], f"{module}: {private} (the store's API is its public modules)"
+
+
+@pytest.mark.parametrize("module", RENDEZVOUS)
+def test_the_rendezvous_uses_no_private_attribute_of_a_store_or_its_server(module: str) -> None:
+    found = []
+    for node in ast.walk(_tree(module)):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            if _STORE_LIKE.search(_last_name(node.value)):
+                found.append(ast.unparse(node))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in {"getattr", "hasattr", "setattr"}
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            name = node.args[1].value
+            store_like = _STORE_LIKE.search(_last_name(node.args[0]))
+            if _private(name) or (store_like and name not in OPTIONAL_STORE_METHODS):
+                found.append(ast.unparse(node))
+    assert found == [], f"{module}: {found} (use the store's public API)"
 
 
 @pytest.mark.parametrize(("alias", "target"), sorted(ALIASES.items()))

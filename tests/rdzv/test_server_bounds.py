@@ -3,7 +3,7 @@
 A connection must complete its first request within the partial-request bound (the only cut
 in time alone); after that a client that speaks the protocol is cut only by the buffer
 budget, only while it is spent, only when its request has been stalled past the bound, and
-the cut is logged in full with the bound named (``rdzv.store._bounds``). The servers here run
+the cut is logged in full with the bound named (``rdzv.store.server._bounds``). The servers here run
 in-process with a bound of :data:`raw_peer.BOUND` seconds; :func:`raw_peer.bound_passed` is
 the clock.
 """
@@ -33,10 +33,10 @@ from raw_peer import (
 )
 
 from conftest import InThread
-from rdzv.store import _wire
-from rdzv.store._bounds import BUDGET_BOUND, READ_SIZE
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.server._bounds import BUDGET_BOUND, READ_SIZE
+from rdzv.store.wire import _wire
 
 SMALL = _wire.Limits(max_value=1024 * 1024, max_frame=1024 * 1024 + 4096)
 BUDGET = SMALL.max_frame

@@ -39,11 +39,11 @@ from raw_peer import (
 
 from conftest import InThread, ServerProcess
 from rdzv.errors import StoreClosedError
-from rdzv.store import _wire
-from rdzv.store._bounds import READ_SIZE, SPENT_READ_SIZE
-from rdzv.store._droplog import FULL_LINES, SUMMARY_INTERVAL
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.server._bounds import READ_SIZE, SPENT_READ_SIZE
+from rdzv.store.server._droplog import FULL_LINES, SUMMARY_INTERVAL
+from rdzv.store.wire import _wire
 
 RSS_SLACK = 64 * 1024 * 1024
 HUGE = 4 * 1024**3

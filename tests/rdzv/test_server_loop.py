@@ -1,4 +1,4 @@
-"""The store server's own event loop (``rdzv.store._loop``) and what the server builds on it:
+"""The store server's own event loop (``rdzv.store.server._loop``) and what the server builds on it:
 timers, calls from other threads, back-pressure that resumes, a peer that resets."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import TypeVar
 
 import pytest
 
-from rdzv.store import _wire
-from rdzv.store._loop import READ, EventLoop
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.server._loop import READ, EventLoop
+from rdzv.store.wire import _wire
 from tests.rdzv.conftest import REPO_ROOT
 
 T = TypeVar("T")
@@ -215,7 +215,7 @@ def test_close_from_another_thread_tells_waiting_clients_and_frees_the_port() ->
 _FEW_FDS_SERVER = """
 import logging, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-import rdzv.store.server as server_module
+import rdzv.store.server._server as server_module
 server_module._raise_fd_limit = lambda: None  # keep the limit set here
 resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 server = server_module.StoreServer("127.0.0.1", 0).start()

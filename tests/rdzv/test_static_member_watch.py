@@ -27,11 +27,11 @@ from rdzv.rendezvous._lost_member import LostMemberWatch
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.rendezvous.static import StaticTCPRendezvous
-from rdzv.store import _wire as w
-from rdzv.store._writers import OnClose, OnWrite, Selects, WatchingKV
 from rdzv.store.base import HashStore
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.state._writers import OnClose, OnWrite, Selects, WatchingKV
+from rdzv.store.wire import _wire as w
 
 KEYS = RoundKeys("run")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 from typing import Any
 
@@ -20,7 +21,12 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.events import EventCollector
-from rdzv.rendezvous._deadline import CANCEL_BOUND, LATE_WAKE, WAIT_FOR_DIAGNOSER
+from rdzv.rendezvous._deadline import (
+    CANCEL_BOUND,
+    LATE_READ,
+    LATE_WAKE,
+    WAIT_FOR_DIAGNOSER,
+)
 from rdzv.rendezvous._departures import Waited
 from rdzv.rendezvous._exit import leave, unconfirmed_message
 from rdzv.rendezvous._join import RoundProtocol
@@ -165,12 +171,13 @@ def test_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
     clock = _Clock()
     store = _DeadlineStore(clock, at=3.0, check_cost=0.2)  # a busy store: 0.2 s per CHECK
 
-    with pytest.raises(
-        RendezvousTimeoutError,
-        match=r"timed out after 3\.8 s: which ranks are missing could not be determined \(no"
-        r" time was left to ask the store\)\. Start the missing nodes",
-    ):
-        _protocol(store, clock, world_size=8).join()
+    with pytest.raises(RendezvousTimeoutError) as caught:
+        _protocol(store, clock, world_size=64).join()  # 63 CHECKs would take 12.6 s
+    waited = format_waited(clock.now, 3.0)
+    assert caught.match(
+        rf"timed out after {re.escape(waited)} s: which ranks are missing could not be"
+        r" determined \(no time was left to ask the store\)\. Start the missing nodes"
+    )
     assert clock.now <= 3.0 + OVERSHOOT  # the join outlived its deadline by the overshoot at most
     verdict = json.loads(store.get(DONE))
     assert verdict["reason"] == "timeout"  # still published, within the overshoot
@@ -441,18 +448,23 @@ class _LateAndLost(_DeadlineStore):
         return super().get(key)
 
 
-def test_a_late_member_that_lost_the_election_asks_nothing_more_and_says_not_determined() -> None:
+def test_a_late_member_that_lost_the_election_only_reads_and_then_says_not_determined() -> None:
     clock = _Clock()
     store = _LateAndLost(clock, elected=1)
     with pytest.raises(
         RendezvousTimeoutError,
-        match=r"could not be determined \(the member elected to name them published nothing",
+        match=r"could not be determined \(the member elected to name them published nothing"
+        r" in time; no verdict could be read within 2 s after that\)",
     ):
         _protocol(store, clock, world_size=10).join()
-    # one wait, LATE_WAKE past the deadline: as late as a cancelled wait ends in time
-    assert store.waits == [pytest.approx(3.0 + LATE_WAKE)]
+    # its wait, LATE_WAKE past the deadline (as late as a cancelled wait ends in time), then
+    # one read of the verdict, its cancel included within LATE_READ of finding none
+    assert store.waits == [
+        pytest.approx(3.0 + LATE_WAKE),
+        pytest.approx(3.0 + LATE_WAKE + LATE_READ - CANCEL_BOUND),
+    ]
     assert 3.0 + LATE_WAKE + CANCEL_BOUND <= 3.0 + OVERSHOOT
-    assert not HashStore.check(store, [DONE])  # it asked nothing, published nothing
+    assert not HashStore.check(store, [DONE])  # it diagnosed nothing, published nothing
 
 
 def test_a_late_member_elected_because_no_watchman_got_there_names_the_missing_ranks() -> None:

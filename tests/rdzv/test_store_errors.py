@@ -22,9 +22,9 @@ from scripted_peer import ScriptedPeer
 from conftest import InThread
 from rdzv.errors import StoreBindError, StoreConnectionError, StoreProtocolError, StoreTimeoutError
 from rdzv.events import EventCollector
-from rdzv.store import _wire
 from rdzv.store.client import TCPStore
 from rdzv.store.server import StoreServer
+from rdzv.store.wire import _wire
 
 
 def _ipv6_loopback_available() -> bool:

@@ -1,7 +1,7 @@
-"""The server's fast path (``rdzv.store._fast``) answers and changes exactly what the general
+"""The server's fast path (``rdzv.store.state._fast``) answers and changes exactly what the general
 path (the decoder and the KV) does, however the bytes are split into reads.
 
-The connections here are real :class:`~rdzv.store._conn.Connection` objects on one end of a
+The connections here are real :class:`~rdzv.store.server._conn.Connection` objects on one end of a
 socket pair, the loop not running: each chunk is sent, then the connection's handler reads
 it, so a split is exactly the one drawn; the replies are what arrives at the other end.
 """
@@ -18,12 +18,13 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdzv.store import _fast, _wire
-from rdzv.store import _wire as w
-from rdzv.store._conn import Connection
-from rdzv.store._kv import PROBE_KEY
-from rdzv.store._loop import READ, EventLoop
 from rdzv.store.server import StoreServer
+from rdzv.store.server._conn import Connection
+from rdzv.store.server._loop import READ, EventLoop
+from rdzv.store.state import _fast
+from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.wire import _wire
+from rdzv.store.wire import _wire as w
 
 LIMITS = _wire.Limits(max_key=8, max_value=16, max_keys=4)
 VALIDATE = w.encode_request(w.Validate())
@@ -54,13 +55,23 @@ class World:
         self.server._loop = self.server.bounds.loop = self.loop
         self.drops: list[tuple[int, str, str]] = []
         self.conns: list[Connection] = []
+        self.opened: list[Connection] = []  # what the connections told the server
+        self.closed: list[Connection] = []
         self.peers: list[socket.socket] = []
         self.server.dropped = self._dropped  # type: ignore[method-assign]
         for index in range(count):
             ours, theirs = socket.socketpair()
             theirs.setblocking(False)
             self.peers.append(theirs)
-            self.conns.append(Connection(self.server, self.loop, ours, ("127.0.0.1", index)))
+            conn = Connection(
+                self.server,
+                self.loop,
+                ours,
+                ("127.0.0.1", index),
+                on_open=self.opened.append,
+                on_close=self.closed.append,
+            )
+            self.conns.append(conn)
 
     def _dropped(self, peername: object, reason: str, error: Exception) -> None:
         assert isinstance(peername, tuple)
@@ -276,6 +287,17 @@ def test_a_fast_path_write_is_recorded_as_that_connections_and_heard_by_a_watch(
         assert heard == [(b"c/0", b"claim"), (b"c/n", b"1")]
         made.conns[0].lost()
         assert closed == [(b"c/0", b"claim")]
+
+
+def test_a_connection_tells_its_server_it_opened_and_once_that_it_closed() -> None:
+    # The server keeps its set of connections through these callbacks (it closes them all
+    # when it stops); the connection never reaches into the server for it.
+    with world(2) as made:
+        assert made.opened == made.conns
+        made.feed(0, VALIDATE)
+        made.conns[0].lost()
+        made.conns[0].lost()  # idempotent: told once
+        assert made.closed == [made.conns[0]]
 
 
 def test_a_fast_path_write_by_the_same_value_keeps_the_earlier_writer() -> None:

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rdzv.errors import StoreProtocolError
-from rdzv.store import _wire as w
-from rdzv.store._decoder import RequestDecoder
+from rdzv.store.wire import _wire as w
+from rdzv.store.wire._decoder import RequestDecoder
 
 keys = st.binary(max_size=40)
 values = st.binary(max_size=200)

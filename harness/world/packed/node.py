@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.world.dns import DnsShim, install_dns_shim
+from harness.world.messages import Event, Message
 from harness.world.node import (
     Hosting,
-    Message,
     NodeSpec,
     PipeReporter,
     redirect_output,
@@ -198,7 +198,7 @@ class _Route(logging.Handler):
         node = current()
         if node is not None and isinstance(payload, dict):
             fields = {k: v for k, v in payload.items() if k != "event"}
-            node.put(("event", node.node, time.monotonic(), payload["event"], fields))
+            node.put(Event(node.node, time.monotonic(), payload["event"], fields))
 
 
 def _node_of_thread() -> int | None:

@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
-from harness.world.base import PAUSE, Launch, Layout, Message, OnMessage, cannot
+from harness.world.base import PAUSE, Launch, Layout, OnMessage, cannot
 from harness.world.incarnations import Incarnation, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
+from harness.world.messages import Exit, Message
 from harness.world.node import NodeSpec
 from harness.world.packed.node import serve
 
@@ -263,5 +264,5 @@ def _key(group: int) -> str:
     return f"pack{group}"
 
 
-def _exit(node: int, why: str, code: int | None = None) -> Message:
-    return ("exit", node, time.monotonic(), {"exitcode": code, "message": why})
+def _exit(node: int, why: str, code: int | None = None) -> Exit:
+    return Exit(node, time.monotonic(), why, code)

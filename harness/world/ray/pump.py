@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import ray
 
-from harness.world.base import Message
+from harness.world.messages import Message
 from harness.world.ray.groups import Group
 
 __all__ = ["Pump"]

@@ -50,7 +50,6 @@ from harness.world.base import (
     TOXICS,
     Launch,
     Layout,
-    Message,
     OnMessage,
     PacketRule,
     StoreRule,
@@ -59,6 +58,7 @@ from harness.world.base import (
     is_ip,
 )
 from harness.world.incarnations import Incarnation, Incarnations
+from harness.world.messages import Exit, Message, shifted
 from harness.world.node import NodeSpec
 from harness.world.packed import HOLD_MS, PAUSE_TOXIC
 from harness.world.ray.cluster import Placement
@@ -336,9 +336,7 @@ class RayWorld:
     def _deliver(self, group: Group, items: list[tuple[int, Message]]) -> None:
         for number, message in items:
             if self._book.deliverable(number, message):
-                # The actor's host clock, to ours.
-                stamped = (message[0], message[1], message[2] - group.offset, *message[3:])
-                self._on_message(stamped)
+                self._on_message(shifted(message, -group.offset))  # the actor's clock, to ours
 
     def _group_lost(self, group: Group, why: str) -> None:
         for inc in self._book.lose(group.nodes):
@@ -374,5 +372,5 @@ class RayWorld:
         return None if self.network is None else self.network.log()
 
 
-def _exit(node: int, why: str) -> Message:
-    return ("exit", node, time.monotonic(), {"exitcode": None, "message": why})
+def _exit(node: int, why: str) -> Exit:
+    return Exit(node, time.monotonic(), why)

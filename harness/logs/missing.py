@@ -1,0 +1,134 @@
+"""Who never came, who held a key back, who restarted: plan's rules for missing ranks.
+
+* :func:`absent`: nodes named missing, a store barrier short of workers (which nodes: those
+  the log does not show), node 0 when nothing listened, nodes silent where every node logs;
+* :func:`held_keys`: a key waited for in vain -> the rank holding it back;
+* :func:`stale_barrier`: a barrier over the world size -> a restart (stale keys).
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.logs.facts import Facts
+from harness.logs.faults_for import fault_for
+from harness.logs.planned import Plan, PlannedFault
+
+__all__ = ["absent", "held_keys", "stale_barrier"]
+
+
+def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
+    absent: set[int] = set()
+    for node in facts.nodes:
+        if node.outcome == "absent" or (
+            not node.seen and (node.node in facts.missing or everyone_logs)
+        ):
+            absent.add(node.node)
+    host = facts.node(0)
+    nothing_listened = [
+        c
+        for n in facts.nodes[1:]
+        if n.connected_at is None
+        for c in n.causes
+        if c.data["cause"] in ("refused", "reset")
+    ]
+    if not host.seen and 0 not in absent and nothing_listened:
+        absent.add(0)
+        plan.assumptions.append(
+            "node 0 (the store host) is not in the log and the others' connects were refused or "
+            f"reset ({nothing_listened[0].line.where}): nothing listened, so node 0 never started "
+            "(or never bound its port)"
+        )
+    short = [b for b in facts.barriers if b.data["worker_count"] < b.data["world_size"]]
+    if short and not absent:
+        per = facts.workers_per_node or 1
+        lacking = (short[0].data["world_size"] - short[0].data["worker_count"] + per - 1) // per
+        unseen = [n.node for n in facts.nodes if not n.seen]
+        chosen = unseen[-lacking:]
+        absent.update(chosen)
+        counted = f"the store barrier counted {short[0].data['worker_count']} of "
+        counted += f"{short[0].data['world_size']} workers"
+        if chosen:
+            plan.assumptions.append(
+                f"{counted}: {lacking} node(s) never arrived; the log does not say which, so "
+                f"node(s) {sorted(chosen)}, of those the log does not show"
+            )
+        else:
+            plan.not_reproduced.append(
+                f"{counted}, yet every node is in the log: workers that never reached the "
+                "barrier (job-level)"
+            )
+    if absent:
+        lines = [
+            o.line
+            for n in facts.nodes
+            if n.stream
+            for o in n.stream.observations
+            if o.kind == "missing"
+        ][:1]
+        lines += [n.outcome_line for n in facts.nodes if n.outcome == "absent" and n.outcome_line]
+        lines += [b.line for b in short[:1]]
+        lines += [c.line for c in nothing_listened[:1] if 0 in absent and not host.seen]
+        plan.faults.append(
+            PlannedFault(
+                {"kind": "absent", "nodes": sorted(absent)},
+                f"node(s) {sorted(absent)} never arrived",
+                lines,
+            )
+        )
+    return absent
+
+
+def held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
+    """A key waited for in vain: the rank that should have published it holds it back."""
+    waits = [(n.node, c) for n in facts.nodes for c in n.causes if c.data["cause"] == "key_wait"]
+    if not waits or absent or "killed" in plan.expect.values():
+        return  # a node that never came or died explains the wait
+    waiters = {node for node, _ in waits}
+    key = str(waits[0][1].data.get("key", ""))
+    named = re.search(r"(\d+)$", key)
+    if named and 0 < int(named[1]) < len(facts.nodes) and int(named[1]) not in waiters:
+        holder, how = int(named[1]), f"the key {key!r} names rank {named[1]}"
+    else:
+        unseen = [n.node for n in facts.nodes[1:] if not n.seen]
+        others = [n.node for n in facts.nodes[1:] if n.node not in waiters]
+        if not (unseen or others):
+            plan.assumptions.append(
+                f"a key was never published ({waits[0][1].line.where}) but every node waited "
+                "for it: no rank to hold it back"
+            )
+            return
+        holder = (unseen or others)[-1]
+        how = "the log does not say whose key it was: the last rank " + (
+            "the log does not show" if unseen else "that did not wait"
+        )
+    plan.assumptions.append(f"the key never published was node {holder}'s: {how}")
+    mapped = fault_for("key_wait", [holder], None)
+    assert mapped.entry is not None
+    plan.faults.append(PlannedFault(mapped.entry, mapped.why, [c.line for _, c in waits[:2]]))
+    plan.expect[holder] = "timeout"
+    plan.held = holder
+
+
+def stale_barrier(plan: Plan, facts: Facts) -> None:
+    """A store barrier that counted more workers than the world has: keys of an earlier
+    attempt were still in the store after a restart."""
+    over = [b for b in facts.barriers if b.data["worker_count"] > b.data["world_size"]]
+    if not over:
+        return
+    node = len(facts.nodes) - 1
+    plan.faults.append(
+        PlannedFault(
+            {"kind": "restart", "nodes": [node], "on": "joined", "on_node": node},
+            f"the store barrier counted {over[0].data['worker_count']} workers of "
+            f"{over[0].data['world_size']}: stale keys of an attempt before a restart",
+            [over[0].line],
+        )
+    )
+    plan.assumptions.append(
+        f"the log does not say which node restarted: node {node} restarts once it joined"
+    )
+    plan.not_reproduced.append(
+        "the over-count itself: rdzv's rendezvous starts each round on fresh keys, so the "
+        "replay shows the restart, not torch's barrier counting stale keys"
+    )

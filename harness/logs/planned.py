@@ -1,0 +1,47 @@
+"""What a scenario from a log will hold: :class:`Plan` and its :class:`PlannedFault` s
+(each part with the reason and the log lines it came from)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.logs.lines import Line
+
+__all__ = ["ANY", "LATE", "MAX_NODES", "Plan", "PlannedFault"]
+
+#: The most nodes a scenario from a log gets (one machine holds 1024 node processes).
+MAX_NODES = 1024
+#: The expectation of a node the log does not show: any outcome but never started.
+ANY = "any"
+LATE = 0.5  # seconds (scaled) after the first node that make a node late
+
+
+@dataclass
+class PlannedFault:
+    """A ``[[fault]]`` entry with the reason and the lines it came from."""
+
+    entry: dict[str, Any]
+    why: str
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """Everything the scenario file will hold, and what could not be reproduced."""
+
+    nodes: int
+    join: float
+    scale: float
+    faults: list[PlannedFault] = field(default_factory=list)
+    overrides: list[PlannedFault] = field(default_factory=list)
+    expect: dict[int, str] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+    endpoint_host: str | None = None
+    world: str = "local"
+    assumptions: list[str] = field(default_factory=list)
+    not_reproduced: list[str] = field(default_factory=list)
+    #: The nodes whose end must name the missing ranks (as their log's did).
+    name_missing: set[int] = field(default_factory=set)
+    #: The node whose key was never published (its rank is missing), if any.
+    held: int | None = None

@@ -1,0 +1,23 @@
+"""``TCPStore``: a client of torch's TCPStore protocol; a master also hosts a server.
+
+Modules, lowest first; each imports only modules listed before it:
+
+* ``_causes``     why a connect failed, in the store's words (pure)
+* ``_retry``      the dial's retry schedule (pure)
+* ``_transport``  one socket: deadlines, requests and replies
+* ``_connect``    the dial: retries until a store answers, then the handshake
+* ``_waits``      WAIT and the read pipelined behind it
+* ``_hosting``    a master's side: the server it shares per port, the wait for workers
+* ``_client``     ``TCPStore`` (torch's surface)
+
+Imports: the standard library, :mod:`rdzv.errors`, :mod:`rdzv.events`,
+:mod:`rdzv.store.wire` and :mod:`rdzv.store.base`; :mod:`rdzv.store.server` only where a
+master starts its server (one import inside ``TCPStore.__init__``, so a client that does
+not host never imports the server), never at import time.
+"""
+
+from __future__ import annotations
+
+from rdzv.store.client._client import TCPStore
+
+__all__ = ["TCPStore"]

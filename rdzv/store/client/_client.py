@@ -1,0 +1,409 @@
+"""``TCPStore``: torch's client API over torch's wire protocol, with honest deadlines.
+
+Differences from torch's client, all deliberate:
+
+* Against an rdzv server, ``get``/``multi_get``/blocking ``queue_pop`` send WAIT and the read
+  in one round trip (the handshake learns whether the server serves requests in order
+  behind a WAIT); against a torch server they take torch's two round trips.
+* Connect retries pause 10-20 ms after a refusal in the first second (node 0 still
+  starting), else 25 ms-1 s backoff with jitter (torch: 0.5 s-60 s), bounded by the
+  timeout; the final error says what was tried, for how long, how often and why it failed.
+* Timeout errors subclass ``TimeoutError``, connection errors ``ConnectionError``; every
+  error names the endpoint. No reverse DNS, ever.
+* Every blocking call ends by the caller's deadline, or at most ``rdzv.store.client._waits.GRACE``
+  (0.4 s) after it: the connect, each request and its reply, and, after a timed-out wait,
+  the ``CANCEL_WAIT`` (torch waits for its answer without bound). A store that does not
+  answer the cancel either gets its connection closed, and the timeout error says so.
+* A connection that failed once stays failed: every later call raises
+  ``StoreClosedError`` at once, and a ``set`` on a connection the store has already closed
+  raises instead of being silently lost.
+* ``close()`` releases the connection and, for a master, the embedded server.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from datetime import timedelta
+
+from rdzv.errors import (
+    QueueEmptyError,
+    StoreClosedError,
+    StoreTimeoutError,
+)
+from rdzv.store.base import Store
+from rdzv.store.client._connect import connect, endpoint_text
+from rdzv.store.client._hosting import TENANTS, await_workers, local_address
+from rdzv.store.client._transport import Channel, Expired, closed_error
+from rdzv.store.client._waits import Wait
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import (
+    DEFAULT_TIMEOUT,
+    Timeout,
+    format_ms,
+    to_bytes,
+    to_seconds,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeVar
+
+    _T = TypeVar("_T")
+
+if TYPE_CHECKING:  # imported by a master only: a client that does not host never imports the server
+    from rdzv.store.server import StoreServer
+
+__all__ = ["TCPStore"]
+
+_PREFIX: Final = b"/"
+_INIT_KEY: Final = b"init/"
+
+
+class TCPStore(Store):
+    """A client of a TCPStore-protocol server; with ``is_master`` it also hosts one.
+
+    Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
+    ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
+    jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
+    ``server`` is the :class:`~rdzv.store.server.StoreServer` a master hosts (None: a client).
+
+    Raises:
+        ValueError: ``world_size`` is 0 or ``port`` is outside 0..65535.
+        StoreBindError: ``is_master`` and the port could not be bound.
+        StoreConnectionError: no store answered before the connect deadline.
+        StoreTimeoutError: the master waited for ``world_size`` members in vain.
+
+    Every operation may raise, besides what :class:`~rdzv.store.base.Store` documents:
+
+    * ``StoreTimeoutError``: no reply (or, for ``get``/``wait``/``multi_get``/``queue_pop``,
+      the keys) by the timeout; the message names the operation or the keys and the
+      timeout. It is raised at most 0.4 s after the deadline; unless the store answered
+      the cancel of a wait, the connection was closed.
+    * ``StoreClosedError``: the connection ended (``.seen`` says how: ``"eof"``,
+      ``"reset"``, ...), or had already ended or been closed by an earlier call (raised at
+      once, nothing is sent). A ``set``/``multi_set``/``append``/``queue_push`` raises it
+      when the store had already closed the connection, instead of losing the write.
+    * ``StoreProtocolError``: the peer's reply broke the protocol (the connection is closed).
+    """
+
+    def __init__(
+        self,
+        host_name: str,
+        port: int,
+        world_size: int | None = None,
+        is_master: bool = False,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        wait_for_workers: bool = True,
+        multi_tenant: bool = False,
+        master_listen_fd: int | None = None,
+        use_libuv: bool = True,
+        *,
+        connect_timeout: Timeout | None = None,
+        seed: int | None = None,
+        limits: _wire.Limits | None = None,
+    ) -> None:
+        if world_size == 0:
+            raise ValueError("TCPStore world size cannot be 0")
+        if not isinstance(port, int) or not 0 <= port <= 65535:
+            raise ValueError(f"TCPStore port must be an integer in 0..65535, got {port!r}")
+        self._host = host_name
+        self._timeout = to_seconds(timeout)
+        self._connect_timeout = (
+            self._timeout if connect_timeout is None else to_seconds(connect_timeout)
+        )
+        self._world_size = world_size
+        self._use_libuv = use_libuv
+        self._limits = limits or _wire.Limits()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.server: StoreServer | None = None
+        self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
+        connect_host = host_name
+        if is_master:
+            from rdzv.store.server import StoreServer
+
+            self.server = TENANTS.acquire(
+                host_name,
+                port,
+                multi_tenant,
+                lambda: StoreServer(host_name, port, limits=limits, listen_fd=master_listen_fd),
+            )
+            self._finalizer = weakref.finalize(self, TENANTS.release, self.server)
+            port = self.server.port
+            connect_host = local_address(self.server)
+        self._port = port
+        self._endpoint = endpoint_text(host_name, port)
+        try:
+            conn = connect(connect_host, port, self._connect_timeout, self._rng, self._limits)
+        except BaseException:
+            self.close()
+            raise
+        self._channel: Channel = conn.channel
+        self._pipelined = conn.pipelined
+        self.connect_attempts = conn.attempts
+        if world_size is not None and wait_for_workers:
+            self._raw_add(_INIT_KEY, 1)
+            if is_master:
+                await_workers(
+                    lambda deadline: self._raw_add(_INIT_KEY, 0, deadline),
+                    world_size,
+                    self._timeout,
+                    self._endpoint,
+                )
+
+    # --- properties ----------------------------------------------------------------
+
+    @property
+    def host(self) -> str:
+        """The host name this store was created with."""
+        return self._host
+
+    @property
+    def port(self) -> int:
+        """The server port (the real one when created with port 0 as master)."""
+        return self._port
+
+    @property
+    def libuvBackend(self) -> bool:
+        """Whatever ``use_libuv`` said (the backend here is pure Python either way)."""
+        return self._use_libuv
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=-1) if self._timeout is None else timedelta(seconds=self._timeout)
+
+    def set_timeout(self, timeout: Timeout) -> None:
+        self._timeout = to_seconds(timeout)
+
+    def __repr__(self) -> str:
+        role = "master" if self.server is not None else "client"
+        return f"TCPStore({self._endpoint}, {role}, timeout={format_ms(self._timeout)})"
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def clone(self, timeout: Timeout | None = None) -> TCPStore:
+        """A new connection to the same server, bounded by this one's timeout or ``timeout``
+        (connecting included; this connection's own timeout is left as it is)."""
+        host = self._host if self.server is None else local_address(self.server)
+        bound = self.timeout if timeout is None else timeout
+        return TCPStore(host, self._port, None, False, bound, False)
+
+    def close(self) -> None:
+        """Close the connection; a master also stops its server. Idempotent."""
+        channel = getattr(self, "_channel", None)
+        if channel is not None:
+            channel.close()
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> TCPStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- operations ------------------------------------------------------------------
+
+    def set(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.Set(self._key(key), to_bytes(value)), "SET")
+
+    def get(self, key: str) -> bytes:
+        raw = self._key(key)
+        seconds = self._timeout
+        value = self._wait_then(
+            (raw,),
+            _wire.Get(raw),
+            _read_bytes_for(self._limits),
+            "GET",
+            [key],
+            seconds,
+            _deadline(seconds),
+        )
+        assert value is not None
+        return value
+
+    def add(self, key: str, amount: int) -> int:
+        return self._raw_add(self._key(key), amount)
+
+    def add_then_set(self, key: str, amount: int, set_key: str, value: str | bytes) -> int:
+        """``add(key, amount)`` then ``set(set_key, value)`` in one write; return the sum.
+
+        An rdzv extension: the store applies the two in order, as if called one after the
+        other, but the SET does not wait for the ADD's reply (one round trip, one write).
+        Fails like ``add``; when it fails, the SET may or may not have been applied.
+        """
+        then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        return self._raw_add(self._key(key), amount, then=then)
+
+    def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
+        req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
+        return self._call(req, _read_bytes_for(self._limits), "COMPARE_SET")
+
+    def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
+        seconds = self._timeout if timeout is None else to_seconds(timeout)
+        raw = tuple(self._key(k) for k in keys)
+        if raw:
+            self._wait_then(raw, None, None, "WAIT", list(keys), seconds, _deadline(seconds))
+
+    def check(self, keys: Sequence[str]) -> bool:
+        req = _wire.Check(tuple(self._key(k) for k in keys))
+        return self._call(req, _wire.read_u8, "CHECK") == _wire.READY
+
+    def delete_key(self, key: str) -> bool:
+        return bool(self._call(_wire.DeleteKey(self._key(key)), _wire.read_i64, "DELETE_KEY"))
+
+    def num_keys(self) -> int:
+        return self._call(_wire.GetNumKeys(), _wire.read_i64, "GETNUMKEYS")
+
+    def multi_get(self, keys: Sequence[str]) -> list[bytes]:
+        raw = tuple(self._key(k) for k in keys)
+        if not raw:
+            return []
+        limits = self._limits
+
+        def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
+            return _wire.read_bytes_list(buf, pos, len(raw), limits.max_reply)
+
+        seconds = self._timeout
+        values = self._wait_then(
+            raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
+        )
+        assert values is not None
+        return values
+
+    def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:
+        self._check_multi(keys, values)
+        items = tuple((self._key(k), to_bytes(v)) for k, v in zip(keys, values, strict=True))
+        self._send(_wire.MultiSet(items), "MULTI_SET")
+
+    def append(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.Append(self._key(key), to_bytes(value)), "APPEND")
+
+    def list_keys(self) -> list[str]:
+        limits = self._limits
+        raw = self._call(
+            _wire.ListKeys(),
+            lambda buf, pos: _wire.read_counted_bytes_list(buf, pos, limits),
+            "LIST_KEYS",
+        )
+        return [k[1:].decode(errors="surrogateescape") for k in raw if k.startswith(_PREFIX)]
+
+    def queue_push(self, key: str, value: str | bytes) -> None:
+        self._send(_wire.QueuePush(self._key(key), to_bytes(value)), "QUEUE_PUSH")
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        raw = self._key(key)
+        cap = self._limits.max_reply
+
+        def read(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
+            return _wire.read_queue_pop(buf, pos, cap)
+
+        seconds = self._timeout
+        deadline = _deadline(seconds)
+        while True:
+            if block:
+                # One deadline for the whole pop, even when another popper wins a race.
+                value = self._wait_then(
+                    (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], seconds, deadline
+                )
+            else:
+                value = self._call(_wire.QueuePop(raw), read, "QUEUE_POP")
+            if value is not None:
+                return value
+            if not block:
+                raise QueueEmptyError(f"queue is empty: {key!r} at {self._endpoint}")
+
+    def queue_len(self, key: str) -> int:
+        return self._call(_wire.QueueLen(self._key(key)), _wire.read_i64, "QUEUE_LEN")
+
+    # --- machinery -------------------------------------------------------------------
+
+    @staticmethod
+    def _key(key: str) -> bytes:
+        return _PREFIX + to_bytes(key, "key")
+
+    def _send(self, req: _wire.Request, op: str) -> None:
+        """Send a request that has no reply (checked against a known EOF/reset first)."""
+        data = _wire.encode_request(req)
+        with self._lock:
+            self._channel.submit(data, op, _deadline(self._timeout), self._timeout)
+
+    def _call(
+        self,
+        req: _wire.Request,
+        read: _wire.Reader[_T],
+        op: str,
+        deadline: float | None = None,
+        then: bytes = b"",
+    ) -> _T:
+        """Send ``req`` (followed, in the same write, by ``then``: encoded requests that have
+        no reply) and read its reply, both by ``deadline`` (default: the store timeout from
+        now). A reply that never comes closes the connection: later replies could no longer
+        be matched to their requests."""
+        if deadline is None:
+            deadline = _deadline(self._timeout)
+        with self._lock:
+            self._channel.submit(_wire.encode_request(req) + then, op, deadline, self._timeout)
+            try:
+                return self._read(read, deadline, op)
+            except Expired:
+                self._channel.close(f"no reply to {op} arrived in time")
+                raise StoreTimeoutError(
+                    f"no reply to {op} from the store at {self._endpoint} within "
+                    f"{format_ms(self._timeout)}; the connection was closed"
+                ) from None
+
+    def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
+        try:
+            return self._channel.read(read, deadline, op)
+        except StoreClosedError as exc:
+            if op == "ADD" and exc.seen == "eof":  # a clean close right after ADD
+                raise closed_error(
+                    f"{exc}; the request was an ADD, which a TCPStore server rejects by "
+                    "closing the connection when the key's value is not an integer",
+                    "eof",
+                ) from exc
+            raise
+
+    def _raw_add(
+        self, raw: bytes, amount: int, deadline: float | None = None, then: bytes = b""
+    ) -> int:
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise TypeError(f"add amount must be an int, got {amount!r}")
+        if not -(2**63) <= amount < 2**63:
+            raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
+        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline, then)
+
+    def _wait_then(
+        self,
+        keys: tuple[bytes, ...],
+        follow: _wire.Request | None,
+        read: _wire.Reader[_T] | None,
+        op: str,
+        names: list[str],
+        seconds: float | None,
+        deadline: float | None,
+    ) -> _T | None:
+        """WAIT for ``keys`` until ``deadline`` (set ``seconds`` from the call's start)
+        then, if given, send ``follow`` and read its reply with ``read`` (see ``_waits``)."""
+        wait = Wait(self._channel, keys, names, op, seconds, deadline)
+        with self._lock:
+            return wait.then(follow, read, self._pipelined)
+
+
+def _deadline(seconds: float | None) -> float | None:
+    """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:
+    cap = limits.max_reply
+
+    def read(buf: bytearray, pos: int) -> tuple[bytes, int]:
+        return _wire.read_bytes(buf, pos, cap)
+
+    return read

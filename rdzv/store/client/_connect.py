@@ -1,0 +1,271 @@
+"""Connecting a client: resolve, dial with bounded retries, handshake.
+
+Everything blocking here takes an absolute ``time.monotonic()`` deadline (``None`` = none).
+Connect and handshake retry on refused / reset / no answer / no route / unresolvable name /
+a peer that closes during the handshake until the deadline. Each connection attempt waits
+for an answer for a bounded time, and the pauses between attempts follow the schedule of
+:mod:`rdzv.store.client._retry` (jitter drawn from the caller's ``random.Random``): a path that
+heals is used within about a second, a store that is starting within a few ms, and a host
+nobody reaches gets about one SYN a second from each node. The final error (a
+``StoreConnectionError`` carrying ``connect_cause``) names the endpoint, the
+attempt count, the elapsed time (measured from the start, never shown below the timeout once
+it passed), the timeout and the last cause, in words or with a public exception name, and what
+that cause means (:mod:`rdzv.store.client._causes`). Peers are never reverse-resolved.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+import time
+
+from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
+from rdzv.events import DEBUG, emit, get_logger
+from rdzv.store.client._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
+from rdzv.store.client._retry import Schedule
+from rdzv.store.client._transport import Channel, Expired
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_elapsed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
+
+__all__ = ["Connected", "connect", "describe", "endpoint_text"]
+
+_log = get_logger("rdzv.client")
+
+_HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
+_PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
+_RETRYABLE: Final = (OSError, StoreProtocolError)
+
+
+class _Silent(Expired):
+    """The peer accepted a connection but never answered the handshake."""
+
+
+class _CutShort(Expired):
+    """The connect deadline passed early in a handshake: no evidence about the peer."""
+
+
+def endpoint_text(host: str, port: int) -> str:
+    """``host:port``, bracketing IPv6 literals."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _resolve(host: str, port: int, deadline: float | None) -> list[tuple[int, tuple[object, ...]]]:
+    for family in (socket.AF_INET, socket.AF_INET6):  # an IP literal needs no lookup
+        try:
+            socket.inet_pton(family, host)
+        except OSError:
+            continue
+        return [(family, (host, port))]
+    result: list[list[tuple[int, tuple[object, ...]]]] = []
+    error: list[BaseException] = []
+
+    def lookup() -> None:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            result.append([(info[0], info[4]) for info in infos])
+        except BaseException as exc:  # handed back to the caller's thread
+            error.append(exc)
+
+    worker = threading.Thread(target=lookup, name=f"rdzv-resolve:{host}", daemon=True)
+    worker.start()
+    worker.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    if error:
+        if isinstance(error[0], socket.gaierror):
+            raise _Unresolvable(f"{host!r} did not resolve: {error[0]}") from error[0]
+        raise error[0]
+    if not result:
+        raise _Unresolvable(f"resolving {host!r} did not finish before the deadline")
+    return result[0]
+
+
+def _dial(host: str, port: int, deadline: float | None, bound: float) -> socket.socket:
+    """A socket connected to ``host:port``, each address tried for at most ``bound`` seconds
+    (less when the deadline comes first)."""
+    last: OSError | None = None
+    for family, address in _resolve(host, port, deadline):
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        began = time.monotonic()
+        left = bound if deadline is None else deadline - began
+        try:
+            sock.settimeout(max(0.001, min(bound, left)))
+            sock.connect(address)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except TimeoutError:
+            sock.close()
+            waited = format_elapsed(time.monotonic() - began)
+            last = _NoAnswer(f"no answer to the connection attempt within {waited} s")
+            last.cut_short = left < bound
+        except OSError as exc:
+            sock.close()
+            last = exc
+    raise last or OSError(f"{host!r} resolved to no address")
+
+
+class Connected:
+    """A connected, validated socket and what the handshake learned."""
+
+    __slots__ = ("attempts", "channel", "elapsed", "pipelined")
+
+    def __init__(self, channel: Channel, pipelined: bool, attempts: int, elapsed: float) -> None:
+        self.channel = channel
+        self.pipelined = pipelined
+        self.attempts = attempts
+        self.elapsed = elapsed
+
+
+def connect(
+    host: str,
+    port: int,
+    timeout: float | None,
+    rng: random.Random,
+    limits: _wire.Limits,
+) -> Connected:
+    """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds.
+
+    Raises:
+        StoreConnectionError: no store answered in time (or something that is not a store
+            did); the message names the endpoint, timeout, elapsed time, attempts and the
+            last cause.
+    """
+    endpoint = endpoint_text(host, port)
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    schedule = Schedule(rng)
+    attempts = 0
+    last: BaseException | None = None
+    foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
+    while True:
+        attempts += 1
+        try:
+            sock = _dial(host, port, deadline, schedule.attempt_bound())
+        except _RETRYABLE as exc:
+            if not (isinstance(exc, _NoAnswer) and exc.cut_short and last is not None):
+                last = exc  # an attempt cut short by the deadline says less
+        else:
+            channel = Channel(sock, endpoint, limits)
+            try:
+                pipelined = _handshake(channel, timeout, deadline)
+            except (OSError, StoreProtocolError, Expired) as exc:
+                channel.close()
+                if not (isinstance(exc, _CutShort) and last is not None):
+                    last = exc  # an attempt cut short says less than the one before it
+                if isinstance(exc, StoreProtocolError | _Silent):
+                    foreign = exc
+            else:
+                elapsed = time.monotonic() - start
+                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
+                return Connected(channel, pipelined, attempts, elapsed)
+        if _log.isEnabledFor(DEBUG):  # describing the cause costs on every attempt
+            emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            break
+        pause = schedule.pause(last, now - start)
+        if deadline is not None and now + pause >= deadline:
+            # An attempt starting at the deadline could only fail and would hide the
+            # cause seen so far: wait out the budget and report.
+            time.sleep(max(0.0, deadline - now))
+            break
+        time.sleep(pause)
+    raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last, foreign)
+
+
+def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
+    nonce = os.getpid() & 0xFFFFFFFF
+    # A silent acceptor must not eat the whole budget: bound one handshake attempt.
+    budget = 10.0 if timeout is None else max(1.0, timeout / 4)
+    started = time.monotonic()
+    hs_deadline = started + budget
+    if deadline is not None:
+        hs_deadline = min(hs_deadline, deadline)
+    payload = _HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + _PROBE
+    try:
+        channel.send(payload, "handshake", hs_deadline)
+        echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
+    except Expired:
+        waited = time.monotonic() - started
+        if waited < min(budget, 0.5):  # cut short by the overall deadline: no evidence
+            raise _CutShort(
+                f"the connect deadline passed {format_elapsed(waited)} s into the handshake"
+            ) from None
+        raise _Silent(
+            "the peer accepted the connection but did not answer the handshake within "
+            f"{format_elapsed(waited, 1)} s"
+        ) from None
+    if echoed != nonce:
+        raise StoreProtocolError(
+            f"not a rendezvous store: the PING reply was {channel.peek_sent_back(echoed)!r} "
+            f"instead of the nonce {nonce}"
+        )
+    return channel.read(_wire.read_u8, hs_deadline, "handshake") == _wire.READY
+
+
+def describe(exc: BaseException | None) -> str | None:
+    """A cause for a message: ``PublicName: text``, or only the text for this module's own
+    private signals (their class names mean nothing to a user)."""
+    if exc is None:
+        return None
+    if isinstance(exc, Expired):
+        return str(exc) or "the deadline passed"
+    name = type(exc).__name__
+    if name.startswith("_"):
+        return str(exc) or "an unnamed error"
+    return f"{name}: {exc}"
+
+
+def _seconds(value: float | None) -> str:
+    return "none" if value is None else f"{value:g} s"
+
+
+def _give_up(
+    endpoint: str,
+    timeout: float | None,
+    elapsed: float,
+    attempts: int,
+    last: BaseException | None,
+    foreign: StoreProtocolError | _Silent | None,
+) -> StoreConnectionError:
+    if isinstance(foreign, _Silent):
+        head = (
+            f"something at {endpoint} accepts connections but never answers the handshake: "
+            "it is not a rendezvous store, or a stalled one"
+        )
+    elif foreign is not None:
+        head = f"something answered at {endpoint} but it is {foreign}"
+    else:
+        head = f"no rendezvous store answered at {endpoint}"
+    shown = elapsed if timeout is None else max(elapsed, timeout)  # the deadline passed
+    tries = "1 connection attempt" if attempts == 1 else f"{attempts} connection attempts"
+    cause = classify(last)
+    meaning = None if cause is None else MEANING.get(cause)
+    if isinstance(last, StoreClosedError):  # its message already says what it means
+        meaning = None
+    error = connect_failure(
+        f"{head}: gave up after {tries} in {format_elapsed(shown)} s "
+        f"(timeout {_seconds(timeout)}); last cause: {describe(last)}"
+        + (f" ({meaning})" if meaning else ""),
+        "not a store" if foreign is not None else cause,
+    )
+    # The cause a user can act on: an OSError or a protocol error, never this package's
+    # private signals (the message has already said what they meant).
+    error.__cause__ = _public(last)
+    return error
+
+
+def _public(last: BaseException | None) -> BaseException | None:
+    """``last`` as a cause users may see: the builtin it stands for in place of this
+    package's private signals; none for a deadline."""
+    if isinstance(last, Expired):
+        return None
+    if isinstance(last, _NoAnswer):
+        return TimeoutError(str(last))
+    if isinstance(last, _Unresolvable):
+        return last.__cause__ or OSError(str(last))  # the resolver's own error
+    return last

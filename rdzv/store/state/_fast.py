@@ -1,0 +1,266 @@
+"""The store server's fast path: the frequent requests served straight from the received bytes.
+
+The general path decodes a read into request objects (:mod:`rdzv.store.wire._decoder`) and applies
+them through :class:`~rdzv.store.state._writers.WatchingKV`; building and dispatching those objects
+is most of a request's cost. The function :func:`fast_path` returns parses the leading
+requests of one read in place and applies them to the KV's table directly, and stops at the
+first request it cannot finish the same way the general path would, leaving it (and
+everything after it) to the general path.
+
+Served here: SET, GET, ADD, CHECK, WAIT on keys that all exist, MULTI_GET, MULTI_SET.
+
+Invariants (each keeps the replies and the KV's state byte for byte what the general path
+makes of the same bytes):
+
+1. Only whole requests are served: a partial frame, an unknown opcode, or any length or
+   count over :class:`~rdzv.store.wire._wire.Limits` stops the fast path before that request,
+   so the decoder sees it and buffers it, or reports the same error.
+2. A request is served here only if it changes nothing but the table and the writer record:
+   no waiter of a written key (the general path wakes them), no wait that would block, no
+   CHECK of :data:`~rdzv.store.state._kv.PROBE_KEY` (it marks the session), no ADD on a value
+   that is not an integer or that would overflow (a protocol error). Such a request is left
+   whole, before any of its effects.
+3. Every write the value of which changes records the connection as the key's writer, as
+   :meth:`WatchingKV._wrote <rdzv.store.state._writers.WatchingKV._wrote>` does (which runs
+   itself when a writer watch exists, so watches hear every write in order).
+4. Replies keep the order of the requests; they are returned as one payload, which the
+   caller sends before handing the rest of the read to the general path. The fast path stops
+   once that payload exceeds :data:`MAX_REPLY` bytes, so the general path's back-pressure
+   applies to the rest.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from itertools import chain, repeat
+
+from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.state._table import stoll
+from rdzv.store.wire._wire import READY, STOP_WAITING, Limits
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypeAlias
+
+    from rdzv.store.state._kv import ConnId
+    from rdzv.store.state._writers import WatchingKV
+
+Serve: TypeAlias = Callable[["ConnId", bytes], tuple[int, bytes]]
+"""``serve(conn, src)``: how many leading bytes of ``src`` were served, and their replies."""
+
+__all__ = ["MAX_REPLY", "Serve", "fast_path"]
+
+#: Bytes of replies after which the fast path leaves the rest of a read to the general
+#: path (whose batches stop while the peer leaves its replies unread).
+MAX_REPLY: Final = 1024 * 1024
+
+_U64: Final = struct.Struct("<Q")
+_I64: Final = struct.Struct("<q")
+_I64_MIN: Final = -(2**63)
+_I64_MAX: Final = 2**63 - 1
+_STOP: Final = bytes([STOP_WAITING])
+_READY: Final = bytes([READY])
+_NOT_READY: Final = bytes([1 - READY])
+
+
+def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Serve:
+    """The fast path over ``kv`` (module doc): a function of the connection and one read.
+
+    The connection's session must be validated and not waiting, and nothing of it may be
+    buffered or queued: the caller checks. ``kv``'s tables are bound once (they are never
+    replaced); its watches are read at every write (they are).
+    """
+    data = kv.data
+    get = data.get
+    has = data.__contains__
+    queues = kv.queues
+    waiters = kv._waiters
+    last_writer = kv._last_writer
+    wrote = kv._wrote
+    unpack = _U64.unpack_from
+    unpack_i64 = _I64.unpack_from
+    pack = _U64.pack
+    pack_i64 = _I64.pack
+    max_key = limits.max_key
+    max_value = limits.max_value
+    max_keys = limits.max_keys
+
+    def serve(conn: ConnId, src: bytes) -> tuple[int, bytes]:
+        parts: list[bytes] = []
+        size = 0  # of the replies that may be large (GET, MULTI_GET)
+        end = len(src)
+        pos = 0
+        while pos < end:
+            op = src[pos]
+            start = pos + 9  # after the opcode and the first length or count
+            if start > end:
+                break
+            (n,) = unpack(src, pos + 1)
+            if op == 1:  # SET
+                at = start + n
+                if n > max_key or at + 8 > end:
+                    break
+                (length,) = unpack(src, at)
+                stop = at + 8 + length
+                if length > max_value or stop > end:
+                    break
+                key = src[start:at]
+                if key in waiters:
+                    break
+                value = src[at + 8 : stop]
+                old = get(key)
+                data[key] = value
+                if old != value:
+                    if kv._watches:
+                        wrote(conn, key, old, value)
+                    else:
+                        last_writer[key] = conn
+                pos = stop
+            elif op == 3:  # GET
+                stop = start + n
+                if n > max_key or stop > end:
+                    break
+                value = get(src[start:stop], b"")
+                parts += (pack(len(value)), value)
+                pos = stop
+                size += len(value)
+                if size > max_reply:
+                    break
+            elif op == 6 or op == 5 or op == 10:  # noqa: PLR1714  # WAIT, CHECK, MULTI_GET
+                if n > max_keys:
+                    break
+                keys: list[bytes] = []
+                append = keys.append
+                stop = start
+                try:  # unpack raises when a length is not all there (a key may be short)
+                    for _ in range(n):
+                        (length,) = unpack(src, stop)
+                        if length > max_key:
+                            break
+                        at = stop + 8
+                        stop = at + length
+                        append(src[at:stop])
+                except struct.error:
+                    pass
+                if len(keys) < n or stop > end:
+                    break
+                if op == 6:
+                    if not (keys[0] in data if n == 1 else all(map(has, keys))):
+                        # the wait blocks, or a key is a queue's: the general path's
+                        return pos, b"".join(parts)
+                    parts.append(_STOP)
+                    # rdzv's client follows a WAIT with a GET of its one key or a MULTI_GET
+                    # of its keys, in the same write: read those keys once.
+                    if stop == end:
+                        pos = stop
+                        break
+                    if n == 1 and src[stop] == 3 and src.startswith(src[start:stop], stop + 1):
+                        value = get(keys[0], b"")
+                        parts += (pack(len(value)), value)
+                        pos = stop + stop - start + 1
+                        size += len(value)
+                        if size > max_reply:
+                            break
+                        continue
+                    if not (src[stop] == 10 and src.startswith(src[pos + 1 : stop], stop + 1)):
+                        pos = stop
+                        continue
+                    pos, stop = stop, stop + stop - pos
+                    op = 10
+                if op == 10:
+                    values = list(map(get, keys, repeat(b"")))
+                    parts += chain.from_iterable(
+                        zip(map(pack, map(len, values)), values, strict=True)
+                    )
+                    size += sum(map(len, values))
+                    if size > max_reply:
+                        pos = stop
+                        break
+                elif n == 1 and keys[0] == PROBE_KEY:
+                    break
+                elif all(map(has, keys)):
+                    parts.append(_READY)
+                elif queues:  # a key may be a queue's
+                    return pos, b"".join(parts)
+                else:
+                    parts.append(_NOT_READY)
+                pos = stop
+            elif op == 4:  # ADD
+                stop = start + n + 8
+                if n > max_key or stop > end:
+                    break
+                key = src[start : stop - 8]
+                if key in waiters:
+                    break
+                old = get(key)
+                (total,) = unpack_i64(src, stop - 8)
+                if old is not None:
+                    try:
+                        total += stoll(old)
+                    except ValueError:
+                        break
+                    if not _I64_MIN <= total <= _I64_MAX:
+                        break
+                value = str(total).encode()
+                data[key] = value
+                if old != value:
+                    if kv._watches:
+                        wrote(conn, key, old, value)
+                    else:
+                        last_writer[key] = conn
+                parts.append(pack_i64(total))
+                pos = stop
+            elif op == 11:  # MULTI_SET
+                stop = -1 if n > max_keys else _multi_set(kv, conn, src, start, n, limits)
+                if stop < 0:
+                    break
+                pos = stop
+            else:
+                break
+        return pos, b"".join(parts)
+
+    return serve
+
+
+def _multi_set(
+    kv: WatchingKV, conn: ConnId, src: bytes, pos: int, count: int, limits: Limits
+) -> int:
+    """Apply the MULTI_SET of ``count`` pairs at ``pos`` and return where it ends; -1 (and
+    nothing applied): not all there, over a limit, or a key with waiters."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    add_key, add_value = keys.append, values.append
+    key_cap, value_cap = limits.max_key, limits.max_value
+    unpack = _U64.unpack_from
+    try:  # unpack raises when a length is not all there (a key or value may be short)
+        for _ in range(count):
+            (length,) = unpack(src, pos)
+            if length > key_cap:
+                return -1
+            start = pos + 8
+            pos = start + length
+            add_key(src[start:pos])
+            (length,) = unpack(src, pos)
+            if length > value_cap:
+                return -1
+            start = pos + 8
+            pos = start + length
+            add_value(src[start:pos])
+    except struct.error:
+        return -1
+    if pos > len(src):
+        return -1
+    data, waiters = kv.data, kv._waiters
+    if waiters and not waiters.keys().isdisjoint(keys):
+        return -1
+    before = list(map(data.get, keys))  # as WatchingKV: the values before the whole request
+    data.update(zip(keys, values, strict=True))
+    if kv._watches:
+        for key, old in zip(keys, before, strict=True):
+            kv._wrote(conn, key, old, data[key])
+    else:
+        kv._last_writer.update(
+            {key: conn for key, old in zip(keys, before, strict=True) if data[key] != old}
+        )
+    return pos
