@@ -48,13 +48,18 @@ def _configured_rank(sc: Scenario, node: int) -> int:
     return rank
 
 
+#: Events that say a rank joined: rdzv's ``joined``, a job agent's ``rendezvous_done``.
+_JOINS = frozenset({"joined", "rendezvous_done"})
+
+
 def _joined_ranks(outcomes: Sequence[NodeOutcome]) -> set[int]:
     """Ranks that took part in the round: every rank whose rendezvous returned, those the
-    backend reported as joined (rdzv's ``joined`` events) and those whose key some node
+    backend reported as joined (rdzv's ``joined`` events, a job agent's ``rendezvous_done``:
+    its group rank) and those whose key some node
     found in the shared store (what shows a backend without join events, like torch's)."""
     joined = {o.rank for o in outcomes if o.rank is not None}
     joined |= {r for o in outcomes for r in o.seen_ranks or ()}
-    reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event == "joined"}
+    reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event in _JOINS}
     return joined | {r for r in reported if isinstance(r, int)}
 
 

@@ -48,6 +48,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
 from harness.proxy.toxics import TOXIC_ATTRIBUTES
+from harness.world.jobs.spec import JobSpec
 from harness.world.messages import Message
 from harness.world.store_faults import StoreRule
 
@@ -170,6 +171,8 @@ class Launch:
     start_paused: bool = False
     #: Which start of the node this is (1: its first; a restart's replacement: 2, ...).
     incarnation: int = 1
+    #: The node is a torchrun job (agent and workers) running this (None: one rendezvous).
+    job: JobSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,15 @@ as it happens. It returns one :class:`~harness.world.jobs.spec.JobResult`, never
 How each part's result is judged:
 
 * the agent: ``ok`` when ``launch_agent`` returned; when its workers failed (torch's
-  ``ChildFailedError``) ``error`` with torch's words; when the rendezvous failed, the
-  node's class of that error (``timeout``, ``closed``, ``connection_error``, ...);
+  ``ChildFailedError``) ``error``, naming each failed worker's exit code; when the
+  rendezvous failed, the node's class of that error (``timeout``, ``closed``,
+  ``connection_error``, ...);
 * a worker: its exit code from torch's failure record (0 when the agent succeeded; None
   when torch recorded nothing); ``ok`` with exit code 0; ``stopped`` when it said no
   failure of its own and ended by a signal or was never recorded (its agent stopped the
   group: another part failed); else ``error`` (or ``timeout`` / ``connection_error`` when
-  its own failure said so), with the message it reported (``worker_failed``) or torch's.
+  its own failure said so: a timeout in its message, torch's ``DistNetworkError`` or a
+  connection in its message), with the message it reported (``worker_failed``) or torch's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from harness.world.jobs.agent import install, launch_config, reporting_agent
 from harness.world.jobs.spec import (
     AGENT,
     REPORT_ENV,
+    TORCH_JOB_MODULES,
     JobResult,
     JobSpec,
     PartResult,
@@ -43,20 +46,12 @@ from harness.world.jobs.stages import StageListener, StageSink
 from harness.world.node import classify
 from harness.world.torch_backends import HandlerArgs
 
-__all__ = ["TORCH_JOB_MODULES", "import_torch", "run_job"]
-
-#: What a job node imports before its start gate (torch's agent, launcher, rendezvous).
-TORCH_JOB_MODULES = (
-    "torch.distributed.launcher.api",
-    "torch.distributed.elastic.agent.server.local_elastic_agent",
-    "torch.distributed.elastic.rendezvous.registry",
-    "torch.distributed.elastic.rendezvous.static_tcp_rendezvous",
-    "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend",
-)
+__all__ = ["import_torch", "run_job"]
 
 
 def import_torch() -> float:
-    """Import what a job node runs (before the start gate); the seconds it took."""
+    """Import what a job node runs (before the start gate); the seconds it took (none
+    when its forkserver preloaded them: a job's world asks for that, ``JOB_BACKEND``)."""
     import importlib
 
     began = time.monotonic()
@@ -144,15 +139,11 @@ def _agent_failed(exc: BaseException) -> tuple[PartResult, dict[int, Any]]:
     raw = getattr(exc, "failures", None)
     if type(exc).__name__ == "ChildFailedError" and isinstance(raw, dict):
         by_local = {int(f.local_rank): f for f in raw.values()}
-        message = f"workers failed: {_first_line(str(exc))}"
+        failed = ", ".join(f"worker {n} exit {by_local[n].exitcode}" for n in sorted(by_local))
+        message = f"workers failed: {failed}"
         return PartResult(AGENT, "error", 1, error_class=_qualified(exc), message=message), by_local
     status = classify(exc)
     return PartResult(AGENT, status, 1, error_class=_qualified(exc), message=str(exc)), {}
-
-
-def _first_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return next((line for line in lines if not set(line) <= {"-", "="}), text)
 
 
 def _with_rendezvous(agent: PartResult, seen: _Seen) -> PartResult:
@@ -195,7 +186,9 @@ def _worker(
         status = "stopped"
     elif message and _TIMEOUT.search(message):
         status = "timeout"
-    elif message and _CONNECTION.search(message):
+    elif "DistNetworkError" in str(seen.get("error_class")) or (
+        message and _CONNECTION.search(message)
+    ):
         status = "connection_error"
     else:
         status = "error"

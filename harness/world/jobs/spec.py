@@ -25,8 +25,10 @@ from typing import Final
 __all__ = [
     "AGENT",
     "AGENT_STAGES",
+    "JOB_BACKEND",
     "JOB_STAGES",
     "REPORT_ENV",
+    "TORCH_JOB_MODULES",
     "WORKER_STAGES",
     "JobResult",
     "JobSpec",
@@ -43,6 +45,17 @@ AGENT_STAGES: Final = ("rendezvous_done", "workers_started", "restart")
 WORKER_STAGES: Final = ("pg_ready", "collective_done", "worker_failed")
 #: Every stage a job reports (events faults can fire on).
 JOB_STAGES: Final = AGENT_STAGES + WORKER_STAGES
+#: The name under which a world's ``Layout.backends`` asks for job nodes (torch's agent,
+#: launcher and rendezvous handlers preloaded: :data:`TORCH_JOB_MODULES`).
+JOB_BACKEND: Final = "torchrun-job"
+#: What a job node imports before its start gate.
+TORCH_JOB_MODULES: Final = (
+    "torch.distributed.launcher.api",
+    "torch.distributed.elastic.agent.server.local_elastic_agent",
+    "torch.distributed.elastic.rendezvous.registry",
+    "torch.distributed.elastic.rendezvous.static_tcp_rendezvous",
+    "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend",
+)
 
 
 def worker_part(local_rank: int) -> str:

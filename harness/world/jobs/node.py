@@ -1,0 +1,96 @@
+"""The node process of a job node: torch imported before the gate, the agent after it.
+
+:func:`run_job_node` is :func:`harness.world.node.run_node` for a launch with a ``job``: it
+forwards rdzv's events and installs the DNS shim like any node, imports torch (start-up:
+before it says ``ready``; how long it took is the ``torch_imported`` event after
+``started``), waits at the gate, then runs :func:`~harness.world.jobs.run.run_job`. Every
+stage of its parts goes to the harness as an :class:`~harness.world.messages.Event` of that
+part; at the end, one :class:`~harness.world.messages.Outcome` per part, then the node's own
+(its agent's status, group rank and world size), which ends the incarnation.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from typing import Any, Protocol
+
+from harness.world.jobs.run import import_torch, run_job
+from harness.world.messages import Event, Message, Outcome, Ready, Started
+from harness.world.node import PROCESS, Hosting, NodeSpec
+from harness.world.torch_backends import HandlerArgs
+
+__all__ = ["run_job_node"]
+
+
+class _Queue(Protocol):
+    def put(self, item: Message) -> None: ...
+
+
+def run_job_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
+    """Entry point of a job node (see the module doc); never raises."""
+    launch, node = spec.launch, spec.node
+    job = launch.job
+    assert job is not None, "run_job_node runs a launch with a job"
+    hosting.forward(node, queue)
+    if spec.dns is not None:
+        hosting.dns(spec.dns)
+    imported = import_torch()
+    queue.put(Ready(node, time.monotonic(), os.getpid(), threading.get_native_id()))
+    start = hosting.gate()
+    queue.put(Started(node, start, os.getpid(), hosting.placement))
+    queue.put(Event(node, start, "torch_imported", {"seconds": round(imported, 3)}))
+    if launch.start_paused:
+        hosting.freeze()
+
+    def sink(part: str, stage: str, t: float, fields: dict[str, Any]) -> None:
+        queue.put(Event(node, t, stage, fields, part=part))
+
+    args = HandlerArgs(
+        spec.endpoint,
+        launch.run_id,
+        launch.rank,
+        launch.world_size,
+        launch.join_timeout,
+        dict(launch.config),
+        spec.listen_fd,
+    )
+    result = run_job(job, sink, launch.backend, args)
+    pid = os.getpid()
+    for part in result.parts:
+        queue.put(
+            Outcome(
+                node,
+                time.monotonic(),
+                part.status,
+                started=start,
+                pid=pid,
+                rank=part.rank,
+                world_size=part.world_size,
+                error_class=part.error_class,
+                message=part.message,
+                exitcode=part.exitcode,
+                result=part.result,
+                restarts=part.restarts,
+                part=part.part,
+            )
+        )
+    agent = result.agent
+    queue.put(
+        Outcome(
+            node,
+            time.monotonic(),
+            agent.status,
+            started=start,
+            pid=pid,
+            placement=hosting.placement,
+            rank=agent.rank,
+            world_size=agent.world_size,
+            run_id=launch.run_id,
+            error_class=agent.error_class,
+            message=agent.message,
+            maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        )
+    )

@@ -1,0 +1,89 @@
+"""Job scenarios through the runner in the local world: each node a torchrun agent with gloo
+workers (docs/jobs.md). Real torch agents and workers: marked ``torch`` and ``jobs``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.scenario.load import parse
+
+pytestmark = [pytest.mark.torch, pytest.mark.jobs]
+
+CRASH = """
+import os, torch.distributed as dist
+dist.init_process_group("gloo")
+if os.environ["GROUP_RANK"] == "1":
+    raise RuntimeError("node 1's worker gives up")
+dist.destroy_process_group()
+"""
+
+
+def _run(tmp: Path, data: dict[str, Any]) -> Any:
+    pytest.importorskip("torch.distributed.run")
+    from harness.run.suite import embedded_proxy, run_one
+
+    base = {"name": "job", "description": "d", "timeouts": {"join": 20, "hard": 120}}
+    scenario = parse({**base, **data}, str(tmp / "job.toml"))
+    return run_one(scenario, embedded_proxy, 27)
+
+
+def test_each_part_of_a_job_node_reaches_the_report_and_is_judged(tmp_path: Path) -> None:
+    (tmp_path / "crash.py").write_text(CRASH)
+    report = _run(
+        tmp_path,
+        {
+            "nodes": 2,
+            "job": {"script": "crash.py"},
+            "expect": {
+                "outcome": "error",
+                "parts": [
+                    {"nodes": [1], "part": "worker 0", "outcome": "error", "exitcode": 1},
+                    {"nodes": [1], "part": "agent", "message": "workers failed: worker 0 exit 1"},
+                ],
+            },
+        },
+    )
+    assert report.passed, report.violations
+    node1 = report.outcomes[1]
+    assert [p.part for p in node1.parts] == ["agent", "worker 0"]
+    assert node1.parts[1].message == "node 1's worker gives up"
+    stages = [(e.part, e.event) for e in node1.events]
+    assert ("agent", "rendezvous_done") in stages and ("worker 0", "pg_ready") in stages
+    assert ("node", "torch_imported") in stages
+
+
+LOOP = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+while True:
+    dist.all_reduce(torch.tensor([1.0]))
+"""
+
+
+def test_a_fault_fires_on_a_workers_stage(tmp_path: Path) -> None:
+    # node 1 is killed on its worker's first collective_done: node 0's worker, all-reducing
+    # in a loop, meets the closed peer and its agent fails the job
+    (tmp_path / "loop.py").write_text(LOOP)
+    report = _run(
+        tmp_path,
+        {
+            "nodes": 2,
+            "job": {"script": "loop.py"},
+            "fault": [{"kind": "kill", "nodes": [1], "on": "collective_done", "on_node": 1}],
+            "expect": {
+                "outcome": "error",
+                "nodes": [{"nodes": [1], "outcome": "killed"}],
+                "parts": [
+                    {"nodes": [0], "part": "agent", "outcome": "error"},
+                    {"nodes": [0], "part": "worker 0", "outcome": "connection_error"},
+                ],
+            },
+        },
+    )
+    assert report.passed, report.violations
+    (record,) = report.faults
+    assert record.acted, record
+    assert report.outcomes[1].status == "killed"
