@@ -14,16 +14,8 @@ from tests.harness.job_nodes import job_nodes, read
 
 JOB_SECONDS = 240  # one small job's bound (torch imports on 2 busy cores)
 
-#: A worker that dies after init_process_group in attempt 0 of node 1 (a user's script).
-CRASH_ONCE = """
-import os, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-if os.environ["GROUP_RANK"] == "1" and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
-    raise RuntimeError("worker crashes on purpose")
-value = torch.tensor([float(dist.get_rank() + 1)])
-dist.all_reduce(value)
-dist.destroy_process_group()
-"""
+#: A worker that dies after init_process_group in attempt 0 of node 1 (J04's user script).
+CRASH_ONCE = Path(__file__).parents[2] / "scenarios" / "jobs" / "workers" / "crash_once.py"
 
 
 def test_the_stage_listener_hands_on_each_workers_report_and_names_a_bad_one() -> None:
@@ -67,13 +59,12 @@ def test_two_job_nodes_report_their_stages_and_all_reduce_the_right_sum(
 @pytest.mark.jobs
 def test_a_crashed_worker_restarts_its_group_and_the_job_completes_on_rdzv(tmp_path: Path) -> None:
     pytest.importorskip("torch.distributed.run")
-    (tmp_path / "crash_once.py").write_text(CRASH_ONCE)
-    spec = {"script": str(tmp_path / "crash_once.py"), "max_restarts": 1}
+    spec = {"script": str(CRASH_ONCE), "max_restarts": 1}
     with job_nodes(tmp_path, 2, "static", spec) as nodes:
         ends = [read(node, JOB_SECONDS) for node in nodes]
     stages = ends[1][0]
     failed = [s for s in stages if s["stage"] == "worker_failed"]
-    assert failed and failed[0]["fields"]["message"] == "worker crashes on purpose"
+    assert failed and failed[0]["fields"]["message"] == "worker crashes on purpose in attempt 0"
     assert ("agent", "restart") in [(s["part"], s["stage"]) for s in stages]
     agent, worker = ends[1][1]
     assert (agent["status"], agent["restarts"]) == ("ok", 1), ends[1][1]

@@ -15,9 +15,11 @@ import os
 import resource
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Protocol
 
 from harness.world.jobs.run import import_torch, run_job
+from harness.world.jobs.spec import PartResult
 from harness.world.messages import Event, Message, Outcome, Ready, Started
 from harness.world.node import PROCESS, Hosting, NodeSpec
 from harness.world.torch_backends import HandlerArgs
@@ -58,39 +60,31 @@ def run_job_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> N
         spec.listen_fd,
     )
     result = run_job(job, sink, launch.backend, args)
-    pid = os.getpid()
-    for part in result.parts:
-        queue.put(
-            Outcome(
-                node,
-                time.monotonic(),
-                part.status,
-                started=start,
-                pid=pid,
-                rank=part.rank,
-                world_size=part.world_size,
-                error_class=part.error_class,
-                message=part.message,
-                exitcode=part.exitcode,
-                result=part.result,
-                restarts=part.restarts,
-                part=part.part,
-            )
-        )
-    agent = result.agent
-    queue.put(
-        Outcome(
+    for each in result.parts:
+        queue.put(_said(node, start, each, part=each.part))
+    queue.put(  # the node's own outcome: its agent's, which ends the incarnation
+        _said(
             node,
-            time.monotonic(),
-            agent.status,
-            started=start,
-            pid=pid,
+            start,
+            result.agent,
             placement=hosting.placement,
-            rank=agent.rank,
-            world_size=agent.world_size,
             run_id=launch.run_id,
-            error_class=agent.error_class,
-            message=agent.message,
             maxrss_kib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         )
+    )
+
+
+def _said(node: int, start: float, result: PartResult, **extra: Any) -> Outcome:
+    """An Outcome of a part's ``result`` (``extra``: its part's name, or the fields only
+    the node's own outcome has)."""
+    return replace(
+        Outcome(node, time.monotonic(), result.status, started=start, pid=os.getpid()),
+        rank=result.rank,
+        world_size=result.world_size,
+        error_class=result.error_class,
+        message=result.message,
+        exitcode=result.exitcode,
+        result=result.result,
+        restarts=result.restarts,
+        **extra,
     )
