@@ -10,7 +10,8 @@ import pytest
 
 from harness.scenario.load import parse
 
-pytestmark = [pytest.mark.torch, pytest.mark.jobs]
+# a job's bound: torch in every agent and worker, on 2 cores other sessions load too
+pytestmark = [pytest.mark.torch, pytest.mark.jobs, pytest.mark.timeout(900)]
 
 CRASH = """
 import os, torch.distributed as dist
@@ -46,7 +47,7 @@ def test_each_part_of_a_job_node_reaches_the_report_and_is_judged(tmp_path: Path
             },
         },
     )
-    assert report.passed, report.violations
+    assert report.passed, (report.violations, [(o.status, o.message) for o in report.outcomes])
     node1 = report.outcomes[1]
     assert [p.part for p in node1.parts] == ["agent", "worker 0"]
     assert node1.parts[1].message == "node 1's worker gives up"
@@ -83,7 +84,7 @@ def test_a_fault_fires_on_a_workers_stage(tmp_path: Path) -> None:
             },
         },
     )
-    assert report.passed, report.violations
+    assert report.passed, (report.violations, [(o.status, o.message) for o in report.outcomes])
     (record,) = report.faults
     assert record.acted, record
     assert report.outcomes[1].status == "killed"
