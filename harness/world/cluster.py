@@ -42,6 +42,7 @@ from multiprocess.connection import wait as wait_any
 from multiprocess.context import set_spawning_popen
 
 from harness.world.backends import preload
+from harness.world.jobs.node import run_job_node
 from harness.world.messages import Exit, Message
 from harness.world.node import (
     PROCESS,
@@ -58,6 +59,7 @@ __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 ENTRY_MODULES: Final = (
     "harness.world.cluster",
     "harness.world.node",
+    "harness.world.jobs.node",
     "harness.world.packed.node",
     "harness.world.netns.enter",
 )
@@ -407,8 +409,9 @@ def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, g
         fd = listen_socket.detach()
         spec = dataclasses.replace(spec, listen_fd=fd)
     hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
+    run = run_job_node if spec.launch.job is not None else run_node  # a torchrun agent
     try:
-        run_node(spec, PipeReporter(channel), hosting)
+        run(spec, PipeReporter(channel), hosting)
     finally:
         channel.close()
 

@@ -238,14 +238,9 @@ def run_node(spec: NodeSpec, queue: _Queue, hosting: Hosting = PROCESS) -> None:
     two cores, each of them runs before the last one sees the release (docs/reports.md,
     "Start-up and release skew").
 
-    A launch with a ``job`` is a torchrun agent with its workers instead
-    (:func:`harness.world.jobs.node.run_job_node`).
+    A launch with a ``job`` is a torchrun agent with its workers: the cluster's entry runs
+    :func:`harness.world.jobs.node.run_job_node` for it instead.
     """
-    if spec.launch.job is not None:  # a torchrun agent with its workers
-        from harness.world.jobs.node import run_job_node
-
-        run_job_node(spec, queue, hosting)
-        return
     placement = hosting.placement
     launch = spec.launch
     hosting.forward(spec.node, queue)
