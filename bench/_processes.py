@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 import _memory
+import _tcpstats
 import _trace
 
 _RDZV_WARM = [
@@ -109,7 +110,9 @@ def node(
         out.put(("ready", rank, None))
         if not go.wait(timeout):
             raise TimeoutError("never released")
-        late = time.monotonic() - start_at.value
+        # --node0-ahead: node 0 starts that much before the instant the others start at
+        ahead = options.get("node0_ahead", 0.0) if rank == 0 else 0.0
+        late = time.monotonic() - (start_at.value - ahead)
         if late < 0:
             time.sleep(-late)  # every node starts at the same instant, not in wake-up order
         cpu = time.process_time()
@@ -194,8 +197,9 @@ def trial(
         # Waking N processes through one Event is serialised (each sleeper acknowledges), so
         # the release names a common start instant far enough ahead for all of them to be
         # awake; a node woken after it starts at once and its lateness counts against it.
-        start = time.monotonic() + 0.3 + n * 0.004
+        start = time.monotonic() + 0.3 + n * 0.004 + options.get("node0_ahead", 0.0)
         start_at.value = start
+        tcp = _tcpstats.counters()  # the trial's own namespace: only its nodes' connects
         go.set()
         time.sleep(max(start - time.monotonic(), 0.0))
         idle = _idle_seconds()
@@ -204,6 +208,7 @@ def trial(
         while not all(returned_at[:]) and time.monotonic() < deadline:
             time.sleep(0.002)
         idle = _idle_seconds() - idle
+        tcp = _tcpstats.since(tcp)
         memory = _memory.total_mib([p.pid for p in procs if p.pid is not None])
         finish.set()
         results: dict[int, dict[str, Any]] = {}
@@ -229,6 +234,7 @@ def trial(
             "node0_cpu_ms": results[0]["cpu"] * 1000,
             "median_cpu_ms": statistics.median(cpu) * 1000,
         }
+        summary["tcp"] = tcp
         summary["pss_mib"] = memory["pss"]
         summary["node_uss_mib"] = memory["uss"] / n
         summary["cpu_idle_pct"] = 100 * idle / ((last - start) * (os.cpu_count() or 1))

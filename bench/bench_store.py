@@ -10,7 +10,10 @@ Each server runs in its own process (started here, ended here by PID). Rows (``-
 * ``aggregate``: ``--clients`` (256) client processes at once against each server, set+get
   pairs for ``--seconds``; aggregate pairs/s and the ratio (goal >= 1.0x torch's server),
   and the server process's CPU time per pair (user and system, from ``/proc``), the figure
-  that stays put when other work shares the machine.
+  that stays put when other work shares the machine. ``--floor`` adds two floors of the
+  interpreter on the same clients (``FLOOR_SERVERS``): a minimal Python epoll server, and the
+  same loop serving each read with rdzv's fast path; the ratios to them say how much of the
+  remainder is the interpreter and how much rdzv's own work.
 * ``storm``: ``--storm`` (4096) clients connecting within ``--storm-window`` (0.1 s) to
   each server, each served one set+get: how many were served, retried, p50/p99/max
   connect-to-reply latency, server RSS with every connection open (goal <= 200 MiB).
@@ -21,7 +24,8 @@ namespace (``unshare -n``, loopback up; ``--no-netns`` to run here): torch's ser
 every peer's name on accept, which outside one stalls 5 s per client on this machine's
 unreachable resolver. Torch rows are skipped, saying so, when torch is absent.
 
-Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]``
+Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
+[--floor]``
 """
 
 from __future__ import annotations
@@ -52,6 +56,63 @@ TORCH_SERVER = (
     "print(f'listening on 127.0.0.1:{s.port}', flush=True)\n"
     "signal.sigwait({signal.SIGTERM, signal.SIGINT})\n"
 )
+#: The interpreter's ceiling on the aggregate workload, measured: the least a Python server
+#: does per set+get pair, on the loop primitives of rdzv's server (``rdzv/store/server/_loop.py``).
+#: ``floor``: one epoll wait, one recv, one send of the known reply (no parsing, no store);
+#: ``floor+fast``: the same loop serving each read with rdzv's own fast path
+#: (``rdzv/store/state/_fast.py``: parse, table, reply), without rdzv's connection bookkeeping.
+#: rdzv's server minus ``floor+fast`` is its bookkeeping; ``floor+fast`` minus ``floor`` its
+#: parsing and table work. Both rely on what the aggregate clients do (one VALIDATE first,
+#: then a pair in one write and the next only after the reply): floors, not servers.
+_FLOOR = """
+import select, socket, sys
+sys.path.insert(0, 'bench')
+from _store_load import _HELLO, _REPLY
+from rdzv.store.state._fast import fast_path
+from rdzv.store.wire._wire import Limits
+from rdzv.store.state._writers import WatchingKV
+serve = fast_path(WatchingKV(), Limits())
+srv = socket.create_server(('127.0.0.1', 0), backlog=4096)
+srv.setblocking(False)
+ep = select.epoll()
+ep.register(srv.fileno(), select.EPOLLIN)
+conns, hello = {}, {}
+print(f'listening on 127.0.0.1:{srv.getsockname()[1]}', flush=True)
+while True:
+    for fd, _ in ep.poll():
+        if fd == srv.fileno():
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except BlockingIOError:
+                    break
+                c.setblocking(False)
+                c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                ep.register(c.fileno(), select.EPOLLIN)
+                conns[c.fileno()], hello[c.fileno()] = c, len(_HELLO)
+            continue
+        c = conns[fd]
+        try:
+            data = c.recv(65536)
+        except BlockingIOError:
+            continue
+        if not data:
+            ep.unregister(fd)
+            c.close()
+            del conns[fd]
+            continue
+        if hello[fd]:  # the handshake: no reply
+            skip = min(hello[fd], len(data))
+            hello[fd] -= skip
+            if skip == len(data):
+                continue
+            data = data[skip:]
+        SERVE_ONE_READ
+"""
+FLOOR_SERVERS = {
+    "floor": _FLOOR.replace("SERVE_ONE_READ", "c.send(_REPLY)"),
+    "floor+fast": _FLOOR.replace("SERVE_ONE_READ", "c.send(serve(fd, data)[1])"),
+}
 
 
 @contextmanager
@@ -160,12 +221,14 @@ def pair_rows(args: argparse.Namespace, have_torch: bool) -> None:
         print(f"ratio torch client on rdzv/torch server {mixed['setget'] / theirs['setget']:.2f}x")
 
 
-def _servers(have_torch: bool) -> list[tuple[str, str]]:
+def _servers(have_torch: bool, floor: bool = False) -> list[tuple[str, str]]:
     servers = [("rdzv", RDZV_SERVER)]
     if have_torch:
         servers.append(("torch", TORCH_SERVER))
     else:
         print("torch server: not run (torch is not installed)")
+    if floor:
+        servers += FLOOR_SERVERS.items()
     return servers
 
 
@@ -174,7 +237,7 @@ def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
     runs: dict[str, list[float]] = {}
     costs: dict[str, list[tuple[float, float]]] = {}
     for _ in range(args.repeat):
-        for name, code in _servers(have_torch):
+        for name, code in _servers(have_torch, floor=args.floor):
             with server(code) as (port, pid):
                 before = _memory.cpu_seconds(pid)
                 result = _store_load.aggregate(port, args.clients, args.seconds)
@@ -195,15 +258,26 @@ def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
         user = statistics.median(u for u, _ in costs[name])
         system = statistics.median(s for _, s in costs[name])
         print(
-            f"aggregate {args.clients} client processes -> {name:5s} server: median "
+            f"aggregate {args.clients} client processes -> {name:10s} server: median "
             f"{statistics.median(rates):9.0f} set+get pairs/s (runs {shown}); server CPU "
             f"per pair {user + system:.1f} us ({user:.1f} user, {system:.1f} system)",
             flush=True,
         )
-    if "rdzv" in runs and "torch" in runs:
-        ratio = statistics.median(runs["rdzv"]) / statistics.median(runs["torch"])
+    rate = {name: statistics.median(rates) for name, rates in runs.items()}
+    cost = {name: statistics.median(u + s for u, s in pairs) for name, pairs in costs.items()}
+    if "rdzv" in rate and "torch" in rate:
+        ratio = rate["rdzv"] / rate["torch"]
         goal = "met" if ratio >= 1.0 else "MISSED"
         print(f"ratio aggregate rdzv/torch server {ratio:.2f}x (goal >= 1.0x: {goal})")
+        print(f"ratio server CPU per pair rdzv/torch {cost['rdzv'] / cost['torch']:.2f}x")
+    if "floor" in rate:
+        for name in ("rdzv", "torch", "floor+fast"):
+            if name in rate:
+                print(
+                    f"ratio aggregate {name}/floor {rate[name] / rate['floor']:.2f}x, server "
+                    f"CPU per pair {name}/floor {cost[name] / cost['floor']:.2f}x",
+                    flush=True,
+                )
 
 
 def storm_rows(args: argparse.Namespace, have_torch: bool) -> None:
@@ -262,6 +336,11 @@ def main() -> int:
     )
     parser.add_argument("--clients", type=int, default=256, help="aggregate: client processes")
     parser.add_argument("--seconds", type=float, default=3.0, help="aggregate: window (s)")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="aggregate: also the interpreter's floor (a minimal Python epoll server)",
+    )
     parser.add_argument("--storm", type=int, default=4096, help="storm: clients")
     parser.add_argument("--storm-procs", type=int, default=16, help="storm: client processes")
     parser.add_argument("--storm-window", type=float, default=0.1, help="storm: spread (s)")

@@ -15,6 +15,10 @@ Every error the harness raises derives from :class:`HarnessError`::
     ├── ToxiproxyProtocolError         the server answered something that is not Toxiproxy's API
     ├── UnsupportedError               a world cannot do what a scenario asks of it (e.g.
     │                                  toxics in a world whose links are kernel rules)
+    ├── InternalError                  a bug in the harness: it raised what it did not expect
+    │                                  (the report says so, and where the traceback is)
+    ├── BackendError                   the user's backend (``module:factory``) raised in the
+    │                                  harness, outside any node: the user's code to fix
     └── ScenarioError                  also ValueError: a scenario file is invalid (names the
         │                              file and every bad key)
         └── InvalidScenariosError      loading many files: one ScenarioError per bad file
@@ -33,7 +37,9 @@ from collections.abc import Sequence
 
 __all__ = [
     "AlreadyExistsError",
+    "BackendError",
     "HarnessError",
+    "InternalError",
     "InvalidRequestError",
     "InvalidScenariosError",
     "NotFoundError",
@@ -122,6 +128,17 @@ class UnsupportedError(HarnessError):
         super().__init__(message)
         self.world = world
         self.capability = capability
+
+
+class InternalError(HarnessError):
+    """A bug in the harness: an exception it did not expect while running a scenario (not
+    the scenario's verdict, not the world's or the proxy's refusal). Report it, with the
+    traceback the report names."""
+
+
+class BackendError(HarnessError):
+    """The scenario's own backend (``module:factory``: the user's code) raised inside the
+    harness, outside any node (a node's failure is its outcome instead): fix the backend."""
 
 
 class ScenarioError(HarnessError, ValueError):

@@ -155,7 +155,7 @@ def node_rank_from_torchrun(
     return int(parsed.node_rank), "torchrun's --node-rank"
 
 
-class TorchrunRendezvous(torch_api.RendezvousHandler):
+class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unused-ignore]
     """torch's ``RendezvousHandler`` over :class:`rdzv.StaticTCPRendezvous` (module doc).
 
     Args:
@@ -168,7 +168,6 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
         self._rdzv = handler
         self._backend = backend
         self._servers: dict[int, StoreServer] = {}  # node 0: the rounds' stores
-        self._client: Any = None  # this agent's torch TCPStore of the current round
         self._lock = threading.Lock()
 
     @property
@@ -194,7 +193,12 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
         round_index = self._rdzv.next_round
         server = None
         if cfg.start_daemon:
-            server = StoreServer(cfg.host, 0).start()
+            try:
+                server = StoreServer(cfg.host, 0).start()
+            except rdzv_errors.StoreError as exc:  # out of ports or descriptors
+                raise torch_api.RendezvousConnectionError(
+                    f"rank {cfg.rank}: node 0 could not open round {round_index}'s store: {exc}"
+                ) from exc
         try:
             with _translated():
                 info = self._rdzv.next_rendezvous()
@@ -205,15 +209,15 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
             raise
         if server is not None:
             self._keep(round_index, server)
-        store = TCPStore(
-            cfg.host,
-            port,
-            is_master=False,
-            timeout=cfg.read_timeout,
-            wait_for_workers=False,
-        )
-        with self._lock:
-            self._client = store
+        try:
+            store = TCPStore(
+                cfg.host, port, is_master=False, timeout=cfg.read_timeout, wait_for_workers=False
+            )
+        except Exception as exc:  # torch's DistNetworkError, DistStoreError, ...
+            raise torch_api.RendezvousConnectionError(
+                f"rank {cfg.rank}: round {round_index} completed, but its store at"
+                f" {cfg.host}:{port} (served by node 0) could not be reached: {exc}"
+            ) from exc
         return torch_api.RendezvousInfo(
             store, cfg.rank, cfg.world_size, torch_api.RendezvousStoreInfo(cfg.host, port)
         )
@@ -256,7 +260,6 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):
         done = self._rdzv.shutdown()
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
-            self._client = None
         for server in servers:
             server.close()
         return done

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import resource
 import secrets
 import signal
 import sys
@@ -50,6 +53,12 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     proxy.add_argument(
         "--config", type=Path, help="JSON array of proxies to create at start (as /populate)"
     )
+    proxy.add_argument(
+        "--until-stdin-closes",
+        action="store_true",
+        help="stop once standard input reaches its end (a parent that started it with a pipe"
+        " ended, however it ended)",
+    )
     proxy.set_defaults(func=_proxy_command)
 
 
@@ -79,6 +88,8 @@ async def _serve_proxy(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    if args.until_stdin_closes:
+        _stop_at_end_of_stdin(loop, stop)
 
     def ready(host: str, port: int) -> None:
         shown = f"[{host}]" if ":" in host else host
@@ -96,7 +107,32 @@ async def _serve_proxy(args: argparse.Namespace) -> None:
         await runner.cleanup()
 
 
+def _open_files_up_to_the_limit() -> None:
+    """Raise this process's soft limit of open files to the hard one: each link holds three
+    descriptors (its listener, the client's connection, the dial upstream)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _stop_at_end_of_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            stop.set()
+
+    loop.add_reader(fd, readable)
+
+
 def _proxy_command(args: argparse.Namespace) -> int:
+    _open_files_up_to_the_limit()
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve_proxy(args))

@@ -15,7 +15,6 @@ fresh embedded proxy seeded from that seed, so the proxy's toxicity rolls repeat
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +33,7 @@ from harness.fuzz.strategies import scenarios
 from harness.run.model import Report
 from harness.run.suite import ProxyProvider, embedded_proxy, run_one
 from harness.run.worlds import capabilities_of
-from harness.scenario.load import load, parse
+from harness.scenario.load import load, parse, read
 
 __all__ = ["FuzzResult", "Runner", "fuzz", "judged", "on_backend", "replay"]
 
@@ -364,10 +363,9 @@ def replay(
         ScenarioError: the file is unreadable or invalid, or it records no seed and none
             was given.
     """
-    scenario = load(path)
+    data = read(path)  # once: validated into the scenario, and judged against
+    scenario = parse(data, str(path))
     chosen = seed if seed is not None else scenario.seed
     if chosen is None:
         raise ScenarioError(str(path), ["seed: the file records no seed; give one with --seed N"])
-    with open(path, "rb") as handle:  # load() read it a moment ago: it parses
-        data = tomllib.load(handle)
     return judged(data, run_one(scenario, proxies, chosen))

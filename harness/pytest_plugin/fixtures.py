@@ -5,14 +5,13 @@ report)."""
 from __future__ import annotations
 
 import re
-import secrets
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from harness.pytest_plugin.options import overrides, seed_override
-from harness.pytest_plugin.session import proxies, ray_for, real_toxiproxy
+from harness.pytest_plugin.session import proxies, real_toxiproxy, session_for
 
 if TYPE_CHECKING:
     from harness.proxy.client import ToxiproxyClient
@@ -34,7 +33,7 @@ def toxiproxy(pytestconfig: pytest.Config) -> Iterator[ToxiproxyClient]:
     if client is not None:
         yield client
         return
-    from harness.run.suite import embedded_proxy
+    from harness.run.proxies import embedded_proxy
 
     with embedded_proxy() as client:
         yield client
@@ -66,16 +65,19 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
     given, else the scenario's ``seed`` key, else a fresh one. Each call runs to the end and
     cleans up its processes and proxies, also when it raises.
 
+    It runs as a scenario item does (:func:`harness.run.one.run_one`): a scenario its
+    backend or world cannot run skips the test with the reason, and a failure of the
+    harness itself comes back as the report's ``error`` (the report fails).
+
     The factory raises:
         ScenarioError: the scenario is invalid (names each bad key).
-        UnsupportedError: a fault needs what the local world cannot do (nothing ran).
-        HarnessError: the proxy could not be started or reached.
+        HarnessError: the world's session (Ray) could not be opened.
     """
     config = request.config
     test = _NAME_JUNK.sub("-", request.node.name.lower()).strip("-._") or "test"
 
     def run(scenario: Mapping[str, Any] | None = None, /, **fields: Any) -> Report:
-        from harness.run.suite import choose_seed
+        from harness.run.seed import choose_seed, fresh_seed
         from harness.scenario.load import parse
 
         data: dict[str, Any] = {"name": test, "description": f"built by {request.node.nodeid}"}
@@ -84,17 +86,20 @@ def harness_cluster(request: pytest.FixtureRequest) -> HarnessCluster:
         data.update(fields)
         built = parse(data, f"<{request.node.nodeid}>")
         override, _ = seed_override(config)
-        seed = choose_seed(built, override, lambda: secrets.randbits(32))
+        seed = choose_seed(built, override, fresh_seed)
         return _run_built(built, seed, config)
 
     return run
 
 
 def _run_built(scenario: Scenario, seed: int, config: pytest.Config) -> Report:
-    from harness.run.runner import run_scenario
-    from harness.run.worlds import worlds_for
+    """Run ``scenario`` as a scenario item runs: admitted by the registry (its backend, its
+    world), the harness's own failures turned into a report; a scenario that is not
+    admitted skips the test, saying why."""
+    from harness.run.one import run_one
 
-    ray_for(config, scenario)
-    with proxies(config)() as client:
-        report: Report = run_scenario(scenario, worlds_for(scenario, client), seed)
+    session_for(config, scenario)
+    report = run_one(scenario, proxies(config), seed)
+    if report.skipped is not None:
+        pytest.skip(report.skip_reason or report.skipped)
     return report

@@ -11,7 +11,6 @@ node said and did (pytest shows it for a passing item with ``-rP``, for a failin
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from harness.pytest_plugin.options import MARKER, REPORTS, overrides, seed_override
-from harness.pytest_plugin.session import proxies, ray_for
+from harness.pytest_plugin.session import proxies, session_for
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr
@@ -101,11 +100,12 @@ class ScenarioItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
-        from harness.run.suite import choose_seed, run_one
+        from harness.run.one import run_one
+        from harness.run.seed import choose_seed, fresh_seed
 
         override, _ = seed_override(self.config)
-        seed = choose_seed(self.scenario, override, lambda: secrets.randbits(32))
-        ray_for(self.config, self.scenario)
+        seed = choose_seed(self.scenario, override, fresh_seed)
+        session_for(self.config, self.scenario)
         report = run_one(self.scenario, proxies(self.config), seed)
         self.config.stash[REPORTS].append(report)
         if report.skipped is None:  # what the nodes said: pytest shows it for passes with -rP

@@ -1,9 +1,10 @@
-"""What the session's scenario runs share: the proxy, and the Ray connection.
+"""What the session's scenario runs share: the proxy, and the worlds' sessions (Ray).
 
 The proxy is a real Toxiproxy (``--toxiproxy``) shared by every run, asked for its version
 once (a server that cannot be used fails each test that needs it with one line), else a
-fresh embedded one per run. The ray world's connection is made once for the session, at the
-first scenario that needs it, and closed when pytest unconfigures.
+fresh embedded one per run (only for a world whose links are on the run's proxy). A world's
+session (the ray world's connection) is opened once for the session, at the first scenario
+that needs it, and closed when pytest unconfigures.
 """
 
 from __future__ import annotations
@@ -20,28 +21,26 @@ if TYPE_CHECKING:
     from harness.proxy.client import ToxiproxyClient
     from harness.scenario.model import Scenario
 
-__all__ = ["RAY", "proxies", "pytest_unconfigure", "ray_for", "real_toxiproxy"]
+__all__ = ["SESSIONS", "proxies", "pytest_unconfigure", "real_toxiproxy", "session_for"]
 
-RAY = pytest.StashKey[Any]()  # the session's Ray connection (a RaySession)
+SESSIONS = pytest.StashKey[dict[str, Any]]()  # the session's world sessions (Ray), by world
 #: Why the --toxiproxy server cannot be used ("" once it answered), asked once a session.
 _CHECKED = pytest.StashKey[str]()
 
 
-def ray_for(config: pytest.Config, scenario: Scenario) -> None:
-    """Connect to Ray once for the session when ``scenario`` runs in the ray world (closed
-    in :func:`pytest_unconfigure`); without Ray installed the run is skipped with the
-    install command instead."""
-    if scenario.world != "ray" or RAY in config.stash:
-        return
-    from harness.world.ray.session import connect, unavailable
+def session_for(config: pytest.Config, scenario: Scenario) -> None:
+    """Open the session of ``scenario``'s world once for the pytest session (Ray,
+    connected at the first scenario in the ray world; closed in :func:`pytest_unconfigure`);
+    the registry decides (:func:`harness.run.worlds.open_session`): a world that cannot run
+    here opens none, and its scenarios are skipped saying why."""
+    from harness.run.worlds import open_session
 
-    if unavailable() is None:
-        config.stash[RAY] = connect(ray_address(config))
+    sessions: dict[str, Any] = config.stash.setdefault(SESSIONS, {})
+    open_session(scenario, ray_address(config), sessions)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(RAY, None)
-    if session is not None:
+    for session in config.stash.get(SESSIONS, {}).values():
         session.close()
 
 
@@ -74,7 +73,7 @@ def proxies(config: pytest.Config) -> Callable[[], contextlib.AbstractContextMan
     Raises:
         pytest.fail.Exception: the ``--toxiproxy`` server cannot be used (one line).
     """
-    from harness.run.suite import embedded_proxy, shared_proxy
+    from harness.run.proxies import embedded_proxy, shared_proxy
 
     client = real_toxiproxy(config)
     return embedded_proxy if client is None else shared_proxy(client)

@@ -2,7 +2,10 @@
 
 * ``runner``    :func:`~harness.run.runner.run_scenario`: one scenario, one seed, one world:
                 schedule faults (start-up, time, event), record, heal, gather outcomes
-* ``worlds``    which world runs a scenario; whether it can do what the faults need
+* ``worlds``    the one registry that admits a scenario: the world it runs in (from each
+                world package's description, ``harness.world.<name>.kind``) or why it is
+                skipped (backend, packing, the faults' needs, this machine); the worlds'
+                session (Ray, connected once)
 * ``schedule``  the runner's timed actions
 * ``startup``   the wait until every node is ready at the gate; the release skew
 * ``starts``    the node starts pending during a run: one per node (one incarnation at a
@@ -13,10 +16,14 @@
 * ``jobs``      a scenario's ``[job]`` as each node's JobSpec; which worlds and backends run jobs
 * ``job_checks`` a job's parts: workers' RANKs, WORLD_SIZE, collective; ``[[expect.parts]]``
 * ``model``     events, outcomes, violations, reports (what a run produces)
-* ``suite``     many scenarios on a thread pool, each in a local world on its own proxy
+* ``one``       one scenario admitted, then run; skipped or failed as a report, never raised
+* ``proxies``   what gives a run whose world's links are on a proxy its Toxiproxy API
+* ``seed``      the seed a run uses
+* ``suite``     many scenarios on a thread pool, as many as fit; Ctrl-C
+* ``crash``     a harness failure in one line (cause, whose fault, the traceback's file)
 * ``budget``    what a scenario costs the machine; how many run at once (``-j``)
 
 Imports: :mod:`harness.scenario` (scenarios, fault kinds through their base class only),
-:mod:`harness.world` (the protocol; ``suite`` also makes local worlds), :mod:`harness.proxy`
-(``suite``'s embedded proxies), :mod:`harness.errors`. Never reports, fuzzing or the CLI.
+:mod:`harness.world` (the protocol; ``worlds`` also each world's ``kind``), :mod:`harness.proxy`
+(``proxies``' embedded proxies), :mod:`harness.errors`. Never reports, fuzzing or the CLI.
 """

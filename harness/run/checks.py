@@ -4,7 +4,7 @@ Always checked:
 
 1. ``ranks``: nodes whose rendezvous returned hold distinct ranks, each the rank the node
    was configured with (static rendezvous: ranks mirror node ranks) unless the backend
-   ranks the nodes itself (its :func:`~harness.world.backends.traits`: torch's c10d); when
+   ranks the nodes itself (its :func:`~harness.world.process.backends.traits`: torch's c10d); when
    every node succeeds the ranks are exactly 0..N-1.
 2. ``world_size``: every node whose rendezvous returned was handed the scenario's world size.
 3. ``complete_round``: no rendezvous returns in a round that some rank never joined.
@@ -35,7 +35,7 @@ from harness.run.job_checks import PartView, job_invariants, part_expectations
 from harness.run.model import NodeOutcome, Violation
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario, allowed_outcomes
-from harness.world.backends import traits
+from harness.world.process.backends import traits
 
 __all__ = ["check"]
 

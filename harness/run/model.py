@@ -171,9 +171,10 @@ class Report:
         return f"not run in the {world} world: {self.skipped}"
 
     @property
-    def idle_faults(self) -> list[FaultRecord]:
-        """The faults that never acted although not expected to be idle (informational:
-        not a failed check)."""
+    def unexpectedly_idle(self) -> list[FaultRecord]:
+        """The faults that never acted although the scenario does not expect them idle
+        (informational: not a failed check). Not :attr:`Scenario.idle_faults
+        <harness.scenario.model.Scenario.idle_faults>`, the faults it expects idle."""
         return [f for f in self.faults if f.flagged]
 
     @property

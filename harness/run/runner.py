@@ -34,7 +34,7 @@ from functools import partial
 from harness.errors import HarnessError
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
-from harness.run.jobs import check_job_supported, job_spec
+from harness.run.jobs import job_spec
 from harness.run.model import NodeEvent, NodeOutcome, PartOutcome, Report
 from harness.run.schedule import Schedule
 from harness.run.starts import Starts
@@ -45,8 +45,8 @@ from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 from harness.world.base import Interruptible, Launch, Layout, WorldFactory
-from harness.world.jobs.spec import JOB_BACKEND
 from harness.world.messages import NODE, Event, Exit, Message, Outcome, Ready, Started
+from harness.world.process.jobs.spec import JOB_BACKEND
 
 __all__ = ["run_scenario", "worlds_for"]  # worlds_for: from harness.run.worlds, as before
 
@@ -63,8 +63,7 @@ class _Run:
     ) -> None:
         self.sc = scenario
         self.faults = list(enumerate(scenario.fault))
-        check_supported(worlds, self.faults)
-        check_job_supported(scenario)
+        check_supported(worlds, self.faults, job=scenario.job is not None)
         self.job = job_spec(scenario)
         self.stop = stop if stop is not None else threading.Event()  # set: Ctrl-C
         self.seed = seed

@@ -1,9 +1,12 @@
-"""Run many scenarios: pick each one's seed, run them on a thread pool, collect reports.
+"""Run many scenarios on a thread pool, as many at once as the machine holds; Ctrl-C.
 
 This is the orchestration behind ``harness run`` (and anything else that wants a whole
-suite): it never raises because one scenario went wrong. A scenario whose run raised comes
-back as a :class:`~harness.run.model.Report` whose ``error`` holds the traceback, so it counts
-as failed and still shows its seed and replay command.
+suite): it never raises because one scenario went wrong (each runs through
+:func:`harness.run.one.run_one`; a run that raised comes back as a report whose ``error`` is
+one line: :mod:`harness.run.crash`). What it is made of, each a module of its own, is
+re-exported here as before: the proxy providers (:mod:`harness.run.proxies`), the seed
+(:mod:`harness.run.seed`), one run (:mod:`harness.run.one`) and the worlds' session
+(:mod:`harness.run.worlds`).
 
 Ctrl-C (``KeyboardInterrupt`` in the main thread) stops the suite promptly: scenarios not
 yet started are cancelled, running ones are told to stop (their nodes are killed by PID
@@ -14,26 +17,20 @@ marked ``interrupted``; :class:`SuiteInterrupted` then carries every report ther
 from __future__ import annotations
 
 import contextlib
-import secrets
 import signal
 import threading
-import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Literal
 
-from harness.errors import HarnessError, UnsupportedError
-from harness.proxy.api import ToxiproxyServer
-from harness.proxy.client import ToxiproxyClient
 from harness.run.budget import Budget, auto_jobs, capacity, cost
 from harness.run.model import Report
-from harness.run.runner import run_scenario
-from harness.run.worlds import worlds_for
+from harness.run.one import run_one
+from harness.run.proxies import ProxyProvider, embedded_proxy, shared_proxy
+from harness.run.seed import choose_seed, fresh_seed
+from harness.run.worlds import WorldUnreachable, worlds_session
 from harness.scenario.model import Scenario
-from harness.world.backends import rerun_env, unavailable
 
 __all__ = [
     "ProxyProvider",
@@ -46,56 +43,6 @@ __all__ = [
     "shared_proxy",
     "worlds_session",
 ]
-
-#: Gives each scenario run the Toxiproxy API it drives, for the duration of the run.
-ProxyProvider = Callable[[], AbstractContextManager[ToxiproxyClient]]
-
-
-@contextlib.contextmanager
-def embedded_proxy() -> Iterator[ToxiproxyClient]:
-    """A fresh embedded Toxiproxy-API server for one run: its seed (set by the run) then
-    governs that run's toxics alone, however many scenarios run at once."""
-    with ToxiproxyServer() as server:
-        yield ToxiproxyClient(server.host, server.port)
-
-
-def shared_proxy(client: ToxiproxyClient) -> ProxyProvider:
-    """Every run drives ``client``'s server (a real Toxiproxy: its seed does nothing)."""
-    return lambda: contextlib.nullcontext(client)
-
-
-class WorldUnreachable(HarnessError):
-    """The world scenarios asked for could not be reached (Ray not started or joined)."""
-
-
-@contextlib.contextmanager
-def worlds_session(scenarios: Sequence[Scenario], ray_address: str | None) -> Iterator[None]:
-    """What the scenarios' worlds need for a whole suite: Ray, connected once (not per
-    scenario) when one runs in the ray world -- a local Ray started here is stopped at the
-    end, also on Ctrl-C.
-
-    Without Ray installed there is nothing to connect: each scenario of the ray world is
-    then reported skipped by :func:`run_one`, with the install command, and the others run.
-
-    Raises:
-        WorldUnreachable: Ray could not be started, or its cluster joined.
-    """
-    if not any(sc.world == "ray" for sc in scenarios):
-        yield
-        return
-    from harness.world.ray.session import connect, unavailable
-
-    if unavailable() is not None:  # run_one reports each ray scenario skipped, saying why
-        yield
-        return
-    try:
-        session = connect(ray_address)
-    except HarnessError as exc:
-        raise WorldUnreachable(f"--world ray: {exc}") from exc
-    try:
-        yield
-    finally:
-        session.close()
 
 
 class SuiteInterrupted(KeyboardInterrupt):
@@ -114,59 +61,6 @@ class SuiteInterrupted(KeyboardInterrupt):
 #: Called with a scenario when a worker starts it, and with its report when it ends.
 OnStart = Callable[[Scenario], None]
 OnResult = Callable[[Report], None]
-
-
-def choose_seed(scenario: Scenario, override: int | None, fresh: Callable[[], int]) -> int:
-    """The seed a run uses: the override, else the scenario's own, else ``fresh()``."""
-    if override is not None:
-        return override
-    if scenario.seed is not None:
-        return scenario.seed
-    return fresh()
-
-
-def run_one(
-    scenario: Scenario,
-    proxies: ProxyProvider,
-    seed: int,
-    stop: threading.Event | None = None,
-) -> Report:
-    """Run one scenario with ``seed`` in the local world (packed when the scenario says
-    ``pack``), its links on the proxy ``proxies``
-    gives; a run that raises becomes a failed report, and a scenario its backend cannot run
-    (``[backends.<name>] unsupported``, or torch missing) or its world cannot carry out (a
-    fault needs what the world lacks) a skipped one. Setting ``stop`` ends the run at once:
-    its nodes are killed, its proxies removed, and the report comes back ``interrupted``.
-
-    ``KeyboardInterrupt`` and other ``BaseException`` subclasses that are not ``Exception``
-    still propagate (after the runner has cleaned up its processes).
-    """
-    report = _run_one(scenario, proxies, seed, stop)
-    report.rerun_env = rerun_env(scenario.backend)
-    return report
-
-
-def _run_one(
-    scenario: Scenario, proxies: ProxyProvider, seed: int, stop: threading.Event | None
-) -> Report:
-    why_not = scenario.variant.unsupported or unavailable(scenario.backend)
-    if why_not is not None:
-        return Report(scenario, seed, outcomes=[], skipped=why_not)
-    began = time.monotonic()
-    try:
-        with proxies() as client:
-            return run_scenario(scenario, worlds_for(scenario, client), seed, stop)
-    except UnsupportedError as exc:
-        return Report(scenario, seed, outcomes=[], skipped=str(exc), skipped_by_world=exc.world)
-    except Exception as exc:
-        detail = "".join(traceback.format_exception(exc)).rstrip()
-        return Report(
-            scenario,
-            seed,
-            outcomes=[],
-            duration=time.monotonic() - began,
-            error=f"the harness failed while running the scenario:\n{detail}",
-        )
 
 
 def run_suite(
@@ -204,7 +98,7 @@ def run_suite(
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1 or 'auto', got {jobs}")
     budget = Budget(capacity())
-    seeds = [choose_seed(sc, seed, lambda: secrets.randbits(32)) for sc in scenarios]
+    seeds = [choose_seed(sc, seed, fresh_seed) for sc in scenarios]
     callbacks = threading.Lock()
     stop = threading.Event()
 

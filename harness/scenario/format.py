@@ -18,6 +18,7 @@ __all__ = [
     "Nodes",
     "TriggerEvent",
     "one_or_more",
+    "part_name",
     "pattern",
     "shown",
     "targets",
@@ -49,6 +50,21 @@ def one_or_more(value: Any) -> Any:
         if not value:
             raise ValueError("an outcome list needs at least one outcome")
         return tuple(value)
+    return value
+
+
+#: A fault's ``part``: the whole node, a job node's agent, or one of its workers.
+_PART = re.compile(r"node|agent|worker (0|[1-9][0-9]*)")
+
+
+def part_name(value: str | None) -> str | None:
+    """A fault's ``part``: ``node`` (the whole node, the default), ``agent`` or
+    ``worker N`` (N the worker's local rank on its node), or None."""
+    if value is not None and not _PART.fullmatch(value):
+        raise ValueError(
+            f"got {value!r}; a part is 'node' (the whole node), 'agent' (a job node's torchrun "
+            "agent alone) or 'worker N' (its worker of local rank N, e.g. 'worker 0')"
+        )
     return value
 
 

@@ -16,13 +16,14 @@ Imports: pydantic, :mod:`harness.scenario.format`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator
 
 from harness.scenario.format import FormatModel, JobStage, Nodes, one_or_more, pattern
 
-__all__ = ["JOB_STAGES", "PART_OUTCOMES", "Job", "PartExpect"]
+__all__ = ["JOB_STAGES", "PART_OUTCOMES", "Job", "PartExpect", "fault_parts"]
 
 #: The stages a job's parts report, events a fault can fire on (``on = "pg_ready"``).
 JOB_STAGES: tuple[str, ...] = get_args(JobStage)
@@ -91,3 +92,27 @@ class PartExpect(FormatModel):
     def names(self, part: str) -> bool:
         """Whether ``part`` (``agent``, ``worker N``) is one this entry's ``part`` names."""
         return self.part == part or (self.part == "workers" and part.startswith("worker "))
+
+
+def fault_parts(job: Job | None, faults: Sequence[tuple[int, object]]) -> list[str]:
+    """Faults aimed at a part (``part = "agent"``, ``"worker N"``) that no node has: the
+    scenario has no ``[job]``, or fewer workers per node; one line each."""
+    found = []
+    for index, fault in faults:
+        part = getattr(fault, "part", None)
+        if part in (None, "node"):
+            continue
+        where = f"fault[{index}].part"
+        if job is None:
+            found.append(
+                f"{where}: {part!r} is a part of a job node and the scenario has no [job] "
+                "table; drop 'part' to aim at the whole node"
+            )
+            continue
+        head, _, number = str(part).partition(" ")
+        if head == "worker" and int(number) >= job.nproc_per_node:
+            found.append(
+                f"{where}: {part!r} does not exist; each node has {job.nproc_per_node} "
+                f"worker(s) (job.nproc_per_node): worker 0..{job.nproc_per_node - 1}"
+            )
+    return found

@@ -30,7 +30,7 @@ from harness.scenario.model import (
     Scenario,
 )
 
-__all__ = ["load", "load_many", "parse"]
+__all__ = ["load", "load_many", "parse", "read"]
 
 _NODE_COUNT: TypeAdapter[int] = TypeAdapter(NodeCount)
 
@@ -131,21 +131,28 @@ def _job_script(scenario: Scenario, source: str) -> list[str]:
     return [f"job.script: no file {script!r} (looked for {path}); give a path relative to the file"]
 
 
+def read(path: str | Path) -> dict[str, Any]:
+    """The TOML mapping of a scenario file, not validated (:func:`parse` does that).
+
+    Raises:
+        ScenarioError: unreadable file, or bad TOML.
+    """
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ScenarioError(str(path), [f"cannot read the file: {exc.strerror or exc}"]) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(str(path), [f"not valid TOML: {exc}"]) from exc
+
+
 def load(path: str | Path) -> Scenario:
     """Read and validate one scenario file.
 
     Raises:
         ScenarioError: unreadable file, bad TOML, or invalid contents.
     """
-    source = str(path)
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise ScenarioError(source, [f"cannot read the file: {exc.strerror or exc}"]) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(source, [f"not valid TOML: {exc}"]) from exc
-    return parse(data, source)
+    return parse(read(path), str(path))
 
 
 def load_many(paths: Sequence[str | Path]) -> list[Scenario]:

@@ -25,7 +25,7 @@ from harness.scenario.consistency import consistency
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.registry import FaultEntry
 from harness.scenario.format import FormatModel, Nodes, one_or_more, pattern, targets
-from harness.scenario.job import Job, PartExpect
+from harness.scenario.job import Job, PartExpect, fault_parts
 
 __all__ = [
     "COLLECT",
@@ -325,10 +325,6 @@ class Scenario(FormatModel):
             raise ScenarioError(self.path or self.name, [f"pack: must be at least 2, got {pack}"])
         return self.model_copy(update={"pack": pack})
 
-    def with_seed(self, seed: int) -> Scenario:
-        """A copy whose seed is ``seed``."""
-        return self.model_copy(update={"seed": seed})
-
 
 #: The keys of a file that ``harness run`` options can override.
 _OPTIONS = ("world", "backend", "pack")
@@ -380,12 +376,14 @@ def _timeouts_beyond(timeouts: Timeouts, overrides: list[NodeOverride]) -> list[
 
 
 def _job_problems(sc: Scenario) -> list[str]:
-    """``[job]``'s bounds against the hard deadline, and ``[[expect.parts]]`` without a job."""
+    """``[job]``'s bounds against the hard deadline, faults aimed at parts no node has, and
+    ``[[expect.parts]]`` without a job."""
+    found = fault_parts(sc.job, list(enumerate(sc.fault)))
     if sc.job is not None:
-        return sc.job.problems(sc.timeouts.hard_deadline)
+        return found + sc.job.problems(sc.timeouts.hard_deadline)
     sections = [("expect", sc.expect)]
     sections += [(f"backends.{n}.expect", v.expect) for n, v in sc.backends.items() if v.expect]
-    return [
+    return found + [
         f"{where}.parts[{i}]: the scenario has no [job] table: only a job's nodes have parts"
         for where, section in sections
         for i, _ in enumerate(section.parts)

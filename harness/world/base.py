@@ -31,10 +31,11 @@ need before anything starts, and a verb a world cannot carry out raises
 :class:`~harness.errors.UnsupportedError` -- never a silent no-op.
 
 Imports: the standard library, :mod:`harness.errors`, :mod:`harness.world.messages` (what
-comes back), and (for the types its handles return) :mod:`harness.proxy.events` and
-:mod:`harness.world.store_faults`; it passes on
-:data:`TOXIC_ATTRIBUTES` (the attributes of each toxic type) from
-:mod:`harness.proxy.toxics`. A world knows nothing of scenario files, fault kinds or reports.
+comes back), and (for the types its handles return) :mod:`harness.proxy.events`; it passes
+on the plain values of :mod:`harness.world.specs` (``Layout``, ``Launch``, ``ToxicSpec``,
+``PacketRule``, ``StoreRule``) and :data:`TOXIC_ATTRIBUTES` (the attributes of each toxic
+type) from :mod:`harness.proxy.toxics`. Nothing of how any world works; a world knows
+nothing of scenario files, fault kinds or reports.
 """
 
 from __future__ import annotations
@@ -42,19 +43,28 @@ from __future__ import annotations
 import ipaddress
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from harness.errors import UnsupportedError
 from harness.proxy.events import ToxicEffects
 from harness.proxy.toxics import TOXIC_ATTRIBUTES
-from harness.world.jobs.spec import JobSpec
 from harness.world.messages import Message
-from harness.world.store_faults import StoreRule
+from harness.world.specs import (
+    STORE_PORT,
+    JobSpec,
+    Launch,
+    Layout,
+    PacketRule,
+    StoreRule,
+    ToxicSpec,
+    Verdict,
+)
 
 __all__ = [
     "BANDWIDTH",
     "CAPABILITIES",
+    "JOBS",
     "KILL",
     "LINKS",
     "NAMES",
@@ -68,6 +78,7 @@ __all__ = [
     "TOXICS",
     "TOXIC_ATTRIBUTES",
     "Interruptible",
+    "JobSpec",
     "Launch",
     "Layout",
     "Link",
@@ -102,6 +113,7 @@ SQUATTER = "squatter"
 STORE_RULES = "store_rules"
 PACKETS = "packets"
 BANDWIDTH = "bandwidth"
+JOBS = "jobs"
 #: Every capability this module names, with what it means (for "cannot" messages).
 CAPABILITIES: Mapping[str, str] = {
     KILL: "kill a node",
@@ -114,112 +126,16 @@ CAPABILITIES: Mapping[str, str] = {
     STORE_RULES: "apply store-level rules to a node's requests",
     PACKETS: "drop, reject or lose packets between nodes (kernel packet rules)",
     BANDWIDTH: "limit a node's bandwidth (kernel traffic control)",
+    JOBS: "run torchrun jobs (an agent and its workers, each a process) and act on their parts",
 }
 
-#: How a squatter holds the store's port (see :mod:`harness.world.squatters`).
+#: How a squatter holds the store's port (see :mod:`harness.world.proxied.squatters`).
 SquatterMode = Literal["ipv4-wildcard", "ipv6-wildcard", "loopback", "silent", "http"]
 SQUATTER_MODES: tuple[str, ...] = get_args(SquatterMode)
 
 #: What a world calls with each message of its nodes (from any thread, in order for each
 #: node; see :mod:`harness.world.messages`).
 OnMessage = Callable[[Message], None]
-
-
-@dataclass(frozen=True)
-class Layout:
-    """What a world builds for one run, before any node starts.
-
-    Attributes:
-        tag: unique to the run; names its resources (links, namespaces, actors).
-        nodes: how many nodes (``0..nodes-1``).
-        host: the endpoint host the nodes are told; when it is a name (not an IP address)
-            the world makes it resolve, and :meth:`World.names_down` can stop that.
-        via_links: every node but node 0 reaches the store over a link of its own, which
-            toxics and ``link_down`` act on.
-        backends: the rendezvous backends the nodes run (a world may load them ahead).
-        squatter: a squatter of this mode holds the store's port from the start (node 0
-            must bind the port itself and finds it taken); ``None``: no squatter.
-        store_rules: store traffic passes through something that applies store rules.
-        needs: every capability the scenario's faults use (a world may build a part only
-            when a fault needs it: the netns world starts its proxy links only for toxics
-            or link downs).
-    """
-
-    tag: str
-    nodes: int
-    host: str
-    via_links: bool = True
-    backends: frozenset[str] = frozenset({"static"})
-    squatter: str | None = None
-    store_rules: bool = False
-    needs: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Launch:
-    """What one node runs: its rendezvous and how it starts (never where, or at what address)."""
-
-    node: int
-    backend: str
-    run_id: str
-    rank: int
-    world_size: int
-    join_timeout: float
-    config: Mapping[str, Any] = field(default_factory=dict)
-    #: The node freezes itself once its handler is built, before the release (resumed by
-    #: :meth:`World.resume`).
-    start_paused: bool = False
-    #: Which start of the node this is (1: its first; a restart's replacement: 2, ...).
-    incarnation: int = 1
-    #: The node is a torchrun job (agent and workers) running this (None: one rendezvous).
-    job: JobSpec | None = None
-
-
-@dataclass(frozen=True)
-class ToxicSpec:
-    """One toxic, in Toxiproxy's terms (see docs/proxy.md)."""
-
-    name: str
-    type: str
-    stream: str = "downstream"
-    toxicity: float = 1.0
-    attributes: Mapping[str, int] = field(default_factory=dict)
-
-
-#: In a :class:`PacketRule`'s ports: the port the store listens on (the world knows it).
-STORE_PORT = 0
-
-#: What a packet rule does to the packets it matches: ``drop`` (silently), ``reject-reset``
-#: (a TCP reset: the connect is refused), ``reject-unreachable`` (ICMP host unreachable).
-Verdict = Literal["drop", "reject-reset", "reject-unreachable"]
-
-
-@dataclass(frozen=True)
-class PacketRule:
-    """Packets from the ``sources`` nodes to the ``destinations`` nodes that match get
-    ``verdict``.
-
-    Attributes:
-        sources: the nodes whose packets it matches (by their address).
-        destinations: the nodes the packets go to.
-        verdict: what happens to a matching packet.
-        ports: only TCP packets to these ports of the destinations (empty: every packet);
-            :data:`STORE_PORT` stands for the port the store listens on.
-        except_ports: only TCP packets to ports *not* listed (empty: no such condition).
-        syn_only: only connection attempts (a SYN without ACK).
-        percent: only this share of matching packets, drawn at random per packet (100:
-            every one).
-        label: what the counted packets are, for the count (``"SYNs dropped"``).
-    """
-
-    sources: tuple[int, ...]
-    destinations: tuple[int, ...]
-    verdict: Verdict = "drop"
-    ports: tuple[int, ...] = ()
-    except_ports: tuple[int, ...] = ()
-    syn_only: bool = False
-    percent: float = 100.0
-    label: str = "packets dropped"
 
 
 class Rule(Protocol):
@@ -318,6 +234,18 @@ class World(Protocol):
 
     def paused(self, node: int) -> bool:
         """Whether the node is frozen right now."""
+
+    def kill_part(self, node: int, part: str) -> bool:
+        """End one part of a job node at once (``agent``: its process alone, its workers
+        end by their death signal; ``worker N``: that worker, which its agent sees fail);
+        False when that part was not running. A world without :data:`JOBS` raises
+        :class:`~harness.errors.UnsupportedError`."""
+
+    def pause_part(self, node: int, part: str) -> bool:
+        """Freeze one part of a job node; False when it was not running."""
+
+    def resume_part(self, node: int, part: str) -> bool:
+        """Let a frozen part of a job node go on; False when it was not running."""
 
     def live(self, node: int) -> int:
         """How many incarnations of the node are running now (started, neither killed nor

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from harness.world.messages import Message, ends
 
-__all__ = ["Incarnation", "Incarnations"]
+__all__ = ["HeldNodes", "Incarnation", "Incarnations"]
 
 
 @dataclass(eq=False)
@@ -102,3 +102,78 @@ class Incarnations:
             for inc in lost:
                 inc.ended = True
         return lost
+
+
+class HeldNodes:
+    """Kill, pause and resume of nodes that are threads of a shared host (a packed process,
+    a Ray actor): the bookkeeping the packed and the Ray world share, composed into each.
+
+    A world hands it its book and three acts: ``send(node, command)`` gives a command
+    (``("kill", number)``, ``("resume", number)``) to the host of ``node``; ``hold(node)``
+    pauses the node (on its link: its process cannot be stopped for it alone), ``unhold``
+    lets it go on; ``kill`` (default :meth:`end`) kills an incarnation, for a world that
+    kills some otherwise (the Ray world: a node alone in its actor, with the actor). A kill
+    unholds a paused node first, so that its resets reach the store now, not when the link
+    is healed.
+    """
+
+    def __init__(
+        self,
+        book: Incarnations,
+        send: Callable[[int, tuple[str, int]], object],
+        hold: Callable[[int], None],
+        unhold: Callable[[int], None],
+        kill: Callable[[Incarnation], None] | None = None,
+    ) -> None:
+        self.book = book
+        self._send = send
+        self._hold = hold
+        self._unhold = unhold
+        self._kill = kill or self.end
+
+    def end(self, inc: Incarnation) -> None:
+        """Kill incarnation ``inc``: nothing it sends from now on is delivered."""
+        inc.killed = True
+        if inc.paused:
+            self._unhold(inc.node)
+            inc.paused = False
+        self._send(inc.node, ("kill", inc.number))
+
+    def kill(self, node: int) -> bool:
+        """Kill the node's live incarnation; False when it has none."""
+        inc = self.book.running(node)
+        if inc is None:
+            return False
+        self._kill(inc)
+        return True
+
+    def pause(self, node: int) -> bool:
+        """Hold the node's live incarnation (once); False when it has none."""
+        inc = self.book.running(node)
+        if inc is None:
+            return False
+        if not inc.paused:
+            self._hold(node)
+            inc.paused = True
+        return True
+
+    def resume(self, node: int) -> bool:
+        """Let the node go on: its latest incarnation's hold is lifted even if it ended
+        meanwhile (not if it was killed: nothing is held then), and a live one launched
+        paused is resumed; False when it has no live incarnation."""
+        latest = self.book.latest(node)
+        if latest is not None and latest.paused and not latest.killed:
+            self._unhold(node)
+            latest.paused = False
+        inc = self.book.running(node)
+        if inc is None:
+            return False
+        if inc.frozen:
+            inc.frozen = False
+            self._send(node, ("resume", inc.number))
+        return True
+
+    def paused(self, node: int) -> bool:
+        """Whether the node's live incarnation is held or launched paused, not resumed."""
+        inc = self.book.running(node)
+        return inc is not None and (inc.frozen or inc.paused)

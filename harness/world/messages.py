@@ -1,9 +1,9 @@
 """What a node says, coming back to the harness: small typed messages, made on the node.
 
 Each message is a frozen dataclass with slots: it pickles with the standard pickle (a
-node's pipe, :class:`~harness.world.node.PipeReporter`), with dill (``multiprocess``) and
-with Ray's cloudpickle, and is read by name wherever it arrives -- never by position, never
-by key. In the order a node sends them:
+node's pipe, :class:`~harness.world.process.reporting.PipeReporter`), with dill
+(``multiprocess``) and with Ray's cloudpickle, and is read by name wherever it arrives --
+never by position, never by key. In the order a node sends them:
 
 =========== ===========================================================================
 :class:`Ready`   up, imports done, channel open, handler built: waiting at the start gate
@@ -75,7 +75,7 @@ class Started:
     Attributes:
         pid: the process it runs in.
         placement: how the world runs it, for the report (see
-            :attr:`~harness.world.node.Hosting.placement`).
+            :attr:`~harness.world.process.node.Hosting.placement`).
     """
 
     node: int
@@ -103,7 +103,7 @@ class Outcome:
 
     Attributes:
         status: ``ok`` or how it failed (``timeout``, ``connection_error``, ``closed``,
-            ``state_error``, ``error``; see :func:`~harness.world.node.classify`).
+            ``state_error``, ``error``; see :func:`~harness.world.process.reporting.classify`).
         started: when it saw the release and began (None: it never did).
         pid: the process it ran in.
         placement: how the world ran it, for the report.

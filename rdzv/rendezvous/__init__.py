@@ -8,6 +8,7 @@ handler imports when it is built (no process imports asyncio: the server runs it
 * ``api``             torch's ``RendezvousHandler`` ABC, parameters and results
 * ``_static_config``  the ``static`` backend's options, validated once (pure)
 * ``_liveness`` ``_round_state``  is a claimant alive; store keys, identities, verdicts
+* ``_round_rules``    the round's decisions, each citing its invariant of ``_join`` (no I/O)
 * ``_round_failures`` the errors and messages users see (pure)
 * ``_connection``     a node's connections to the store: dial, a fresh one, close
 * ``_round_io``       one round's store calls: bounded by the deadline, failures raised

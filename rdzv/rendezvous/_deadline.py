@@ -75,6 +75,16 @@ from rdzv.events import WARNING
 from rdzv.rendezvous._connection import close_store
 from rdzv.rendezvous._round_failures import timeout_message
 from rdzv.rendezvous._round_io import OVERSHOOT
+from rdzv.rendezvous._round_rules import (
+    CLAIMS_ASKED,
+    WATCHMEN,
+    after_deadline,
+    elected,
+    missing_ranks,
+    ranks_in,
+    ranks_to_ask,
+    watches,
+)
 from rdzv.rendezvous._round_state import encode_verdict
 
 TYPE_CHECKING = False
@@ -106,9 +116,8 @@ VERDICT_RESERVE: Final = 0.2
 #: Seconds past its own deadline a member waits for the diagnoser's verdict before it names
 #: the missing ranks itself (the overshoot minus a cancellation and the reserve).
 WAIT_FOR_DIAGNOSER: Final = OVERSHOOT - CANCEL_BOUND - VERDICT_RESERVE
-#: The first members to join wake at their deadline and hold the election...
-WATCHMEN: Final = 8
-#: ...the others this many seconds past theirs (if no verdict came), then hold it too: as
+#: The first :data:`WATCHMEN` members to join wake at their deadline and hold the election,
+#: the others this many seconds past theirs (if no verdict came), then hold it too: as
 #: late as a cancelled wait still ends by ``hard_end``.
 LATE_WAKE: Final = OVERSHOOT - CANCEL_BOUND
 #: Seconds a member that finds the overshoot spent before it read any verdict (its wait ended
@@ -120,18 +129,10 @@ LATE_WAKE: Final = OVERSHOOT - CANCEL_BOUND
 #: and a request, which a busy store or path may not give it even in 2 s (the long waits
 #: that ``OVERSHOOT`` allows are what keep members off this path).
 LATE_READ: Final = 2.0
-#: A diagnosis checks the claims of at most this many missing ranks (at 4096 nodes, asking
-#: for every rank's keys one by one took longer than the overshoot allows).
-CLAIMS_ASKED: Final = 64
 
 
 class _NoTimeLeft(Exception):
     """The diagnosis ran out of its share of the overshoot."""
-
-
-def watches(joined: int) -> bool:
-    """Whether the member whose ``add`` on ``count`` returned ``joined`` is a watchman."""
-    return joined <= WATCHMEN
 
 
 def verdict_grace(watchman: bool) -> float:
@@ -156,12 +157,13 @@ def timeout_verdict(io: RoundIO, watchman: bool) -> bytes:
             connection ended while it waited for the diagnoser's (see ``RoundIO.raise_store``).
     """
     done = io.keys.of(io.round, "done")
-    elected = _elected(io)
-    if elected is None:  # its wait ended late (4): read the verdict that exists
+    chosen = _elected(io)
+    step = after_deadline(chosen, watchman)
+    if step == "read_late" and chosen is None:  # its wait ended late (4): read what exists
         return _read_or_fail(io, done, "no time was left to ask the store")
-    if elected:
+    if step == "diagnose":
         return _diagnose_and_publish(io, done)
-    if not watchman:  # woke LATE_WAKE past its deadline: read the elected one's verdict (4)
+    if step == "read_late":  # woke LATE_WAKE past its deadline: the elected one's verdict (4)
         return _read_or_fail(io, done, "the member elected to name them published nothing in time")
     # Another member is naming them: wait for its verdict, then name them itself.
     raw = _await_diagnoser(io, done)
@@ -257,12 +259,12 @@ def _elected(io: RoundIO) -> bool | None:
         return None
     try:
         io.store.set_timeout(left)
-        elected = io.store.add(io.keys.of(io.round, "diagnosing"), 1) == 1
+        chosen = elected(io.store.add(io.keys.of(io.round, "diagnosing"), 1))
     except StoreError:
         return True
-    if elected:
+    if chosen:
         io.event("diagnosing")
-    return elected
+    return chosen
 
 
 def _await_diagnoser(io: RoundIO, done: str) -> bytes | None:
@@ -332,9 +334,8 @@ def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
 
     try:
         raw = ask(io.store.get, joined_key)  # exists: this member appended to it
-        joined = _ranks_in(raw, world_size)
-        missing = [rank for rank in range(world_size) if rank not in joined]
-        for rank in missing[:CLAIMS_ASKED]:
+        joined = ranks_in(raw, world_size)
+        for rank in ranks_to_ask(missing_ranks(joined, world_size)):
             if ask(io.store.check, [io.keys.claim(k, rank)]):
                 claimed.append(rank)
     except _NoTimeLeft:
@@ -344,12 +345,3 @@ def _diagnose(io: RoundIO) -> tuple[list[int] | None, list[int], str]:
     except StoreError as exc:
         return None, [], f"the store could not be asked: {exc}"
     return sorted(joined), claimed, ""
-
-
-def _ranks_in(raw: bytes, world_size: int) -> set[int]:
-    """The ranks of the round's ``joined`` list (``b"3,0,7,"``); junk and strays ignored."""
-    ranks = set()
-    for part in raw.split(b","):
-        if part.strip().isdigit() and int(part) < world_size:
-            ranks.add(int(part))
-    return ranks

@@ -97,12 +97,8 @@ from rdzv.errors import (
 )
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
-from rdzv.rendezvous._deadline import (
-    publish_verdict,
-    timeout_verdict,
-    verdict_grace,
-    watches,
-)
+from rdzv.rendezvous import _round_rules as rules
+from rdzv.rendezvous._deadline import publish_verdict, timeout_verdict, verdict_grace
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import (
     closed_message,
@@ -131,10 +127,12 @@ _CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or an
 _MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
 
 
-class RoundProtocol(RoundIO):
+class RoundProtocol:
     """Runs round ``round_index`` of ``cfg.run_id`` for one node over ``store``.
 
-    Takes the arguments of :class:`~rdzv.rendezvous._round_io.RoundIO`, and:
+    What it decides is :mod:`rdzv.rendezvous._round_rules`'s; how it uses the store is its
+    :class:`~rdzv.rendezvous._round_io.RoundIO`'s (``io``), which it takes the arguments of,
+    and:
 
     Args:
         alive: whether a claimant ``(pid, token)`` of this machine still runs (invariant 6).
@@ -142,6 +140,7 @@ class RoundProtocol(RoundIO):
             None on the other nodes.
 
     Attributes:
+        io: the round's store calls (bounded, translated, reported).
         took_over: the dead predecessor whose claim this node took over, if any.
         reason: the reason of the failed verdict this node raised (``member_lost``, ...).
     """
@@ -160,14 +159,21 @@ class RoundProtocol(RoundIO):
         started: float | None = None,
         arbiter: LostMemberWatch | None = None,
     ) -> None:
-        super().__init__(store, cfg, me, round_index, deadline, clock, wall, reconnect, started)
+        self.io = RoundIO(store, cfg, me, round_index, deadline, clock, wall, reconnect, started)
+        self.store, self.cfg, self.me, self.round = store, cfg, me, round_index
+        self.deadline, self.clock, self.wall = deadline, clock, wall
+        self.keys, self.where = self.io.keys, self.io.where
+        self.call, self.event, self.fail = self.io.call, self.io.event, self.io.fail
         self.alive = alive
         self.arbiter = arbiter
         self.took_over: Identity | None = None
         self.watchman = True  # one of the first members to join (invariant 11)
         self.reason: str | None = None
 
-    # -- the join -------------------------------------------------------------------------
+    @property
+    def connection_lost(self) -> bool:
+        """This node's own store connection broke (see ``RoundIO.connection_lost``)."""
+        return self.io.connection_lost
 
     def join(self) -> None:
         """Join the round and return once it is complete with every rank.
@@ -181,18 +187,18 @@ class RoundProtocol(RoundIO):
             RendezvousConnectionError: the store connection failed or the store vanished
                 (here, or on another member, which reported it in the verdict).
         """
-        self._joining = True
+        self.io.joining = True
         try:
             self._join()
         finally:
-            self._joining = False
+            self.io.joining = False
 
     def _join(self) -> None:
         k, me = self.round, self.me
         first_key = self.keys.of(k, "first")
         raw_first = self.call(self.store.compare_set, first_key, "", me.raw)
         first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
-        if first.world_size != me.world_size:
+        if not rules.world_sizes_agree(me.world_size, first.world_size):
             self._reject("world_size_mismatch", mismatch_message(self.where, me, first))
         claim_key = self.keys.claim(k, me.rank)
         raw_holder = self.call(self.store.compare_set, claim_key, "", me.raw)
@@ -212,13 +218,15 @@ class RoundProtocol(RoundIO):
             self.call(self.store.set, confirmed, due)
         # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
         self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
-        self.watchman = watches(joined)  # invariant 11; not needed where the host arbitrates
-        if self.watchman and self.arbiter is None and joined < me.world_size:
+        self.watchman = rules.watches(joined)  # not needed where the host arbitrates
+        hosts = self.arbiter is not None
+        if rules.asks_for_arbiter(self.watchman, hosts, joined, me.world_size):
             self.watchman = not self._arbitrated()
         self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
-        if self.arbiter is not None:
+        route = rules.after_joining(joined, me.world_size, hosts)
+        if route == "decide" and self.arbiter is not None:
             self._decide(self.arbiter)
-        elif joined >= me.world_size:
+        elif route == "complete_when_confirmed":
             self._complete_when_confirmed()
         else:
             self._await_verdict()
@@ -244,10 +252,10 @@ class RoundProtocol(RoundIO):
             self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
         elif outcome == "member_deadline":  # invariant 11: named at once, from what it saw
             confirmed, claimed, rank = arbiter.members(self.round)
-            waited, where = self.waited(), self.where
+            waited, where = self.io.waited(), self.where
             message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
             self.event("diagnosing", for_rank=rank)
-            self._act_on(publish_verdict(self, message))  # by its hard end, not its deadline
+            self._act_on(publish_verdict(self.io, message))  # by its hard end, not its deadline
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:
@@ -258,7 +266,8 @@ class RoundProtocol(RoundIO):
         done = self.keys.of(self.round, "done")
         for _ in range(_MAX_TAKEOVERS):
             holder = Identity.decode(raw, claim_key)
-            if not self.me.same_machine(holder) or self.alive(holder.pid, holder.token):
+            same = self.me.same_machine(holder)
+            if not rules.may_take_over(same, same and self.alive(holder.pid, holder.token)):
                 break
             if self.call(self.store.check, [done]):  # a finished round is not rejoined
                 self._refuse(self.call(self.store.get, done))
@@ -288,11 +297,15 @@ class RoundProtocol(RoundIO):
         done, arbiter = self.keys.of(self.round, "done"), self.keys.of(self.round, "arbiter")
         pause = _FIRST_POLL
         while True:
-            if self.call(self.store.check, confirmations):
-                if self.call(self.store.check, [arbiter]):  # the host decides (invariant 10)
-                    self._await_verdict()
-                    return
+            every_rank = bool(self.call(self.store.check, confirmations))
+            # the arbiter matters only once every rank confirmed (a CHECK fewer before)
+            hosted = every_rank and bool(self.call(self.store.check, [arbiter]))
+            completes = rules.completes(every_rank, hosted)
+            if completes:
                 self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
+                return
+            if completes is False:  # the host decides (invariant 10)
+                self._await_verdict()
                 return
             if self.call(self.store.check, [done]):
                 self._act_on(self.call(self.store.get, done))
@@ -317,26 +330,28 @@ class RoundProtocol(RoundIO):
             self._on_deadline()
             return
         except StoreError as exc:
-            self.raise_store(exc, "waiting for the other nodes")
+            self.io.raise_store(exc, "waiting for the other nodes")
         self._act_on(raw)
 
     def _on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
-        self._act_on(timeout_verdict(self, self.watchman))
+        self._act_on(timeout_verdict(self.io, self.watchman))
 
     def _reject(self, reason: str, message: str) -> NoReturn:
         """Abort the round from a node that is not (and will not be) a member of it."""
         done = self.keys.of(self.round, "done")
-        encoded = encode_verdict(self.aborted(reason, message))
+        encoded = encode_verdict(self.io.aborted(reason, message))
         self._refuse(self.call(self.store.compare_set, done, "", encoded))
 
     def _refuse(self, raw: bytes) -> NoReturn:
         """As a non-member: raise what the round's verdict ``raw`` means for this node."""
-        if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] == "complete":
-            if self.call(self.store.check, [self.keys.closed]):
+        status = decode_verdict(raw, self.keys.of(self.round, "done"))["status"]
+        if status == "complete":
+            closed = bool(self.call(self.store.check, [self.keys.closed]))
+            if rules.refusal(status, closed) == "closed":
                 self._raise_closed(self.call(self.store.get, self.keys.closed))
-            self._raise_stale()
+            self.fail(RendezvousStateError(stale_message(self.where, self.me)))
         self._raise_verdict(raw)
 
     def _settle(self, proposal: dict[str, Any]) -> None:
@@ -352,8 +367,8 @@ class RoundProtocol(RoundIO):
         keeps the store up until its members have (see :meth:`wait_for_readers`,
         :meth:`linger`), so a verdict that ends the round reaches every member.
         """
-        self._read_verdict = True
-        if decode_verdict(raw, self.keys.of(self.round, "done"))["status"] != "complete":
+        self.io.read_verdict = True
+        if not rules.is_success(decode_verdict(raw, self.keys.of(self.round, "done"))):
             if not self.connection_lost:  # else read (and acknowledged) over a fresh one
                 with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
                     self._acknowledge()
@@ -367,7 +382,7 @@ class RoundProtocol(RoundIO):
         self.reason = str(verdict.get("reason", verdict["status"]))
         if verdict["status"] == "closed":
             self._raise_closed(raw)
-        self.fail(verdict_error(verdict, self.me, self.waited()))
+        self.fail(verdict_error(verdict, self.me, self.io.waited()))
 
     def _acknowledge(self) -> None:
         self.call(self.store.set, self.keys.of(self.round, f"ack/{self.me.rank}"), b"1")
@@ -379,7 +394,7 @@ class RoundProtocol(RoundIO):
         Raises:
             RendezvousConnectionError: the store connection failed.
         """
-        _exit.wait_for_readers(self, timeout, departures)
+        _exit.wait_for_readers(self.io, timeout, departures)
 
     def linger(self, timeout: float) -> None:
         """Exit barrier of a hosting node whose round failed (see
@@ -390,12 +405,6 @@ class RoundProtocol(RoundIO):
         if error is not None:
             self.event("linger_ended", error=error)
 
-    # -- failures -------------------------------------------------------------------------
-
     def _raise_closed(self, raw: bytes) -> NoReturn:
-        record = decode_verdict(raw, self.keys.closed)
-        by = Identity(**record["by"])
+        by = Identity(**decode_verdict(raw, self.keys.closed)["by"])
         self.fail(RendezvousClosedError(closed_message(self.cfg, by, self.me, self.round)))
-
-    def _raise_stale(self) -> NoReturn:
-        self.fail(RendezvousStateError(stale_message(self.where, self.me)))

@@ -96,9 +96,15 @@ def local_machine() -> str:
     Reads ``/proc``; returns ``""`` where it is unavailable (not Linux, or a sandbox that
     hides it), which makes claims comparable by host name only.
     """
+    # Read raw, not through a text file: the first text ``open`` of an encoding imports its
+    # codec and builds a TextIOWrapper, about a millisecond of CPU in a freshly forked node,
+    # which is most of what building a handler costs (bench/bench_rendezvous.py).
     try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot_file:
-            boot = boot_file.read().strip()
+        fd = os.open("/proc/sys/kernel/random/boot_id", os.O_RDONLY)
+        try:
+            boot = os.read(fd, 64).decode("ascii", "replace").strip()
+        finally:
+            os.close(fd)
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return ""

@@ -49,6 +49,7 @@ from rdzv.events import WARNING, emit, get_logger
 from rdzv.rendezvous._connection import close_store, fresh_connection, hosted_server
 from rdzv.rendezvous._departures import ServerKeys
 from rdzv.rendezvous._round_failures import member_lost_message
+from rdzv.rendezvous._round_rules import host_decision, loss_watched, member_lost
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store.base import Store
@@ -167,20 +168,24 @@ class LostMemberWatch:
         """
         with self._changed:
             while True:
-                if round_index in self._ended:
-                    return "verdict"
-                if self._closed:
-                    return "closed"
                 confirmed = self._confirmed.get(round_index, set())
-                if len(confirmed) >= world_size and not self._pending.get(round_index):
-                    self._ended.add(round_index)
-                    return "complete"
-                if (remaining := deadline - clock()) <= 0:
-                    return "deadline"
+                remaining = deadline - clock()
                 due = self._due.get(round_index)
-                if due is not None and len(confirmed) < world_size:
-                    if (first := due[0] - self._clock()) <= 0:
-                        return "member_deadline"
+                first = None if due is None else due[0] - self._clock()
+                outcome = host_decision(
+                    round_index in self._ended,
+                    self._closed,
+                    confirmed,
+                    world_size,
+                    self._pending.get(round_index, {}),
+                    remaining,
+                    first,
+                )
+                if outcome == "complete":
+                    self._ended.add(round_index)
+                if outcome is not None:
+                    return outcome
+                if first is not None and len(confirmed) < world_size:
                     remaining = min(remaining, first)
                 self._changed.wait(remaining)
 
@@ -276,10 +281,11 @@ class LostMemberWatch:
             return
         round_index, rank = int(match[1]), int(match[3])
         with self._lock:
-            if self._closed or rank == self._me.rank or round_index <= self._settled:
+            settled = round_index <= self._settled
+            if self._closed or not loss_watched(
+                rank == self._me.rank, settled, round_index in self._ended
+            ):
                 return
-            if round_index in self._ended:
-                return  # the round has a verdict, or completed: not this watch's business
             self._pending.setdefault(round_index, {})[rank] = value
             timer = self._later(self._grace, (round_index, rank, value, 1))
         timer.start()
@@ -359,7 +365,8 @@ class LostMemberWatch:
             assert self._open is not None
             store = self._store = self._open()
         store.set_timeout(_CHECK_SECONDS)
-        if store.check([done]) or store.get(claim) != value:
+        has_verdict = bool(store.check([done]))
+        if not member_lost(has_verdict, None if has_verdict else store.get(claim), value):
             return None  # the round ended, or a restarted process took the claim over
         lost = Identity.decode(value, claim)
         where = f"round {round_index} of run '{self._cfg.run_id}' at {self._cfg.endpoint}"

@@ -1,8 +1,10 @@
 """How one node uses the store during one round: bounded, translated, reported.
 
-:class:`RoundIO` is what the join (:class:`rdzv.rendezvous._join.RoundProtocol`) and the
-hosting node's exit barrier (:func:`rdzv.rendezvous._exit.wait_for_readers`) share. It keeps
-two invariants of :mod:`rdzv.rendezvous._join`:
+:class:`RoundIO` is what the join (:class:`rdzv.rendezvous._join.RoundProtocol`, which holds
+one as ``io``), the deadline's diagnosis (:mod:`rdzv.rendezvous._deadline`) and the hosting
+node's exit barrier (:func:`rdzv.rendezvous._exit.wait_for_readers`) share; it decides
+nothing about the round (:mod:`rdzv.rendezvous._round_rules` does). It keeps two invariants
+of :mod:`rdzv.rendezvous._join`:
 
 * 7: a member whose store connection breaks mid-join (before its deadline) spends at most
   ``PUBLISH_SECONDS`` on a fresh connection to write an ``aborted`` verdict (reason
@@ -33,6 +35,7 @@ from rdzv.rendezvous._round_failures import (
     lost_connection_message,
     store_failure,
 )
+from rdzv.rendezvous._round_rules import publishes_loss
 from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
 from rdzv.rendezvous._static_config import StaticConfig
 
@@ -86,6 +89,8 @@ class RoundIO:
         connection_lost: this node's own store connection broke (as opposed to a verdict
             that reports another node's broken connection).
         where: "round k of run 'x' at host:port", as messages name the round.
+        joining: inside the join (not its exit barrier): a lost connection is published.
+        read_verdict: this node read the round's verdict.
     """
 
     def __init__(
@@ -113,8 +118,8 @@ class RoundIO:
         self.keys = RoundKeys(cfg.run_id)
         self.connection_lost = False
         self.where = f"round {round_index} of run '{cfg.run_id}' at {cfg.endpoint}"
-        self._joining = False  # inside the join (not its exit barrier)
-        self._read_verdict = False  # this node read the round's verdict
+        self.joining = False  # inside the join (not its exit barrier)
+        self.read_verdict = False  # this node read the round's verdict
 
     def call(self, op: Callable[..., Any], *args: Any, name: str | None = None) -> Any:
         """Run one store operation bounded by the deadline (past it: by the overshoot,
@@ -140,7 +145,7 @@ class RoundIO:
             RendezvousConnectionError: the connection broke, or the peer is not a store.
         """
         passed = self.clock() >= self.deadline
-        late = passed and self._joining and not self._read_verdict
+        late = passed and self.joining and not self.read_verdict
         if late and isinstance(exc, StoreConnectionError):
             # Too late to tell the others (invariant 9): they are past their deadline too.
             self.connection_lost = True
@@ -154,7 +159,7 @@ class RoundIO:
         error.__cause__ = exc
         if isinstance(error, RendezvousConnectionError) and not isinstance(exc, StoreProtocolError):
             self.connection_lost = True
-            if self._joining:
+            if self.joining:
                 self._publish_lost(doing, exc)
         self.fail(error)
 
@@ -162,7 +167,7 @@ class RoundIO:
         """Best effort, bounded: tell the others, over a fresh connection, that this node
         lost its own (invariant 7). Failures are reported as an event, never raised."""
         budget = min(self.deadline - self.clock(), PUBLISH_SECONDS)
-        if self.reconnect is None or budget <= 0:
+        if self.reconnect is None or not publishes_loss(self.joining, budget):
             self.event("failure_not_published", error="no time left or no way to reconnect")
             return
         message = lost_connection_message(self.where, self.me, doing, exc)

@@ -22,9 +22,9 @@ from typing import Any
 
 
 def main(raw: str) -> None:
-    from harness.world.jobs.run import import_torch, run_job
-    from harness.world.jobs.spec import JobSpec
-    from harness.world.torch_backends import HandlerArgs
+    from harness.world.process.jobs.run import import_torch, run_job
+    from harness.world.process.torch_backends import HandlerArgs
+    from harness.world.specs import JobSpec
 
     args = json.loads(raw)
     import_torch()

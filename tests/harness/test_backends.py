@@ -16,9 +16,9 @@ from harness.report.html import render_html
 from harness.report.text import outcome_line
 from harness.scenario.load import load
 from harness.scenario.model import NAMED_BACKENDS
-from harness.world import backends
-from harness.world.backends import create_handler, preload, unavailable
-from harness.world.torch_backends import Deferred
+from harness.world.process import backends
+from harness.world.process.backends import create_handler, preload, unavailable
+from harness.world.process.torch_backends import Deferred
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

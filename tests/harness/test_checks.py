@@ -19,8 +19,8 @@ from harness.run.suite import embedded_proxy
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.leaks import leaks, listening, ours
 from harness.world.local import LocalWorlds
+from harness.world.process.leaks import leaks, listening, ours
 
 
 def scenario(**extra: Any) -> Scenario:
@@ -164,7 +164,7 @@ def test_a_fault_expected_idle_fails_the_run_when_it_acts_and_is_no_warning_when
     unexpected = FaultRecord(1, "kill", [2], 1.0, acted={})
     assert check(sc, outcomes, faults=[idle, unexpected]) == []
     report = Report(sc, 1, outcomes, [idle, unexpected])
-    assert report.idle_faults == [unexpected]
+    assert report.unexpectedly_idle == [unexpected]
     assert idle.effects == "did not act, as expected"
     assert idle_fault_lines(report) == ["fault 1 (kill on nodes 2) did not act"]
 

@@ -21,9 +21,10 @@ from harness.run.model import FaultRecord
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.dns import DnsShim, install_dns_shim
-from harness.world.squatters import HTTP_REPLY, Squatter
-from harness.world.store_faults import StoreRule
+from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.proxied.squatters import HTTP_REPLY, Squatter
+from harness.world.proxied.store_faults import matches
+from harness.world.specs import StoreRule
 from rdzv.store.wire import _wire
 
 # --- the record -------------------------------------------------------------------------
@@ -181,13 +182,13 @@ def test_a_store_rule_counts_each_firing_as_what_its_action_did() -> None:
 def test_a_store_rule_for_any_op_matches_every_operation_on_its_keys_and_nodes() -> None:
     rule = StoreRule("*", "__rdzv__/*", "delay", delay=0.005, count=3, nodes=frozenset({1}))
     add, wait = _wire.Add(b"/__rdzv__/count", 1), _wire.Wait([b"/__rdzv__/done"])
-    assert rule.matches(1, add) and rule.matches(1, wait)
-    assert not rule.matches(2, add)  # another node's request
-    assert not rule.matches(1, _wire.Get(b"/harness/rank/1"))  # another key
+    assert matches(rule, 1, add) and matches(rule, 1, wait)
+    assert not matches(rule, 2, add)  # another node's request
+    assert not matches(rule, 1, _wire.Get(b"/harness/rank/1"))  # another key
     rule.fired = 2
     assert rule.acted == {"requests held": 2}
     rule.fired = 3
-    assert not rule.matches(1, add)  # its count is spent
+    assert not matches(rule, 1, add)  # its count is spent
 
 
 def test_an_http_squatter_counts_the_connections_it_answered() -> None:
@@ -253,7 +254,7 @@ def test_a_run_records_a_reset_peer_window_behind_latency_as_not_acting() -> Non
     assert latency.acted is not None and latency.acted.get("connections delayed", 0) >= 1
     assert reset.idle
     assert re.fullmatch(r"in place on \d+ connections?, but no data reached it there", reset.note)
-    assert report.idle_faults == [reset]
+    assert report.unexpectedly_idle == [reset]
     assert (late.kind, late.start, late.end) == ("late_start", 0.0, 0.5)
     assert late.acted == {"nodes started late": 1}
 
@@ -279,7 +280,7 @@ def test_a_link_down_whose_refusals_the_backend_cannot_report_is_not_counted_not
         "no connection was cut, and the nodes' backend reports no connection attempts, so "
         "refused ones could not be counted"
     )
-    assert report.idle_faults == []
+    assert report.unexpectedly_idle == []
 
 
 def three_nodes(name: str, *faults: dict[str, Any]) -> Scenario:
@@ -308,7 +309,7 @@ def test_a_fault_whose_time_or_event_never_came_is_reported_as_never_fired_and_n
         1, [1], False, "1 s after node 1's 'failed'",
     )  # fmt: skip
     assert toxic.effects == "did not act (never fired: node 1 never reported 'failed')"
-    assert report.idle_faults == [kill, toxic]
+    assert report.unexpectedly_idle == [kill, toxic]
 
 
 def test_a_toxics_record_says_it_acts_one_way_only_and_which() -> None:
@@ -337,4 +338,4 @@ def test_an_interrupted_run_says_its_faults_due_later_were_not_reached() -> None
     assert absent.acted == {"nodes never started": 1}
     assert (kill.fired, kill.reached, kill.idle) == (False, False, False)
     assert kill.effects == "not reached: the run was interrupted before it acted"
-    assert report.idle_faults == []
+    assert report.unexpectedly_idle == []

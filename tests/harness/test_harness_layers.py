@@ -222,3 +222,83 @@ def test_rdzv_imports_nothing_of_the_harness() -> None:
             if any(n == "harness" or n.startswith("harness.") for n in names):
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+#: The rooms of harness.world -> the rooms each may import (itself always). ``top`` is the
+#: protocol and what every world shares (base, specs, incarnations...): it imports no room.
+WORLD_ROOMS: Mapping[str, frozenset[str]] = {
+    "top": frozenset(),
+    "process": frozenset({"top"}),
+    "proxied": frozenset({"top"}),
+    "local": frozenset({"top", "process", "proxied"}),
+    "packed": frozenset({"top", "process", "proxied", "local"}),
+    "netns": frozenset({"top", "process", "proxied"}),
+    "ray": frozenset({"top", "process", "proxied"}),
+}
+
+
+def world_room(module: str) -> str | None:
+    """The room of harness.world a module is in (None: not in harness.world)."""
+    parts = module.split(".")
+    if parts[:2] != ["harness", "world"]:
+        return None
+    if len(parts) > 2 and HARNESS.joinpath("world", parts[2]).is_dir():
+        return parts[2]
+    return "top"
+
+
+def world_violations(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """Every import between the world's rooms that :data:`WORLD_ROOMS` forbids."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        room = world_room(module)
+        if room is None:
+            continue
+        for target in sorted(imports):
+            other = world_room(target)
+            if other in (None, room) or target == "harness.world":
+                continue
+            if other not in WORLD_ROOMS.get(room, frozenset()):
+                found.append(f"{module} imports {target}: world/{room} may not import {other}")
+    return found
+
+
+def test_every_room_of_the_world_is_named_in_the_rules() -> None:
+    rooms = {world_room(m) for m in import_graph()} - {None}
+    assert sorted(rooms - set(WORLD_ROOMS)) == [], "add them to WORLD_ROOMS"
+
+
+def test_the_world_rooms_import_only_what_they_may() -> None:
+    assert world_violations(import_graph()) == []
+
+
+def test_the_world_rules_catch_the_protocol_importing_a_room() -> None:
+    found = world_violations(
+        {
+            "harness.world.base": {"harness.world.proxied.store_faults"},
+            "harness.world.ray.world": {"harness.world.packed.world"},
+            "harness.world.local.world": {"harness.world.process.cluster"},
+        }
+    )
+    assert found == [
+        (
+            "harness.world.base imports harness.world.proxied.store_faults: "
+            "world/top may not import proxied"
+        ),
+        (
+            "harness.world.ray.world imports harness.world.packed.world: "
+            "world/ray may not import packed"
+        ),
+    ]
+
+
+def test_the_world_protocol_drags_in_no_interposer_or_node_machinery() -> None:
+    graph = import_graph()
+    seen, todo = set(), ["harness.world.base"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    rooms = {world_room(m) for m in seen} - {None}
+    assert rooms == {"top"}, sorted(m for m in seen if world_room(m) not in (None, "top"))

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-import harness.world.cluster as cluster
+import harness.world.process.cluster as cluster
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 

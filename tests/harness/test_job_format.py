@@ -98,17 +98,45 @@ def test_a_job_spec_resolves_the_script_next_to_the_file_and_defaults_to_the_joi
     assert job_spec(parse(BASE, "t.toml")) is None
 
 
-def test_a_job_on_a_backend_or_world_that_cannot_run_it_is_unsupported_naming_what_can() -> None:
-    from harness.errors import UnsupportedError
-    from harness.run.jobs import check_job_supported
+def test_a_job_on_a_backend_or_world_that_cannot_run_it_is_skipped_naming_what_can() -> None:
+    from harness.run.worlds import admit
 
     sc = parse({**BASE, "job": {}}, "t.toml")
-    with pytest.raises(
-        UnsupportedError, match=r"torchrun rendezvous backend .*'torch-c10d'\), not 'm:f'"
-    ):
-        check_job_supported(sc.on_backend("m:f"))
-    with pytest.raises(
-        UnsupportedError, match=r"not packed 4 per process: drop 'world' and 'pack'"
-    ):
-        check_job_supported(sc.packed(4))
-    check_job_supported(parse(BASE, "t.toml").on_backend("m:f"))  # not a job: nothing to say
+    on_handler = admit(sc.on_backend("m:f"))
+    assert on_handler.skipped is not None and on_handler.by_world is None
+    assert "a job runs on a torchrun rendezvous backend" in on_handler.skipped
+    assert "not 'm:f'" in on_handler.skipped
+    packed = admit(sc.packed(4))
+    assert packed.by_world == "packed", packed
+    assert packed.skipped is not None and "[job]" in packed.skipped
+    assert "the local world can" in packed.skipped
+    assert admit(parse(BASE, "t.toml").packed(4)).skipped is None  # not a job: packs
+
+
+def test_a_faults_part_must_be_the_node_the_agent_or_a_worker_by_local_rank() -> None:
+    kill = {"kind": "kill", "nodes": [1], "at": 1}
+    (problem,) = problems(job={}, fault=[{**kill, "part": "workers"}])
+    assert problem.startswith("fault[0].part: got 'workers'; a part is 'node'"), problem
+    assert "'worker N'" in problem
+    sc = parse({**BASE, "job": {}, "fault": [{**kill, "part": "worker 0"}]}, "t.toml")
+    assert sc.fault[0].label == "kill (worker 0)"
+    assert parse({**BASE, "fault": [{**kill, "part": "node"}]}, "t.toml").fault[0].label == "kill"
+
+
+def test_a_part_no_node_has_is_named_with_what_the_job_has() -> None:
+    kill = {"kind": "kill", "nodes": [1], "at": 1}
+    (problem,) = problems(fault=[{**kill, "part": "agent"}])
+    assert problem.startswith("fault[0].part: 'agent' is a part of a job node"), problem
+    assert "no [job] table" in problem
+    (problem,) = problems(job={"nproc_per_node": 2}, fault=[{**kill, "part": "worker 2"}])
+    assert problem == (
+        "fault[0].part: 'worker 2' does not exist; each node has 2 worker(s) "
+        "(job.nproc_per_node): worker 0..1"
+    )
+
+
+def test_a_worker_is_restarted_by_its_agent_not_by_a_restart_fault() -> None:
+    restart = {"kind": "restart", "nodes": [1], "at": 1, "part": "worker 0"}
+    (problem,) = problems(job={}, fault=[restart])
+    assert "a worker is restarted by its agent (job.max_restarts)" in problem, problem
+    parse({**BASE, "job": {}, "fault": [{**restart, "part": "agent"}]}, "t.toml")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.world.jobs.stages import StageListener
+from harness.world.process.jobs.stages import StageListener
 from tests.harness.job_nodes import job_nodes, read
 
 JOB_SECONDS = 240  # one small job's bound (torch imports on 2 busy cores)

@@ -89,3 +89,68 @@ def test_a_fault_fires_on_a_workers_stage(tmp_path: Path) -> None:
     (record,) = report.faults
     assert record.acted, record
     assert report.outcomes[1].status == "killed"
+
+
+WAITS_FIRST_TIME = """
+import os, time, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    time.sleep(600)  # the first attempt waits here for the harness's kill
+value = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(value)
+print("sum", value.item())
+dist.destroy_process_group()
+"""
+
+
+def test_a_worker_killed_alone_is_restarted_by_its_agent_and_the_job_completes(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "waits.py").write_text(WAITS_FIRST_TIME)
+    kill = {"kind": "kill", "nodes": [1], "part": "worker 0", "on": "pg_ready", "on_node": 1}
+    report = _run(
+        tmp_path,
+        {
+            "nodes": 2,
+            "job": {"script": "waits.py", "max_restarts": 1},
+            "fault": [kill],
+            "expect": {
+                "outcome": "ok",
+                "parts": [{"nodes": "all", "part": "agent", "outcome": "ok", "restarts": 1}],
+            },
+        },
+    )
+    assert report.passed, (report.violations, [(o.status, o.message) for o in report.outcomes])
+    (record,) = report.faults
+    assert record.acted == {"workers killed": 1}, record
+    workers = [p for o in report.outcomes for p in o.parts if p.part == "worker 0"]
+    assert [(w.status, w.result, w.restarts) for w in workers] == [("ok", 3.0, 1)] * 2
+
+
+def test_an_agent_killed_alone_leaves_its_worker_to_die_by_its_death_signal(
+    tmp_path: Path,
+) -> None:
+    # node 1's worker all-reduces in a loop: had it outlived its agent, node 0's worker
+    # would loop on with it to the hard deadline instead of meeting a closed peer
+    (tmp_path / "loop.py").write_text(LOOP)
+    kill = {"kind": "kill", "nodes": [1], "part": "agent", "on": "collective_done", "on_node": 1}
+    report = _run(
+        tmp_path,
+        {
+            "nodes": 2,
+            "job": {"script": "loop.py"},
+            "fault": [kill],
+            "expect": {
+                "outcome": "error",
+                "nodes": [{"nodes": [1], "outcome": "killed", "message": "its agent killed"}],
+                "parts": [{"nodes": [0], "part": "worker 0", "outcome": "connection_error"}],
+            },
+        },
+    )
+    assert report.passed, (report.violations, [(o.status, o.message) for o in report.outcomes])
+    (record,) = report.faults
+    assert record.acted == {"agents killed": 1}, record
+    started = [e for e in report.outcomes[1].events if e.event == "workers_started"]
+    (pid,) = started[-1].fields["pids"]
+    psutil = pytest.importorskip("psutil")
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.world.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
+from harness.world.process.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
 from rdzv import HashStore
 
 
@@ -71,7 +71,7 @@ def test_every_rank_of_a_shared_store_sees_every_rank_with_linear_reads() -> Non
 
 
 def test_a_rank_on_a_store_of_its_own_does_not_pass_and_the_others_name_it_unseen() -> None:
-    shared, alone = CountingStore(timeout=0.5), CountingStore(timeout=0.5)
+    shared, alone = CountingStore(timeout=30), CountingStore(timeout=0.5)
     results = run_ranks(lambda rank: alone if rank == 2 else shared, 4)
     assert "error" in results[2] and "ok" not in results[2]
     assert results[2]["seen_ranks"] == [2]  # rank 0's key is not in its store
@@ -90,7 +90,7 @@ def test_a_rank_that_died_after_its_rendezvous_does_not_hold_the_others() -> Non
 
 
 def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
-    store = CountingStore(timeout=0.5)
+    store = CountingStore(timeout=5)
     results: dict[int, Any] = {}
 
     def one(rank: int, world_size: int) -> None:
@@ -115,5 +115,5 @@ def test_a_rank_told_another_world_size_waits_instead_of_passing() -> None:
 
 
 def test_the_quiet_window_is_the_join_timeout_when_that_is_shorter() -> None:
-    assert quiet_for(3.0) == 3.0  # a short scenario's hard deadline leaves no 10 s to spare
+    assert quiet_for(3.0) == 1.5  # within the others' store timeout, and the hard deadline
     assert quiet_for(180.0) == QUIET_SECONDS

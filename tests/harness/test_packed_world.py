@@ -20,8 +20,8 @@ from harness.errors import ScenarioError
 from harness.run.model import Report
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import load, parse
-from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.packed import placement
+from harness.world.process.dns import DnsShim, install_dns_shim
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Nodes start behind a gate and are released together (harness.world.node, .packed_node,
+"""Nodes start behind a gate and are released together (harness.world.process.node, .packed_node,
 harness.run.startup): the scenario's clock starts at the release, start-up is reported apart.
 """
 
@@ -25,8 +25,10 @@ from harness.run.worlds import worlds_for
 from harness.scenario.load import parse
 from harness.world.base import Launch
 from harness.world.messages import Event, Message, Outcome, Ready, Started
-from harness.world.node import Hosting, NodeSpec, PipeReporter, run_node, wait_gate
-from harness.world.packed.node import _Gate
+from harness.world.process.gate import wait_gate
+from harness.world.process.node import Hosting, NodeSpec, run_node
+from harness.world.process.packed import _Gate
+from harness.world.process.reporting import PipeReporter
 
 
 def _waiters(wait: object, count: int) -> tuple[list[threading.Thread], list[float]]:

@@ -546,7 +546,7 @@ def test_a_fault_that_never_fired_is_listed_with_when_it_was_due_but_not_drawn(
         )
     ]  # fmt: skip
     said = "did not act (never fired: every node had ended by 0.25 s)"
-    assert report.idle_faults == report.faults
+    assert report.unexpectedly_idle == report.faults
     warning = f"warning: happy-three: fault 0 (kill on nodes 2: at 30.00 s) {said}"
     assert warning in " ".join(console_text([report]).split())
     line = f"fault 0 kill on nodes 2, due at 30.00 s: {said}"

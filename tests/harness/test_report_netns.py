@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,8 +14,9 @@ from report_samples import happy_report, scenario
 from harness.report.glyphs import fault_color, fault_legend
 from harness.report.html import render_html
 from harness.scenario.faults.registry import FAULTS
-from harness.world import node as node_module
 from harness.world.netns import enter as netns_enter
+from harness.world.process import forkserver
+from harness.world.process import node as node_module
 
 
 def test_the_html_legend_has_a_colour_for_every_registered_fault_kind() -> None:
@@ -38,16 +40,17 @@ def test_a_netns_node_reports_its_namespace_as_its_placement(
 ) -> None:
     seen: dict[str, Any] = {}
     monkeypatch.setattr(netns_enter, "enter", lambda path: seen.setdefault("path", path))
-    monkeypatch.setattr(netns_enter, "redirect_output", lambda path: None)
+    monkeypatch.setattr(forkserver, "redirect_output", lambda path: None)
     monkeypatch.setattr(
-        netns_enter, "run_node", lambda spec, reporter, hosting: seen.setdefault("hosting", hosting)
+        forkserver, "run_node", lambda spec, reporter, hosting: seen.setdefault("hosting", hosting)
     )
 
     class Channel:
         def close(self) -> None:
             seen["closed"] = True
 
-    netns_enter.node_entry(Channel(), str(tmp_path / "out"), "/run/netns/x", None, None)  # type: ignore[arg-type]
+    spec = SimpleNamespace(launch=SimpleNamespace(job=None))  # a node, not a job
+    netns_enter.node_entry(Channel(), str(tmp_path / "out"), "/run/netns/x", spec, None)  # type: ignore[arg-type]
 
     assert seen["hosting"].placement == "process in a network namespace of its own"
     assert node_module.PROCESS.placement == "process"  # the local world's nodes unchanged

@@ -7,6 +7,7 @@ child's it started).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -54,6 +55,23 @@ def _no_namespace_left() -> Iterator[None]:
 
 def _run(seed: int = 1, **fields: Any) -> Report:
     return run_one(_scenario(**fields), embedded_proxy, seed)
+
+
+@contextlib.contextmanager
+def _no_proxy() -> Iterator[Any]:
+    raise AssertionError("a proxy was started for a netns run")
+    yield  # pragma: no cover
+
+
+def test_a_netns_run_is_handed_no_proxy_even_with_a_toxic_it_proxies_itself() -> None:
+    scenario = _scenario(
+        nodes=2,
+        timeouts={"join": 10},
+        fault=[{"kind": "toxic", "type": "latency", "attributes": {"latency": 50}}],
+    )
+    report = run_one(scenario, _no_proxy, 1)
+    assert report.error is None, report.error
+    assert report.passed, report.violations
 
 
 def _messages(report: Report) -> dict[int, str]:

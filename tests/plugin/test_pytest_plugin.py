@@ -370,3 +370,20 @@ def test_the_pack_option_runs_scenario_items_packed(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     # the started events (in the HTML timeline) say where each node ran
     assert "packed: 2 nodes per process" in (tmp_path / "out" / "report.html").read_text()
+
+
+CLUSTER_ON_A_MISSING_BACKEND = """
+def test_cluster_on_a_backend_that_cannot_run(harness_cluster):
+    harness_cluster(nodes=2, backend="no_such_module_xyz:make")
+    raise AssertionError("harness_cluster ran a scenario its backend cannot run")
+"""
+
+
+def test_harness_cluster_skips_a_scenario_its_backend_cannot_run_as_an_item_is(
+    tmp_path: Path,
+) -> None:
+    make_project(tmp_path, **{"test_missing.py": CLUSTER_ON_A_MISSING_BACKEND})
+    result = run_pytest(tmp_path, "-rs", "test_missing.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 skipped" in result.stdout
+    assert "no module named 'no_such_module_xyz'" in result.stdout

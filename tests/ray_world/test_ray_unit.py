@@ -155,7 +155,7 @@ class _Waits:
 
 def test_a_restart_adopts_a_spare_that_answered_with_the_rendezvous_imported() -> None:
     pytest.importorskip("ray", reason="the placement needs ray (the ray extra)")
-    from harness.world.backends import preload
+    from harness.world.process.backends import preload
     from harness.world.ray.cluster import Placement
 
     waits, asked = _Waits(), []  # type: ignore[var-annotated]

@@ -5,6 +5,9 @@ rendezvous restarted in process): the kernel cannot tell them apart, so the take
 dead claimant (rdzv.rendezvous._join, invariant 6) asks the process-wide registry of live
 handler tokens instead. These tests drive the join protocol over an in-memory store with the
 real liveness check, and the registry through real handlers.
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 6 (whether a claimant of this very
+process is alive).
 """
 
 from __future__ import annotations

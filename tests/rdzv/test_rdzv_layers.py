@@ -35,6 +35,7 @@ SANS_IO_MORE = [
     "rdzv.store.client._causes",
     "rdzv.store.client._retry",
     "rdzv.rendezvous._round_failures",
+    "rdzv.rendezvous._round_rules",
     "rdzv.rendezvous._static_config",
 ]
 IO_MODULES = {"socket", "asyncio", "time", "random", "selectors", "select", "ssl"}

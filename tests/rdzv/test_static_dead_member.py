@@ -5,6 +5,9 @@ ranks 1 and 3 exist; they start 0, 0.2, 1 or 3 s after node 0 saw rank 2's conne
 (the scenario's delay, not a wait for readiness). Node 0 must not let the round complete
 while rank 2's claim belongs to a closed connection; after its grace for a restart it fails
 the round naming rank 2, and it keeps serving that verdict to the nodes that arrive later.
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 10 (no round completes with a dead
+member; a full round waits for its restart) and 6 (the restart takes the claim over).
 """
 
 from __future__ import annotations

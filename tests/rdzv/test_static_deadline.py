@@ -7,6 +7,9 @@ client connections; members are threads, or a process of their own where one mus
 Nothing here asserts how long anything took: the tests wait on processes, threads and
 store state, and a member's clock runs ten times slower past its deadline, so that a busy
 machine does not eat the overshoot its diagnosis is given.
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 11 (above) and 10 (the host completes a
+round whose every rank confirmed).
 """
 
 from __future__ import annotations

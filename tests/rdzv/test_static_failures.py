@@ -1,5 +1,10 @@
 """How a round that cannot complete is reported: claimed-but-unconfirmed ranks, and a member
-that lost its store connection telling the others at once (in process, in-memory store)."""
+that lost its store connection telling the others at once (in process, in-memory store).
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 7 (a member that loses its connection
+mid-join tells the others at once) and 11 (a timeout tells claimed-but-unconfirmed ranks
+from ranks never seen).
+"""
 
 from __future__ import annotations
 

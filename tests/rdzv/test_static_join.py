@@ -1,4 +1,9 @@
-"""Join semantics of the static rendezvous with real node processes on loopback."""
+"""Join semantics of the static rendezvous with real node processes on loopback.
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 1 (a duplicate rank or a world-size
+mismatch fails every node at once), 2 (every node returns only after all joined), 6 (a live
+duplicate is not taken over) and 11 (a missing node is named at the deadline).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,10 @@
 """A member that vanishes mid-round: the server's generic writer watch, the hosting node's
-check after the grace, and a whole round on loopback in process (real store server)."""
+check after the grace, and a whole round on loopback in process (real store server).
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 8 (the host aborts the round naming a
+member whose connection closed, unless it was taken over) and 10 (the host decides complete
+only while no claim belongs to a closed connection; a filler leaves completion to it).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""The join protocol in process, over an in-memory store: verdict races and corrupt state."""
+"""The join protocol in process, over an in-memory store: verdict races and corrupt state.
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 1 (one verdict decides: a completing
+node acts on another verdict), 2 (complete only with every confirmation), 3 (a deadline that
+passes as the round completes still returns success) and 11 (a member that times out alone
+names the missing ranks).
+"""
 
 from __future__ import annotations
 

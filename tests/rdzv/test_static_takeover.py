@@ -3,6 +3,11 @@
 In process over an in-memory store (the liveness probe is injected), then the liveness probe
 itself against real processes, then a real restart with node processes on loopback, and a
 member that dies and is not restarted (the hosting node fails the round, naming it).
+
+Invariants of :mod:`rdzv.rendezvous._join` covered: 6 (a takeover only of a dead claimant of
+this machine), 2 (a predecessor counted before the restart is not counted twice), 5 (no
+takeover in a round that already completed) and 8 (a member killed and not restarted fails
+the others).
 """
 
 from __future__ import annotations

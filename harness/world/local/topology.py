@@ -6,8 +6,12 @@
   instead, and node 0 must bind it itself — and fails, as in the field.
 * Every other node reaches node 0 through its own proxy link (``<run>-node<i>`` on the
   Toxiproxy API, embedded or real), so a toxic or a link-down can target any set of nodes.
+  Past :data:`~harness.world.proxied.links.LINKS_PER_PROXY` links, the embedded proxy's links
+  are shared out: the first share on the world's proxy, each further one on a proxy
+  process of its own (:mod:`harness.proxy.process`, seeded alike), whose API
+  :attr:`Topology.routes` names. A real Toxiproxy holds every link itself.
 * With store rules (:attr:`~harness.world.base.Layout.store_rules`) a
-  :class:`~harness.world.store_faults.StoreFaultProxy` sits between the links and the store.
+  :class:`~harness.world.proxied.store_faults.StoreFaultProxy` sits between the links and the store.
 * When the endpoint host is a name, each node resolves it through a shim (``DnsShim``) that
   the harness can switch off to simulate a name that does not resolve yet.
 """
@@ -16,26 +20,37 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
+from harness.proxy.process import START_WAIT, ProxyProcess, stop_all
 from harness.world.base import Layout, is_ip
-from harness.world.dns import DnsShim
-from harness.world.proxied import make_links
-from harness.world.squatters import Squatter
-from harness.world.store_faults import StoreFaultProxy
+from harness.world.process.dns import DnsShim
+from harness.world.proxied.links import LINKS_PER_PROXY, make_links, shares
+from harness.world.proxied.squatters import Squatter
+from harness.world.proxied.store_faults import StoreFaultProxy
 
 __all__ = ["Topology"]
 
 
 @dataclass
 class Topology:
-    """Build with :meth:`build`; always :meth:`teardown` (idempotent)."""
+    """Build with :meth:`build`; always :meth:`teardown` (idempotent).
+
+    ``proxy_seed``: the embedded proxy's seed, when ``client`` drives the embedded proxy
+    (None: a real Toxiproxy, which holds every link); proxy processes get it too.
+    """
 
     layout: Layout
     client: ToxiproxyClient
     ctx: Any
+    proxy_seed: int | None = None
+    links_per_proxy: int = LINKS_PER_PROXY
+    routes: dict[int, ToxiproxyClient] = field(default_factory=dict)
+    processes: list[ProxyProcess] = field(default_factory=list)
     store_port: int = 0
     listen_socket: socket.socket | None = None
     squatter: Squatter | None = None
@@ -73,16 +88,39 @@ class Topology:
             self.store_faults = StoreFaultProxy(("127.0.0.1", self.store_port)).start()
             upstream = {i: self.store_faults.listen(i) for i in range(1, layout.nodes)}
         if layout.via_links and layout.nodes > 1:
-            dials = {n: f"127.0.0.1:{upstream[n]}" for n in range(1, layout.nodes)}
-            names, ports = make_links(self.client, layout.tag, "127.0.0.1:0", dials)
-            self.proxies.update(names)
-            self.proxy_ports.update(ports)
+            self._make_links({n: f"127.0.0.1:{upstream[n]}" for n in range(1, layout.nodes)})
         elif self.store_faults is not None:
             self.proxy_ports = {i: upstream[i] for i in range(1, layout.nodes)}
         if not is_ip(layout.host):
             self.dns_up = self.ctx.Event()
             self.dns_up.set()
             self.dns_failures = self.ctx.Array("q", layout.nodes, lock=False)
+
+    def _make_links(self, dials: dict[int, str]) -> None:
+        """The links, shared out: the world's own proxy makes its share while the proxy
+        processes start, then theirs are made at once, one thread per process."""
+        parts = [list(dials)] if self.proxy_seed is None else shares(dials, self.links_per_proxy)
+        seed = self.proxy_seed or 0
+        self.processes = [ProxyProcess("127.0.0.1", seed).launch() for _ in parts[1:]]
+        self._add_links(self.client, parts[0], dials)
+        deadline = time.monotonic() + START_WAIT
+        clients = [process.ready(deadline) for process in self.processes]
+        with ThreadPoolExecutor(max(1, len(clients))) as pool:
+            made = [
+                pool.submit(self._add_links, client, part, dials)
+                for part, client in zip(parts[1:], clients, strict=True)
+            ]
+        for future in made:
+            future.result()
+
+    def _add_links(self, client: ToxiproxyClient, part: list[int], dials: dict[int, str]) -> None:
+        names, ports = make_links(
+            client, self.layout.tag, "127.0.0.1:0", {n: dials[n] for n in part}
+        )
+        self.proxies.update(names)
+        self.proxy_ports.update(ports)
+        if client is not self.client:
+            self.routes.update(dict.fromkeys(part, client))
 
     @property
     def _bind_address(self) -> str:
@@ -126,10 +164,12 @@ class Topology:
             return []
         self._torn_down = True
         problems = []
+        mine = [name for node, name in self.proxies.items() if node not in self.routes]
         try:
-            problems += self.client.delete_proxies(list(self.proxies.values()))
+            problems += self.client.delete_proxies(mine)
         except Exception as exc:
             problems.append(f"could not delete the proxies of {self.layout.tag}: {exc}")
+        stop_all(self.processes)  # their links go with them
         if self.store_faults is not None:
             self.store_faults.stop()
         if self.squatter is not None:

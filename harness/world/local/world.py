@@ -1,7 +1,7 @@
 """LocalWorld: nodes as OS processes on this machine, their links through a fault proxy.
 
 The first :class:`~harness.world.base.World`, and the default. Nodes are processes started
-by :class:`~harness.world.cluster.LocalCluster`; the network is a
+by :class:`~harness.world.process.cluster.LocalCluster`; the network is a
 :class:`~harness.world.local.topology.Topology` on loopback: node 0's port (bound by the harness,
 handed over), one Toxiproxy-API link per other node (the embedded proxy or a real
 Toxiproxy, driven through :class:`~harness.proxy.client.ToxiproxyClient`), a DNS shim when
@@ -14,14 +14,13 @@ down/up switch the shims' shared flag. It can do everything
 traffic control (``packets``, ``bandwidth``: the netns world's).
 
 Every process this world starts is tracked by PID and ended here; every port it opened is
-checked after teardown (:mod:`harness.world.leaks`): a port still listened on by this process or one
-it started is reported as a leak (another program on the machine may bind a port the run
-gave back: that is not the run's).
+checked after teardown (:mod:`harness.world.process.leaks`): a port still listened on by
+this process or one it started is reported as a leak (another program on the machine may
+bind a port the run gave back: that is not the run's).
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,13 +41,13 @@ from harness.world.base import (
     ToxicSpec,
     cannot,
 )
-from harness.world.cluster import LocalCluster
-from harness.world.leaks import leaks, ours
 from harness.world.local.topology import Topology
-from harness.world.node import NodeSpec
-from harness.world.process_nodes import ProcessNodes
-from harness.world.proxied import ProxiedLink, ProxiedToxic, ProxyLinks
-from harness.world.squatters import Squatter
+from harness.world.process.cluster import LocalCluster
+from harness.world.process.leaks import leaks, ours
+from harness.world.process.node import NodeSpec
+from harness.world.process.nodes import ProcessNodes
+from harness.world.proxied.links import ProxiedLink, ProxiedToxic, ProxyLinks
+from harness.world.proxied.squatters import Squatter
 
 __all__ = [
     "LOCAL_CAPABILITIES",
@@ -90,15 +89,19 @@ class LocalWorld(ProcessNodes):
         self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
         self.topo = Topology(layout, client, self.cluster.ctx)
         self._squatter: _Squatter | None = None
-        self.links = ProxyLinks(client, self.topo.proxies, NO_EVENT_LOG)
+        self.links = ProxyLinks(client, self.topo.proxies, NO_EVENT_LOG, self.topo.routes)
         self._leftovers: list[int] = []
         self._abandoned = False
 
     # --- lifecycle --------------------------------------------------------------------
 
     def build(self, seed: int) -> None:
-        with contextlib.suppress(Exception):  # a real Toxiproxy has no seed to set
+        try:
             self.client.set_seed(seed)
+        except Exception:
+            pass
+        else:  # the embedded proxy: more links than one holds go to proxy processes
+            self.topo.proxy_seed = seed
         self.topo.build()
         if self.topo.squatter is not None:
             self._squatter = _Squatter(self.topo.squatter)
@@ -110,6 +113,7 @@ class LocalWorld(ProcessNodes):
 
     def teardown(self) -> list[str]:
         self.links.over = True
+        self.links.log()  # kept now: the proxy processes' logs go with them in the teardown
         problems = self.topo.teardown()
         if self._abandoned:  # no leak hunt: psutil's scan of every socket takes ~0.5 s
             return problems  # at 1024 nodes, and an interrupted run must end at once

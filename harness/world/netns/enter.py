@@ -3,9 +3,9 @@
 Python 3.11 has no ``os.setns`` (3.12 adds it), so :func:`enter` calls libc's
 ``setns(fd, CLONE_NEWNET)`` through ctypes: ten lines instead of a dependency (pyroute2's
 ``netns.setns`` does the same), and no ``ip netns exec`` process per node. A node process
-is a forkserver child (:mod:`harness.world.cluster`, warm imports, a few ms to start):
+is a forkserver child (:mod:`harness.world.process.cluster`, warm imports, a few ms to start):
 :func:`node_entry` enters the namespace first, before the node opens any socket, and then
-runs the local world's node unchanged (:func:`harness.world.node.run_node`). A network
+runs the local world's node unchanged (:func:`harness.world.process.node.run_node`). A network
 namespace is per thread, and the child is single-threaded at that point; its pipe to the
 harness is not a socket of any network, so it keeps working.
 """
@@ -13,19 +13,12 @@ harness is not a socket of any network, so it keeps working.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import functools
 import os
 from typing import Any, Final
 
-from harness.world.node import (
-    PROCESS,
-    NodeSpec,
-    PipeReporter,
-    process_gate,
-    redirect_output,
-    run_node,
-)
+from harness.world.process.forkserver import run_entry
+from harness.world.process.node import NodeSpec
 
 __all__ = ["CLONE_NEWNET", "PLACEMENT", "enter", "node_entry"]
 
@@ -55,12 +48,5 @@ def enter(path: str) -> None:
 def node_entry(channel: Any, output_path: str, netns_path: str, spec: NodeSpec, gate: Any) -> None:
     """A node of the netns world: enter its namespace, then run it as the local world does
     (ready, then waiting at the world's start ``gate`` until the release)."""
-    redirect_output(output_path)
-    hosting = dataclasses.replace(
-        PROCESS, gate=functools.partial(process_gate, gate), placement=PLACEMENT
-    )
-    try:
-        enter(netns_path)
-        run_node(spec, PipeReporter(channel), hosting)
-    finally:
-        channel.close()
+    setup = functools.partial(enter, netns_path)
+    run_entry(channel, output_path, spec, gate, PLACEMENT, setup)

@@ -1,14 +1,14 @@
 """The netns world's paths to the store through the harness: proxy links, store rules.
 
 When a scenario's faults need links (toxics, link downs), nodes ``1..N-1`` reach the store
-through a link of their own, as in the local world (:func:`~harness.world.proxied.make_links`,
-:class:`~harness.world.proxied.ProxyLinks`), on an embedded proxy started for the run. Its
+through a link of their own, as in the local world (:func:`~harness.world.proxied.links.make_links`,
+:class:`~harness.world.proxied.links.ProxyLinks`), on an embedded proxy started for the run. Its
 API listens on this machine's loopback, where the harness drives it; then its event-loop
 thread enters node 0's namespace (setns(2) moves only that thread), so every socket the
 proxy opens from then on is there: each link listens on the address a node would dial
 (node 0's address, or its second one), on a port of its own, and dials the store on
 node 0's serving port. When faults need store rules, a
-:class:`~harness.world.store_faults.StoreFaultProxy` does the same, its thread in node 0's
+:class:`~harness.world.proxied.store_faults.StoreFaultProxy` does the same, its thread in node 0's
 namespace, between the links (or the nodes, without links) and the store.
 
 A node's packets to its link cross the switch from the node's port to node 0 as packets to
@@ -30,8 +30,8 @@ from harness.errors import HarnessError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.world.netns.enter import enter
-from harness.world.proxied import ProxyLinks, make_links
-from harness.world.store_faults import StoreFaultProxy
+from harness.world.proxied.links import ProxyLinks, make_links
+from harness.world.proxied.store_faults import StoreFaultProxy
 
 __all__ = ["StorePaths"]
 

@@ -53,18 +53,18 @@ from harness.world.base import (
     cannot,
     is_ip,
 )
-from harness.world.cluster import LocalCluster
-from harness.world.dns import DnsShim
-from harness.world.leaks import leaks
 from harness.world.netns.enter import node_entry
 from harness.world.netns.links import StorePaths
 from harness.world.netns.naming import SERVE_PORT, is_second_address, run_id
 from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
 from harness.world.netns.rules import NftRule, RateLimit, Rules
 from harness.world.netns.shell import why_not
-from harness.world.node import NodeSpec
-from harness.world.process_nodes import ProcessNodes
-from harness.world.proxied import ProxiedLink, ProxiedToxic, ProxyLinks
+from harness.world.process.cluster import LocalCluster
+from harness.world.process.dns import DnsShim
+from harness.world.process.leaks import leaks
+from harness.world.process.node import NodeSpec
+from harness.world.process.nodes import ProcessNodes
+from harness.world.proxied.links import ProxiedLink, ProxiedToxic, ProxyLinks
 
 __all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
 

@@ -2,11 +2,12 @@
 
 * ``world``  :class:`~harness.world.packed.world.PackedWorld` and its factory (the local
              world's network; kill, pause and restart of a packed node emulated)
-* ``node``   a packed process: its node threads, their sockets, events, faults and start
-             gate (also what a Ray actor runs: :func:`~harness.world.packed.node.host`)
+* ``kind``   its description for the registry (``world = "local"`` with ``pack``)
 
-Imports: :mod:`harness.world.local` (its network), the shared parts of :mod:`harness.world`,
-:mod:`harness.proxy`, :mod:`harness.errors`, rdzv.
+Its processes run :mod:`harness.world.process.packed` (node threads; the Ray world's actors
+run the same); which incarnation of a node is live is :mod:`harness.world.incarnations`.
+Imports: :mod:`harness.world.local` (its network), the top of :mod:`harness.world`, its
+``process`` and ``proxied`` rooms, :mod:`harness.proxy`, :mod:`harness.errors`, rdzv.
 """
 
 from harness.world.packed.world import HOLD_MS, PAUSE_TOXIC, PackedWorld, PackedWorlds, placement

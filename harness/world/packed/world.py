@@ -5,7 +5,7 @@ world's (:class:`~harness.world.local.LocalWorld`, whose links, toxics, names, s
 store rules it inherits): every node keeps its own proxy link. Node 0, the store host, is a
 real process (kill and pause are SIGKILL and SIGSTOP there). Nodes ``1..N-1`` are packed
 ``pack`` per process, in node order (process ``g`` holds nodes ``g*K+1 .. g*K+K``), each a
-thread of :mod:`harness.world.packed.node` with its own handler, sockets, events and outcome.
+thread of :mod:`harness.world.process.packed` with its own handler, sockets, events and outcome.
 The processes start through the local cluster's forkserver, each when its first node starts.
 
 Process faults on a packed node are emulated, and documented as such (docs/scenarios.md):
@@ -34,20 +34,27 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
-from harness.world.base import PAUSE, Launch, Layout, OnMessage, cannot
-from harness.world.incarnations import Incarnation, Incarnations
+from harness.world.base import JOBS, PAUSE, Launch, Layout, OnMessage, cannot
+from harness.world.incarnations import HeldNodes, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
 from harness.world.messages import Exit, Message
-from harness.world.node import NodeSpec
-from harness.world.packed.node import serve
+from harness.world.process.node import NodeSpec
+from harness.world.process.packed import serve
+from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
 
-__all__ = ["HOLD_MS", "PAUSE_TOXIC", "PackedWorld", "PackedWorlds", "placement"]
+__all__ = [
+    "HOLD_MS",
+    "PACKED_CAPABILITIES",
+    "PAUSE_TOXIC",
+    "PackedWorld",
+    "PackedWorlds",
+    "placement",
+]
 
 NAME: Final = "packed"
-#: The latency (ms) of the toxics that pause a packed node's link: a year.
-HOLD_MS: Final = 365 * 24 * 3600 * 1000
-#: Name of the pause toxics (one per direction): ``harness-pause-upstream``, ...
-PAUSE_TOXIC: Final = "harness-pause"
+#: The local world's, but jobs: a job node is processes (an agent and its workers), never
+#: a thread of a packed process.
+PACKED_CAPABILITIES: Final = LOCAL_CAPABILITIES - {JOBS}
 _STREAMS: Final = ("upstream", "downstream")
 
 
@@ -66,7 +73,7 @@ class PackedWorlds:
     client: ToxiproxyClient
     pack: int
     name: str = NAME
-    capabilities: frozenset[str] = LOCAL_CAPABILITIES
+    capabilities: frozenset[str] = PACKED_CAPABILITIES
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> PackedWorld:
         return PackedWorld(layout, self.client, on_message, self.pack)
@@ -102,7 +109,7 @@ class PackedWorld(LocalWorld):
     """The nodes of one run, packed; see the module docstring."""
 
     name = NAME
-    capabilities: frozenset[str] = LOCAL_CAPABILITIES
+    capabilities: frozenset[str] = PACKED_CAPABILITIES
 
     def __init__(
         self, layout: Layout, client: ToxiproxyClient, on_message: OnMessage, pack: int
@@ -115,6 +122,7 @@ class PackedWorld(LocalWorld):
         self._placement = placement(pack)
         self._processes: dict[int, _Process] = {}
         self._book = Incarnations()
+        self._held = HeldNodes(self._book, self._send, self._hold, self._unhold)
         self._lock = threading.Lock()
         self._stopping = False
 
@@ -132,69 +140,32 @@ class PackedWorld(LocalWorld):
         process = self._process(self.group(node))
         inc, before = self._book.begin(node, frozen=launch.start_paused)
         if before is not None:  # one incarnation at a time: the one still live ends first
-            self._end(before)
+            self._held.end(before)
         spec = NodeSpec(launch, self.topo.endpoint(node))
         if not process.send(("start", inc.number, spec)):
             inc.ended = True
             self._on_message(_exit(node, "the packed process was already stopped"))
 
     def kill(self, node: int) -> bool:
-        if node == 0:
-            return super().kill(node)
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        self._end(inc)
-        return True
-
-    def _end(self, inc: Incarnation) -> None:
-        """Kill incarnation ``inc`` of a packed node (see the module docstring)."""
-        inc.killed = True  # from now on nothing it sends is delivered
-        if inc.paused:  # its resets must reach the store now, not when the link is healed
-            self._unhold(inc.node)
-            inc.paused = False
-        self._processes[self.group(inc.node)].send(("kill", inc.number))
+        return super().kill(node) if node == 0 else self._held.kill(node)
 
     def pause(self, node: int) -> bool:
-        if node == 0:
-            return super().pause(node)
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        if node not in self.topo.proxies:
-            raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
-        if not inc.paused:
-            for stream in _STREAMS:
-                self.client.add_toxic(
-                    self.topo.proxies[node],
-                    "latency",
-                    stream=stream,
-                    name=f"{PAUSE_TOXIC}-{stream}",
-                    attributes={"latency": HOLD_MS},
-                )
-            inc.paused = True
-        return True
+        return super().pause(node) if node == 0 else self._held.pause(node)
 
     def resume(self, node: int) -> bool:
-        if node == 0:
-            return super().resume(node)
-        latest = self._book.latest(node)
-        if latest is not None and latest.paused:  # healed even if the node ended meanwhile
-            self._unhold(node)
-            latest.paused = False
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        if inc.frozen:
-            inc.frozen = False
-            self._processes[self.group(node)].send(("resume", inc.number))
-        return True
+        return super().resume(node) if node == 0 else self._held.resume(node)
 
     def paused(self, node: int) -> bool:
-        if node == 0:
-            return super().paused(node)
-        inc = self._book.running(node)
-        return inc is not None and (inc.frozen or inc.paused)
+        return super().paused(node) if node == 0 else self._held.paused(node)
+
+    def kill_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
+
+    def pause_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
+
+    def resume_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
 
     def live(self, node: int) -> int:
         if node == 0:
@@ -216,10 +187,27 @@ class PackedWorld(LocalWorld):
 
     # --- internals --------------------------------------------------------------------
 
+    def _send(self, node: int, command: tuple[str, int]) -> bool:
+        return self._processes[self.group(node)].send(command)
+
+    def _hold(self, node: int) -> None:
+        if node not in self.topo.proxies:
+            raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
+        for stream in _STREAMS:
+            self.links.client_of(node).add_toxic(  # its share's proxy
+                self.topo.proxies[node],
+                "latency",
+                stream=stream,
+                name=f"{PAUSE_TOXIC}-{stream}",
+                attributes={"latency": HOLD_MS},
+            )
+
     def _unhold(self, node: int) -> None:
         for stream in _STREAMS:
             with contextlib.suppress(Exception):  # already gone with the link
-                self.client.remove_toxic(self.topo.proxies[node], f"{PAUSE_TOXIC}-{stream}")
+                self.links.client_of(node).remove_toxic(
+                    self.topo.proxies[node], f"{PAUSE_TOXIC}-{stream}"
+                )
 
     def _process(self, group: int) -> _Process:
         with self._lock:

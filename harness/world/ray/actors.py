@@ -5,7 +5,7 @@ Both are plain classes; :mod:`harness.world.ray.world` makes them Ray actors
 harness must be importable on every host of the cluster.
 
 * :class:`NodeGroup` hosts its nodes exactly as a packed process does
-  (:func:`harness.world.packed.node.host`, on a thread of the actor): each node a thread with
+  (:func:`harness.world.process.packed.host`, on a thread of the actor): each node a thread with
   its own handler, sockets, events and outcome; ``("start" | "kill" | "resume", incarnation,
   ...)`` commands go in through :meth:`~NodeGroup.command`; the nodes' messages, stamped on
   this host's monotonic clock, come out through :meth:`~NodeGroup.drain` (a long poll the
@@ -29,8 +29,9 @@ from dataclasses import replace
 from typing import Any, Final
 
 from harness.proxy.api import ToxiproxyServer
-from harness.world.node import NodeSpec
-from harness.world.packed.node import host
+from harness.proxy.process import ProxyProcess, start_all, stop_all
+from harness.world.process.node import NodeSpec
+from harness.world.process.packed import host
 
 __all__ = ["NodeGroup", "ProxyAgent"]
 
@@ -39,7 +40,7 @@ DRAIN_WAIT: Final = 0.5
 
 
 class _Commands:
-    """The command stream of :func:`~harness.world.packed.node.host`: ``recv`` blocks, and
+    """The command stream of :func:`~harness.world.process.packed.host`: ``recv`` blocks, and
     raises ``EOFError`` once :meth:`close` was called and every command was taken."""
 
     def __init__(self) -> None:
@@ -183,11 +184,20 @@ class ProxyAgent:
     """
 
     def __init__(self, address: str, seed: int) -> None:
+        self._address, self._seed = address, seed
         self._server = ToxiproxyServer(host=address, seed=seed).start()
+        self._processes: list[ProxyProcess] = []
 
     def api(self) -> tuple[str, int]:
         """Where the Toxiproxy API listens."""
         return self._server.host, self._server.port
+
+    def more(self, count: int) -> list[tuple[str, int]]:
+        """Start ``count`` proxy processes on this host (more links than this one holds:
+        see ``LINKS_PER_PROXY``), seeded alike; where each one's API listens."""
+        started, clients = start_all(count, self._address, self._seed)
+        self._processes += started
+        return [(client.host, client.port) for client in clients]
 
     def signal(self, pid: int, signum: int) -> bool:
         """Send ``signum`` to process ``pid`` on this host (False: it is gone)."""
@@ -198,5 +208,6 @@ class ProxyAgent:
         return True
 
     def stop(self) -> None:
-        """Stop the server (its links close with it)."""
+        """Stop the server and the proxy processes (their links close with them)."""
+        stop_all(self._processes)
         self._server.stop()

@@ -7,6 +7,9 @@ world drives its one server. Node ``i > 0`` reaches the store through its own li
 ``<run>-node<i>`` on its host's agent: the link listens on that host's loopback and its
 upstream is node 0's store on node 0's host, so the link crosses machines when the two
 nodes are on different hosts, and toxics and ``link_down`` act on it as they do locally.
+Past :data:`~harness.world.proxied.LINKS_PER_PROXY` links on a host, the agent starts proxy
+processes beside it (:meth:`~harness.world.ray.actors.ProxyAgent.more`) and the links are
+shared out among them; the agent stops them with its server.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ from typing import Any
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.base import ToxicSpec
-from harness.world.proxied import Downs, ProxiedLink, ProxiedToxic, put_toxic
+from harness.world.proxied.links import (
+    LINKS_PER_PROXY,
+    Downs,
+    ProxiedLink,
+    ProxiedToxic,
+    make_links,
+    put_toxic,
+    shares,
+)
 
 __all__ = ["Agent", "RayNetwork"]
 
@@ -43,7 +54,8 @@ class RayNetwork:
 
     tag: str
     agents: dict[str, Agent]
-    links: dict[int, tuple[Agent, str]] = field(default_factory=dict)
+    links_per_proxy: int = LINKS_PER_PROXY
+    links: dict[int, tuple[ToxiproxyClient, str]] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)
     _downs: Downs = field(default_factory=Downs)
     _touched: set[int] = field(default_factory=set)
@@ -53,21 +65,30 @@ class RayNetwork:
 
     def connect(self, hosts: dict[int, str], store: tuple[str, int]) -> None:
         """Create the link of every node in ``hosts`` (node -> Ray node id) on its host's
-        agent, upstream to ``store`` (address, port): one request per host."""
+        agent (and the agent's proxy processes, past one proxy's share), upstream to
+        ``store`` (address, port)."""
+        import ray
+
         address, port = store
         upstream = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-        by_host: dict[str, dict[str, int]] = {}
+        by_host: dict[str, list[int]] = {}
         for node, host_id in hosts.items():
-            by_host.setdefault(host_id, {})[f"{self.tag}-node{node}"] = node
-        for host_id, wanted in by_host.items():
+            by_host.setdefault(host_id, []).append(node)
+        for host_id, nodes in by_host.items():
             agent = self.agents[host_id]
-            created = agent.client.populate(
-                [{"name": n, "listen": "127.0.0.1:0", "upstream": upstream} for n in wanted]
+            parts = shares(nodes, self.links_per_proxy)
+            apis = (
+                ray.get(agent.actor.more.remote(len(parts) - 1), timeout=120)
+                if len(parts) > 1
+                else []
             )
-            for info in created:
-                node = wanted[info.name]
-                self.links[node] = (agent, info.name)
-                self.ports[node] = info.listen_address[1]
+            clients = [agent.client, *(ToxiproxyClient(*api) for api in apis)]
+            for part, client in zip(parts, clients, strict=True):
+                names, ports = make_links(
+                    client, self.tag, "127.0.0.1:0", dict.fromkeys(part, upstream)
+                )
+                self.links.update({node: (client, name) for node, name in names.items()})
+                self.ports.update(ports)
 
     def endpoint(self, node: int) -> str | None:
         """The ``host:port`` node ``node`` reaches the store at (None: it has no link)."""
@@ -75,10 +96,10 @@ class RayNetwork:
         return None if port is None else f"127.0.0.1:{port}"
 
     def _by_agent(self, nodes: Iterable[int]) -> list[tuple[ToxiproxyClient, list[str]]]:
-        grouped: dict[str, tuple[ToxiproxyClient, list[str]]] = {}
+        grouped: dict[int, tuple[ToxiproxyClient, list[str]]] = {}
         for node in nodes:
-            agent, name = self.links[node]
-            grouped.setdefault(agent.host_id, (agent.client, []))[1].append(name)
+            client, name = self.links[node]
+            grouped.setdefault(id(client), (client, []))[1].append(name)
         return list(grouped.values())
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
@@ -94,9 +115,9 @@ class RayNetwork:
 
     def hold(self, node: int, name: str, latency_ms: int) -> None:
         """Hold both directions of ``node``'s link: a ``latency`` toxic each (a pause)."""
-        agent, link = self.links[node]
+        client, link = self.links[node]
         for stream in ("upstream", "downstream"):
-            agent.client.add_toxic(
+            client.add_toxic(
                 link,
                 "latency",
                 stream=stream,
@@ -106,10 +127,10 @@ class RayNetwork:
 
     def unhold(self, node: int, name: str) -> None:
         """Remove what :meth:`hold` put on the link (what it held goes on, in order)."""
-        agent, link = self.links[node]
+        client, link = self.links[node]
         for stream in ("upstream", "downstream"):
             with contextlib.suppress(Exception):  # already gone with the link
-                agent.client.remove_toxic(link, f"{name}-{stream}")
+                client.remove_toxic(link, f"{name}-{stream}")
 
     def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
         """Take the links of ``nodes`` down (open connections cut, new ones refused)."""

@@ -2,7 +2,7 @@
 
 Node 0 (the store host) is an actor of its own; nodes ``1..N-1`` are packed K per actor in
 node order (group ``g >= 1`` holds nodes ``(g-1)*K+1 .. g*K``), each node a thread as in a
-packed process (:mod:`harness.world.packed.node`, run by
+packed process (:mod:`harness.world.process.packed`, run by
 :class:`~harness.world.ray.actors.NodeGroup`). One placement group of a bundle per actor,
 ``SPREAD``, spreads the actors over the hosts; node 0's store binds its own host's address.
 The links are on a proxy agent per host (:mod:`harness.world.ray.network`). Node messages
@@ -36,18 +36,14 @@ from typing import Any, Final
 import ray
 
 from harness.errors import HarnessError
-from harness.world.backends import preload
 from harness.world.base import (
     BANDWIDTH,
-    KILL,
-    LINKS,
+    JOBS,
     NAMES,
     PACKETS,
     PAUSE,
-    RESTART,
     SQUATTER,
     STORE_RULES,
-    TOXICS,
     Launch,
     Layout,
     OnMessage,
@@ -57,10 +53,12 @@ from harness.world.base import (
     cannot,
     is_ip,
 )
-from harness.world.incarnations import Incarnation, Incarnations
+from harness.world.incarnations import HeldNodes, Incarnation, Incarnations
 from harness.world.messages import Exit, Message, shifted
-from harness.world.node import NodeSpec
-from harness.world.packed import HOLD_MS, PAUSE_TOXIC
+from harness.world.process.backends import preload
+from harness.world.process.node import NodeSpec
+from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
+from harness.world.ray.capabilities import CAPS, NAME
 from harness.world.ray.cluster import Placement
 from harness.world.ray.groups import Group, default_pack, plan
 from harness.world.ray.network import RayNetwork
@@ -71,8 +69,6 @@ from harness.world.ray.waits import Waits
 
 __all__ = ["RayWorld", "RayWorlds"]
 
-NAME: Final = "ray"
-CAPS: Final = frozenset({KILL, PAUSE, RESTART, TOXICS, LINKS})
 _RELEASE_WAIT: Final = 60.0  # seconds for the actors to open their start gates
 _START_WAIT: Final = 120.0  # seconds for an actor to start a node (it may be coming up)
 _KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
@@ -111,6 +107,7 @@ class RayWorld:
         self.network: RayNetwork | None = None
         self._store: tuple[str, int] = ("", 0)
         self._book = Incarnations()
+        self._held = HeldNodes(self._book, self._send, self._hold, self._unhold, self._end)
         self._pump = Pump(self._deliver, self._group_lost)
         self._leftovers: list[str] = []
         self._spares: dict[str, Any] = {}  # Ray node id -> a one-node actor started ahead
@@ -266,60 +263,52 @@ class RayWorld:
         announce("running")
 
     def kill(self, node: int) -> bool:
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        self._end(inc)
-        return True
+        return self._held.kill(node)
 
     def _end(self, inc: Incarnation) -> None:
         """Kill incarnation ``inc``: its actor when it is alone in it, else as a packed node."""
-        inc.killed = True  # from now on nothing it sends is delivered
         group = self._group_of(inc.node)
         if group.whole:
+            inc.killed = True  # from now on nothing it sends is delivered
             self._replace(group)
             return
-        if inc.paused:
-            self._network().unhold(inc.node, PAUSE_TOXIC)
-            inc.paused = False
-        group.actor.command.remote(("kill", inc.number))
+        self._held.end(inc)
 
     def pause(self, node: int) -> bool:
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        if not inc.paused:
-            group = self._group_of(node)
-            if group.whole:
-                self._signal(group, signal.SIGSTOP)
-            elif node in self._network().links:
-                self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
-            else:
-                why = "a packed node is paused on its link, and it has none"
-                raise cannot(self.name, PAUSE, why)
-            inc.paused = True
-        return True
+        return self._held.pause(node)
 
     def resume(self, node: int) -> bool:
-        group = self._group_of(node)
-        latest = self._book.latest(node)
-        if latest is not None and latest.paused and not latest.killed:
-            if group.whole:
-                self._signal(group, signal.SIGCONT)
-            else:
-                self._network().unhold(node, PAUSE_TOXIC)
-            latest.paused = False
-        inc = self._book.running(node)
-        if inc is None:
-            return False
-        if inc.frozen:
-            inc.frozen = False
-            group.actor.command.remote(("resume", inc.number))
-        return True
+        return self._held.resume(node)
 
     def paused(self, node: int) -> bool:
-        inc = self._book.running(node)
-        return inc is not None and (inc.frozen or inc.paused)
+        return self._held.paused(node)
+
+    def kill_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
+
+    def pause_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
+
+    def resume_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
+
+    def _send(self, node: int, command: tuple[str, int]) -> None:
+        self._group_of(node).actor.command.remote(command)
+
+    def _hold(self, node: int) -> None:
+        """Pause ``node``: SIGSTOP when it is alone in its actor, else hold its link."""
+        if self._group_of(node).whole:
+            self._signal(self._group_of(node), signal.SIGSTOP)
+        elif node in self._network().links:
+            self._network().hold(node, PAUSE_TOXIC, HOLD_MS)
+        else:
+            raise cannot(self.name, PAUSE, "a packed node is paused on its link, and it has none")
+
+    def _unhold(self, node: int) -> None:
+        if self._group_of(node).whole:
+            self._signal(self._group_of(node), signal.SIGCONT)
+        else:
+            self._network().unhold(node, PAUSE_TOXIC)
 
     def live(self, node: int) -> int:
         return self._book.live(node)

@@ -1,11 +1,11 @@
 """Run one job node in the node process: torch's agent, its workers, their stages.
 
 :func:`run_job` is called after the start gate opened (torch already imported: see
-:func:`import_torch`). It starts a :class:`~harness.world.jobs.stages.StageListener`, gives
-the workers its path, the agent's PID and the process group's timeout in their environment,
-runs torch's ``launch_agent`` with the node's :func:`~harness.world.jobs.agent.launch_config`
-and the reporting agent, and hands every stage (the agent's and the workers') to ``sink``
-as it happens. It returns one :class:`~harness.world.jobs.spec.JobResult`, never raises.
+:func:`import_torch`). It starts a :class:`~.stages.StageListener`, gives the workers its
+path, the agent's PID and the process group's timeout in their environment, runs torch's
+``launch_agent`` with the node's :func:`~.agent.launch_config` and the reporting agent, and
+hands every stage (the agent's and the workers') to ``sink`` as it happens. It returns one
+:class:`~.spec.JobResult`, never raises.
 
 How each part's result is judged:
 
@@ -31,20 +31,20 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.world.jobs import worker as worker_module
-from harness.world.jobs.agent import install, launch_config, reporting_agent
-from harness.world.jobs.spec import (
+from harness.world.process.jobs import worker as worker_module
+from harness.world.process.jobs.agent import install, launch_config, reporting_agent
+from harness.world.process.jobs.spec import (
     AGENT,
     REPORT_ENV,
     TORCH_JOB_MODULES,
     JobResult,
-    JobSpec,
     PartResult,
     worker_part,
 )
-from harness.world.jobs.stages import StageListener, StageSink
-from harness.world.node import classify
-from harness.world.torch_backends import HandlerArgs
+from harness.world.process.jobs.stages import StageListener, StageSink
+from harness.world.process.reporting import classify
+from harness.world.process.torch_backends import HandlerArgs
+from harness.world.specs import JobSpec
 
 __all__ = ["import_torch", "run_job"]
 

@@ -4,7 +4,7 @@
 ``multiprocess``'s forkserver (warm imports, so a node starts in a few milliseconds; no
 fork of a threaded parent). :meth:`LocalCluster.spawn` starts any other entry point the
 same way, with its own message and exit handling (the packed world's processes, each
-running several nodes as threads: :mod:`harness.world.packed.node`); the forkserver
+running several nodes as threads: :mod:`harness.world.process.packed`); the forkserver
 preloads every entry module, so no child imports one at start.
 
 Nodes start behind a gate: each node process, once up (imports done, its channel open),
@@ -20,11 +20,7 @@ anything else on the machine.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-import io
 import os
-import select
 import selectors
 import signal
 import socket
@@ -37,30 +33,22 @@ from typing import Any, Final, TypeAlias
 
 import multiprocess
 import psutil
-from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.connection import wait as wait_any
-from multiprocess.context import set_spawning_popen
 
-from harness.world.backends import preload
-from harness.world.jobs.node import run_job_node
 from harness.world.messages import Exit, Message
-from harness.world.node import (
-    PROCESS,
-    NodeSpec,
-    PipeReporter,
-    process_gate,
-    redirect_output,
-    run_node,
-)
+from harness.world.process.backends import preload
+from harness.world.process.forkserver import entry, node_process_class
+from harness.world.process.node import NodeSpec
+from harness.world.process.parts import JobParts
 
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 
 #: The modules whose functions run in forkserver children; preloaded by the forkserver.
 ENTRY_MODULES: Final = (
-    "harness.world.cluster",
-    "harness.world.node",
-    "harness.world.jobs.node",
-    "harness.world.packed.node",
+    "harness.world.process.forkserver",
+    "harness.world.process.node",
+    "harness.world.process.jobs.node",
+    "harness.world.process.packed",
     "harness.world.netns.enter",
 )
 #: What a process is known by: a node id, or a name (``"pack3"``) for other processes.
@@ -117,6 +105,8 @@ class LocalCluster:
     #: The tail of each process's stdout+stderr (all incarnations), by key, filled in by
     #: :meth:`close`.
     outputs: dict[Key, str] = field(default_factory=dict)
+    #: The workers of job nodes, by the PIDs their agents announce.
+    parts: JobParts = field(default_factory=JobParts)
 
     def __post_init__(self) -> None:
         self._output_dir = tempfile.TemporaryDirectory(prefix="harness-nodes-")
@@ -125,7 +115,7 @@ class LocalCluster:
             self.ctx = multiprocess.get_context("forkserver")
             # The forkserver is one per harness process: the first cluster's list counts.
             self.ctx.set_forkserver_preload([*ENTRY_MODULES, *preload(set(self.backends))])
-        self._process_class = _node_process_class(self.ctx)
+        self._process_class = node_process_class(self.ctx)
         self.gate, self._gate_w = self.ctx.Pipe(duplex=False)
         self._reader = threading.Thread(target=self._read, name="harness-inbox", daemon=True)
         self._reader.start()
@@ -139,7 +129,7 @@ class LocalCluster:
         serves the store on it (its descriptor number reaches the node as ``listen_fd``).
         """
         process = self.spawn(
-            spec.node, f"rdzv-node-{spec.node}", _entry, (spec, listen_socket, self.gate)
+            spec.node, f"rdzv-node-{spec.node}", entry, (spec, listen_socket, self.gate)
         )
         pid: int = process.pid
         return pid
@@ -177,6 +167,7 @@ class LocalCluster:
         """
         if isinstance(key, int):
             self.kill(key)
+            self.parts.forget(key)
         reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
             target=target,
@@ -195,10 +186,15 @@ class LocalCluster:
         with self._lock:
             self._procs.setdefault(key, []).append(incarnation)
             self._channels[reader] = (key, incarnation)
-            self._new_channels.append((reader, deliver or self.on_message))
+            self._new_channels.append((reader, deliver or self._from_node))
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")  # listen to the new channel now, not after a poll
         return process
+
+    def _from_node(self, message: Message) -> None:
+        """A node's message: a job agent's workers noted (:attr:`parts`), then delivered."""
+        self.parts.note(message)
+        self.on_message(message)
 
     def signal(self, node: Key, sig: signal.Signals) -> bool:
         """Send ``sig`` to the node's current process; False if it is not running (ended,
@@ -352,68 +348,6 @@ class LocalCluster:
             assert isinstance(node, int), f"process {node!r} ended with no on_exit to report it"
             why = f"the node process exited with code {code} without reporting an outcome"
             self.on_message(Exit(node, time.monotonic(), why, code))
-
-
-class _NodePopen(popen_forkserver.Popen):  # type: ignore[misc]
-    """Forkserver launch without re-importing the parent's ``__main__`` in the child.
-
-    multiprocess makes every forkserver child import the parent's main module (a CLI, or
-    pytest) before running its target; that costs ~0.3 s of CPU per node and made 64 nodes
-    take 20 s to start. The node entry point lives in this importable module, so children
-    need no ``__main__``. Otherwise this is multiprocess's own ``_launch``.
-    """
-
-    def poll(self, flag: int = os.WNOHANG) -> int | None:
-        # multiprocess polls every live child at each start (``_cleanup``), through a fresh
-        # selector per child: quadratic in the number of nodes. A non-blocking check of the
-        # sentinel alone is enough to know the process has not ended.
-        if self.returncode is None and flag == os.WNOHANG:
-            check = select.poll()
-            check.register(self.sentinel, select.POLLIN)
-            if not check.poll(0):
-                return None
-        result: int | None = super().poll(flag)
-        return result
-
-    def _launch(self, process_obj: Any) -> None:
-        prep_data = spawn.get_preparation_data(process_obj._name)
-        prep_data.pop("init_main_from_name", None)
-        prep_data.pop("init_main_from_path", None)
-        buf = io.BytesIO()
-        set_spawning_popen(self)
-        try:
-            reduction.dump(prep_data, buf)
-            reduction.dump(process_obj, buf)
-        finally:
-            set_spawning_popen(None)
-        self.sentinel, w = forkserver.connect_to_new_process(self._fds)
-        parent_w = os.dup(w)
-        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
-        with open(w, "wb", closefd=True) as f:
-            f.write(buf.getbuffer())
-        self.pid = forkserver.read_signed(self.sentinel)
-
-
-def _node_process_class(ctx: Any) -> Any:
-    class NodeProcess(ctx.Process):  # type: ignore[misc]
-        @staticmethod
-        def _Popen(process_obj: Any) -> Any:
-            return _NodePopen(process_obj)
-
-    return NodeProcess
-
-
-def _entry(channel: Any, output_path: str, spec: NodeSpec, listen_socket: Any, gate: Any) -> None:
-    redirect_output(output_path)
-    if listen_socket is not None:
-        fd = listen_socket.detach()
-        spec = dataclasses.replace(spec, listen_fd=fd)
-    hosting = dataclasses.replace(PROCESS, gate=functools.partial(process_gate, gate))
-    run = run_job_node if spec.launch.job is not None else run_node  # a torchrun agent
-    try:
-        run(spec, PipeReporter(channel), hosting)
-    finally:
-        channel.close()
 
 
 def _running_after(incarnations: list[_Incarnation], timeout: float) -> list[_Incarnation]:

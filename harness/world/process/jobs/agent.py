@@ -26,8 +26,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from harness.world.jobs.spec import AGENT, JobSpec
-from harness.world.torch_backends import (
+from harness.world.process.jobs.spec import AGENT, WORKERS_STARTED
+from harness.world.process.torch_backends import (
     C10D_MODULE,
     STATIC_MODULE,
     TORCH_C10D,
@@ -36,6 +36,7 @@ from harness.world.torch_backends import (
     serve_on,
     whole_seconds,
 )
+from harness.world.specs import JobSpec
 
 __all__ = ["TORCHRUN_BACKENDS", "install", "launch_config", "reporting_agent"]
 
@@ -129,7 +130,8 @@ def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
 
         def _start_workers(self, worker_group: Any) -> dict[int, Any]:
             started: dict[int, Any] = super()._start_workers(worker_group)
-            sink(AGENT, "workers_started", {"pids": sorted(started.values())})
+            pids = [started[local] for local in sorted(started)]  # by local rank
+            sink(AGENT, WORKERS_STARTED, {"pids": pids})
             return started
 
         def _restart_workers(self, worker_group: Any) -> None:

@@ -1,9 +1,9 @@
 """The node process of a job node: torch imported before the gate, the agent after it.
 
-:func:`run_job_node` is :func:`harness.world.node.run_node` for a launch with a ``job``: it
+:func:`run_job_node` is :func:`harness.world.process.node.run_node` for a launch with a ``job``: it
 forwards rdzv's events and installs the DNS shim like any node, imports torch (start-up:
 before it says ``ready``; how long it took is the ``torch_imported`` event after
-``started``), waits at the gate, then runs :func:`~harness.world.jobs.run.run_job`. Every
+``started``), waits at the gate, then runs :func:`~harness.world.process.jobs.run.run_job`. Every
 stage of its parts goes to the harness as an :class:`~harness.world.messages.Event` of that
 part; at the end, one :class:`~harness.world.messages.Outcome` per part, then the node's own
 (its agent's status, group rank and world size), which ends the incarnation.
@@ -18,11 +18,11 @@ import time
 from dataclasses import replace
 from typing import Any, Protocol
 
-from harness.world.jobs.run import import_torch, run_job
-from harness.world.jobs.spec import PartResult
 from harness.world.messages import Event, Message, Outcome, Ready, Started
-from harness.world.node import PROCESS, Hosting, NodeSpec
-from harness.world.torch_backends import HandlerArgs
+from harness.world.process.jobs.run import import_torch, run_job
+from harness.world.process.jobs.spec import PartResult
+from harness.world.process.node import PROCESS, Hosting, NodeSpec
+from harness.world.process.torch_backends import HandlerArgs
 
 __all__ = ["run_job_node"]
 

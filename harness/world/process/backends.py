@@ -4,7 +4,7 @@
 * ``torch-static`` — torch's own ``StaticTCPRendezvous``; ``torch-c10d`` — torch's
   ``DynamicRendezvousHandler`` on the C10d backend, what most torchrun users run (both need
   ``torch==2.13.0``: the ``torch`` extra; how the harness drives them:
-  :mod:`harness.world.torch_backends`).
+  :mod:`harness.world.process.torch_backends`).
 * ``module:factory`` — a user's handler: ``factory(params)`` gets an
   ``rdzv.RendezvousParameters`` (backend ``"static"``, the node's rank and timeout in
   ``config``, ``listen_fd`` on node 0) and returns an object with ``next_rendezvous()`` and
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.world.jobs.spec import JOB_BACKEND, TORCH_JOB_MODULES
-from harness.world.torch_backends import (
+from harness.world.process.jobs.spec import JOB_BACKEND, TORCH_JOB_MODULES
+from harness.world.process.torch_backends import (
     TORCH_C10D,
     TORCH_MODULES,
     TORCH_STATIC,
@@ -124,7 +124,7 @@ def rerun_env(backend: str) -> str:
 
 def preload(backends: set[str]) -> list[str]:
     """Modules a forkserver imports once so that nodes of ``backends`` start warm (job
-    nodes, :data:`~harness.world.jobs.spec.JOB_BACKEND`: torch's agent and launcher)."""
+    nodes, :data:`~harness.world.process.jobs.spec.JOB_BACKEND`: torch's agent and launcher)."""
     modules = list(_RDZV_PRELOAD)
     for backend in sorted(backends & TORCH_MODULES.keys()):
         if unavailable(backend) is None:

@@ -19,7 +19,7 @@ Stages (each an event a fault can fire on):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
@@ -29,11 +29,12 @@ __all__ = [
     "JOB_STAGES",
     "REPORT_ENV",
     "TORCH_JOB_MODULES",
+    "WORKERS_STARTED",
     "WORKER_STAGES",
     "JobResult",
-    "JobSpec",
     "PartResult",
     "expected_sum",
+    "worker_local_rank",
     "worker_part",
 ]
 
@@ -41,7 +42,9 @@ __all__ = [
 AGENT: Final = "agent"
 #: The environment variable that gives a worker the path of its node's stage socket.
 REPORT_ENV: Final = "HARNESS_JOB_REPORT"
-AGENT_STAGES: Final = ("rendezvous_done", "workers_started", "restart")
+#: The agent's stage that says its workers' PIDs (``pids``, by local rank).
+WORKERS_STARTED: Final = "workers_started"
+AGENT_STAGES: Final = ("rendezvous_done", WORKERS_STARTED, "restart")
 WORKER_STAGES: Final = ("pg_ready", "collective_done", "worker_failed")
 #: Every stage a job reports (events faults can fire on).
 JOB_STAGES: Final = AGENT_STAGES + WORKER_STAGES
@@ -63,35 +66,17 @@ def worker_part(local_rank: int) -> str:
     return f"worker {local_rank}"
 
 
+def worker_local_rank(part: str) -> int | None:
+    """The local rank of a part named ``worker N`` (None: not a worker's name)."""
+    head, _, number = part.partition(" ")
+    if head != "worker" or not number.isdigit():
+        return None
+    return int(number)
+
+
 def expected_sum(world_size: int) -> float:
     """What the default worker's all-reduce of ``rank + 1`` gives in a world of that size."""
     return world_size * (world_size + 1) / 2
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """How a job node runs (the scenario's ``[job]`` table, resolved).
-
-    Attributes:
-        nproc_per_node: workers per node.
-        script: the worker script's path (None: the default all-reduce).
-        args: the script's arguments.
-        max_restarts: torchrun's ``--max-restarts``.
-        monitor_interval: torchrun's ``--monitor-interval``, seconds.
-        exit_barrier_timeout: how long an agent whose workers finished waits for the
-            others (torch's default is 300 s).
-        env: environment variables for the workers (on top of the node's).
-        process_group_timeout: the workers' ``init_process_group`` timeout, seconds.
-    """
-
-    nproc_per_node: int = 1
-    script: str | None = None
-    args: tuple[str, ...] = ()
-    max_restarts: int = 0
-    monitor_interval: float = 0.2
-    exit_barrier_timeout: float = 30.0
-    env: dict[str, str] = field(default_factory=dict)
-    process_group_timeout: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@
 (:mod:`harness.world.packed`), started through the local cluster's forkserver. The harness
 sends it commands -- ``("start", incarnation, NodeSpec)``, ``("kill", incarnation)``,
 ``("resume", incarnation)`` -- and closes the command pipe at the end of the run; every node
-thread runs :func:`~harness.world.node.run_node` with its own queue, handler, sockets and
+thread runs :func:`~harness.world.process.node.run_node` with its own queue, handler, sockets and
 link, and its messages go back on the process's one channel as ``(incarnation, message)``.
 
 Which node a thread belongs to is an attribute of its ``threading.Thread``; a thread started
@@ -46,16 +46,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.world.dns import DnsShim, install_dns_shim
 from harness.world.messages import Event, Message
-from harness.world.node import (
-    Hosting,
-    NodeSpec,
-    PipeReporter,
-    redirect_output,
-    run_node,
-    wait_gate,
-)
+from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.process.gate import wait_gate
+from harness.world.process.node import Hosting, NodeSpec, run_node
+from harness.world.process.reporting import PipeReporter, redirect_output
 from rdzv.events import EVENT_ATTR
 
 __all__ = ["host", "serve"]
@@ -233,7 +228,7 @@ def _install(dns: DnsShim | None) -> None:
 class _Gate:
     """The world's start gate, for the node threads of this process.
 
-    Every node thread waits on the gate pipe (:func:`~harness.world.node.wait_gate`), notes
+    Every node thread waits on the gate pipe (:func:`~harness.world.process.gate.wait_gate`), notes
     when it saw the release, then waits until every thread that was waiting with it has seen
     it too: the first threads to get the GIL after the release would otherwise run their
     nodes' work, holding the GIL for whole switch intervals, while the others had not yet

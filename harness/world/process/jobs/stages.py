@@ -1,4 +1,4 @@
-"""The node's end of its workers' stage reports (:mod:`harness.world.jobs.worker`).
+"""The node's end of its workers' stage reports (:mod:`harness.world.process.jobs.worker`).
 
 A :class:`StageListener` binds a datagram socket in a directory of its own (a path short
 enough for ``AF_UNIX``), and a thread reads one JSON report per datagram and hands it on as
@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness.world.jobs.spec import worker_part
+from harness.world.process.jobs.spec import worker_part
 
 __all__ = ["StageListener", "StageSink"]
 

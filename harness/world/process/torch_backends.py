@@ -79,7 +79,7 @@ class Deferred:
 
 @dataclass(frozen=True)
 class HandlerArgs:
-    """What a node's handler is built from (:func:`harness.world.backends.create_handler`)."""
+    """What a node's handler is built from (``backends.create_handler``)."""
 
     endpoint: str
     run_id: str

@@ -14,8 +14,10 @@ Actions (each rule fires ``count`` times, on connections of the nodes it names):
 * ``fail``: close the client's connection instead of forwarding the request.
 
 The interposer listens once per node (so it knows whose request it sees) and relays to one
-upstream store address; it runs on its own event loop thread. Each rule counts its firings
-(:attr:`StoreRule.acted`), which the report shows as what the fault did.
+upstream store address; it runs on its own event loop thread. A rule is a plain value
+(:class:`~harness.world.specs.StoreRule`); whether it matches a request is decided here
+(:func:`matches`), and each firing is counted in the rule (``fired``; ``acted`` is what the
+report shows as what the fault did).
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from harness.world.specs import StoreRule
 from rdzv.store.wire import _decoder, _wire
 
-__all__ = ["StoreFaultProxy", "StoreRule", "request_keys", "request_op"]
-
-Action = Literal["delay", "drop", "fail"]
+__all__ = ["StoreFaultProxy", "matches", "request_keys", "request_op"]
 
 
 def request_op(req: _wire.Request) -> str:
@@ -55,38 +56,13 @@ def request_keys(req: _wire.Request) -> list[str]:
     return [k.decode(errors="replace").removeprefix("/") for k in raw]
 
 
-@dataclass
-class StoreRule:
-    """One store-level fault: which operation (``"*"``: any), on which keys, from which
-    nodes, what to do."""
-
-    op: str
-    keys: str
-    action: Action
-    delay: float = 0.0
-    count: int = 1
-    nodes: frozenset[int] | None = None
-    fired: int = 0
-
-    def matches(self, node: int, req: _wire.Request) -> bool:
-        """True if this rule still has firings left and applies to ``req`` from ``node``."""
-        if self.fired >= self.count or self.op not in ("*", request_op(req)):
-            return False
-        if self.nodes is not None and node not in self.nodes:
-            return False
-        return any(fnmatch.fnmatchcase(k, self.keys) for k in request_keys(req))
-
-    @property
-    def acted(self) -> dict[str, int]:
-        """What the rule did so far, for the report: ``{"WAIT requests held": 1}`` (empty
-        when it never fired)."""
-        what = "requests" if self.op == "*" else f"{self.op} requests"
-        effect = {
-            "delay": f"{what} held",
-            "drop": f"{what} dropped",
-            "fail": f"{what} failed (connection closed)",
-        }[self.action]
-        return {effect: self.fired} if self.fired else {}
+def matches(rule: StoreRule, node: int, req: _wire.Request) -> bool:
+    """True if ``rule`` still has firings left and applies to ``req`` from ``node``."""
+    if rule.fired >= rule.count or rule.op not in ("*", request_op(req)):
+        return False
+    if rule.nodes is not None and node not in rule.nodes:
+        return False
+    return any(fnmatch.fnmatchcase(k, rule.keys) for k in request_keys(req))
 
 
 @dataclass
@@ -192,7 +168,7 @@ class StoreFaultProxy:
     def _decide(self, node: int, req: _wire.Request) -> StoreRule | None:
         with self._lock:
             for rule in self.rules:
-                if rule.matches(node, req):
+                if matches(rule, node, req):
                     rule.fired += 1
                     self.events.append(
                         {
