@@ -36,4 +36,5 @@ def job_spec(sc: Scenario) -> JobSpec | None:
         exit_barrier_timeout=job.exit_barrier_timeout or join,
         env=dict(job.env),
         process_group_timeout=job.process_group_timeout or join,
+        endpoint=job.endpoint,
     )

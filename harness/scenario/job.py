@@ -47,6 +47,9 @@ class Job(FormatModel):
     #: None: the join timeout.
     process_group_timeout: float | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    #: False: torchrun started without ``--rdzv-endpoint`` (each node falls back to its own
+    #: host: docs/jobs.md, "Without an endpoint").
+    endpoint: bool = True
 
     def problems(self, hard_deadline: float) -> list[str]:
         """Bounds a run's hard deadline must exceed, one line each (``job.<key>: ...``)."""

@@ -75,6 +75,8 @@ class JobSpec:
             others (torch's default is 300 s).
         env: environment variables for the workers (on top of the node's).
         process_group_timeout: the workers' ``init_process_group`` timeout, seconds.
+        endpoint: False: torchrun started without ``--rdzv-endpoint``, each node falling
+            back to its own host (:func:`harness.world.process.jobs.agent.launch_config`).
     """
 
     nproc_per_node: int = 1
@@ -85,6 +87,7 @@ class JobSpec:
     exit_barrier_timeout: float = 30.0
     env: dict[str, str] = field(default_factory=dict)
     process_group_timeout: float = 30.0
+    endpoint: bool = True
 
 
 @dataclass(frozen=True)

@@ -140,3 +140,12 @@ def test_a_worker_is_restarted_by_its_agent_not_by_a_restart_fault() -> None:
     (problem,) = problems(job={}, fault=[restart])
     assert "a worker is restarted by its agent (job.max_restarts)" in problem, problem
     parse({**BASE, "job": {}, "fault": [{**restart, "part": "agent"}]}, "t.toml")
+
+
+def test_a_job_without_an_endpoint_reaches_its_nodes_spec() -> None:
+    from harness.run.jobs import job_spec
+
+    spec = job_spec(parse({**BASE, "job": {"endpoint": False}}, "t.toml"))
+    assert spec is not None and spec.endpoint is False
+    default = job_spec(parse({**BASE, "job": {}}, "t.toml"))
+    assert default is not None and default.endpoint is True

@@ -23,7 +23,9 @@ builds its agent by the name ``LocalElasticAgent`` in ``torch.distributed.launch
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from harness.world.process.jobs.spec import AGENT, WORKERS_STARTED
@@ -70,6 +72,8 @@ def launch_config(spec: JobSpec, backend: str, args: HandlerArgs) -> Any:
             f"a job runs on a torchrun rendezvous backend: {allowed}; got {backend!r} "
             "(run the scenario with --backend one of these)"
         ) from None
+    if not spec.endpoint:
+        args = _without_endpoint(torchrun_backend, args)
     rank, listen_fd, join_timeout = args.rank, args.listen_fd, args.timeout
     join = whole_seconds(join_timeout)
     configs: dict[str, Any]
@@ -83,12 +87,12 @@ def launch_config(spec: JobSpec, backend: str, args: HandlerArgs) -> Any:
             serve_on(STATIC_MODULE, listen_fd)
     else:
         configs = {
-            "is_host": rank == 0,
+            "is_host": rank == 0 or not spec.endpoint,  # torch: a local endpoint is hosted
             "join_timeout": join,
             "read_timeout": join,
             "last_call_timeout": _LAST_CALL_SECONDS,
         }
-        if listen_fd is not None and rank == 0:
+        if listen_fd is not None and configs["is_host"]:
             serve_on(C10D_MODULE, listen_fd)
     return LaunchConfig(
         min_nodes=args.world_size,
@@ -103,6 +107,32 @@ def launch_config(spec: JobSpec, backend: str, args: HandlerArgs) -> Any:
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=os.devnull),
     )
+
+
+def _without_endpoint(torchrun_backend: str, args: HandlerArgs) -> HandlerArgs:
+    """What a node's rendezvous is handed when torchrun runs without ``--rdzv-endpoint``.
+
+    rdzv gets no endpoint (torchrun passes ``""``). torch's ``static`` falls back to
+    ``--master-addr``:``--master-port`` (127.0.0.1:29500) and ``c10d`` to ``localhost:29400``,
+    which it hosts itself (the host is this machine's): on separate machines each node dials
+    its own host. The nodes here share one loopback, so each gets a port of its own (bound
+    to port 0 here, never 29400): node 0's socket from the harness; another node's, bound
+    now and hosted by ``c10d`` (``is_host``), left unlistened by ``static`` (only rank 0
+    hosts; the others' connects are refused).
+    """
+    if torchrun_backend == "rdzv":
+        return replace(args, endpoint="")
+    fd = args.listen_fd
+    if fd is None:
+        own = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        own.bind(("127.0.0.1", 0))
+        if torchrun_backend == "c10d":
+            own.listen(128)
+        fd = own.detach()
+    probe = socket.socket(fileno=os.dup(fd))
+    port = probe.getsockname()[1]
+    probe.close()
+    return replace(args, endpoint=f"127.0.0.1:{port}", listen_fd=fd)
 
 
 def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
