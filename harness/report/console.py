@@ -38,6 +38,7 @@ from harness.report.text import (
     idle_fault_lines,
     outcome_counts,
     outcome_line,
+    part_lines,
     totals_line,
     verdict,
 )
@@ -137,6 +138,7 @@ def failure_panel(report: Report) -> Panel:
     for fault in report.faults:
         lines.append(Text(fault_line(fault), style="yellow" if fault.flagged else "dim"))
     ended = fold_lines(outcome_folds(report.outcomes, outcome_line), FOLDS_SHOWN)
+    ended += part_lines(report.outcomes, FOLDS_SHOWN)
     lines += [Text(x) for x in ended]
     placement = placement_line(report.outcomes)
     if placement is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.report.fold import FOLD_ABOVE, fold_lines, outcome_folds, placement_line
-from harness.report.text import fault_line, folded_output_lines, outcome_line
+from harness.report.text import fault_line, folded_output_lines, outcome_line, part_lines
 from harness.run.model import NodeEvent, NodeOutcome, Report
 
 __all__ = ["EVENTS_SHOWN", "detail_lines", "event_lines"]
@@ -57,13 +57,15 @@ def event_lines(outcome: NodeOutcome) -> list[str]:
 
 
 def detail_lines(report: Report) -> list[str]:
-    """Faults, node outcomes, placement, each node's events and output (see the module)."""
+    """Faults, node outcomes (and a job node's parts), placement, each node's events and
+    output (see the module)."""
     lines = [fault_line(f) for f in report.faults]
     many = len(report.outcomes) > FOLD_ABOVE
     if many:
         lines += fold_lines(outcome_folds(report.outcomes, outcome_line))
     else:
         lines += [outcome_line(o) for o in report.outcomes]
+    lines += part_lines(report.outcomes, EVENTS_SHOWN)
     placement = placement_line(report.outcomes)
     if placement is not None:
         lines.append(f"placement: {placement}")

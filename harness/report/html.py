@@ -76,6 +76,20 @@ class _Row:
 
 
 @dataclass(frozen=True)
+class _Part:
+    node: int
+    part: str
+    status: str
+    color: str
+    exitcode: str
+    rank: str
+    restarts: str
+    result: str
+    error_class: str
+    message: str
+
+
+@dataclass(frozen=True)
 class _Fault:
     index: int
     kind: str
@@ -114,6 +128,7 @@ class _Section:
     open_rows: bool
     faults: list[_Fault]
     idle: list[_Fault]
+    parts: list[_Part]
 
 
 def _anchor(index: int, name: str) -> str:
@@ -172,6 +187,26 @@ def _rows(report: Report, flagged: set[int]) -> list[_Row]:
     if len(report.outcomes) <= FOLD_ABOVE:
         return [_row(o, flagged) for o in sorted(report.outcomes, key=lambda o: o.node)]
     return [_folded_row(group, flagged) for group in outcome_groups(report.outcomes)]
+
+
+def _parts(report: Report) -> list[_Part]:
+    """Every part of every job node, in node order (none: not a job)."""
+    return [
+        _Part(
+            node=p.node,
+            part=p.part,
+            status=p.status,
+            color=STATUS_COLORS.get(p.status, "#64748b"),
+            exitcode=_opt(p.exitcode),
+            rank=_opt(p.rank) if p.rank is None else f"{p.rank} of {p.world_size}",
+            restarts=_opt(p.restarts),
+            result=_opt(p.result) if p.result is None else f"{p.result:g}",
+            error_class=p.error_class or "",
+            message=p.message or "",
+        )
+        for o in sorted(report.outcomes, key=lambda o: o.node)
+        for p in o.parts
+    ]
 
 
 def _fault(fault: FaultRecord) -> _Fault:
@@ -234,6 +269,7 @@ def _section(index: int, report: Report, width: float) -> _Section:
         open_rows=not report.passed and len(report.outcomes) <= 32,
         faults=[_fault(f) for f in report.faults],
         idle=[_fault(f) for f in report.unexpectedly_idle],
+        parts=_parts(report),
     )
 
 

@@ -35,6 +35,7 @@ from harness.report.text import (
     idle_fault_lines,
     outcome_line,
     output_lines,
+    part_lines,
     start_text,
 )
 from harness.run.model import Report
@@ -81,9 +82,10 @@ def _node_lines(report: Report) -> list[str]:
     placement = placement_line(report.outcomes)
     lines = [] if placement is None else [f"placement: {placement}"]
     if len(report.outcomes) <= FOLD_ABOVE:
-        lines += [outcome_line(o) for o in report.outcomes]
+        lines += [outcome_line(o) for o in report.outcomes] + part_lines(report.outcomes)
         return lines + [line for o in report.outcomes for line in output_lines(o)]
     lines += fold_lines(outcome_folds(report.outcomes, outcome_line), OUTCOMES_SHOWN)
+    lines += part_lines(report.outcomes, OUTCOMES_SHOWN)
     flagged = {n for v in report.problems for n in v.nodes}
     return lines + folded_output_lines(report.outcomes, flagged, OUTPUTS_SHOWN)
 

@@ -9,6 +9,8 @@ the HTML report and the pytest plugin.
   that did not act (informational: not a failure).
 * :func:`outcome_line`, :func:`output_lines`, :func:`folded_output_lines` — a node's
   outcome and the tail of its output; identical tails of many nodes once.
+* :func:`part_line`, :func:`part_lines` — each part of a job node (agent, workers): its
+  outcome, exit code, RANK, restarts, result and message.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from harness.report.fold import nodes_label, short_ranges, shutdown_note
-from harness.run.model import FaultRecord, NodeOutcome, Report
+from harness.run.model import FaultRecord, NodeOutcome, PartOutcome, Report
 from harness.scenario.model import OUTCOMES
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "outcome_counts",
     "outcome_line",
     "output_lines",
+    "part_line",
+    "part_lines",
     "result_line",
     "start_text",
     "totals_line",
@@ -152,6 +156,34 @@ def outcome_line(outcome: NodeOutcome) -> str:
     if outcome.message:
         line += f" — {outcome.error_class or 'message'}: {outcome.message}"
     return line + shutdown_note(outcome)
+
+
+def part_line(part: PartOutcome) -> str:
+    """``node 1 worker 0: error, exit 1, rank 1 of 2, restart 1 — RuntimeError: ...``."""
+    said = [f"node {part.node} {part.part}: {part.status}"]
+    if part.exitcode is not None:
+        said.append(f"exit {part.exitcode}")
+    if part.rank is not None:
+        said.append(f"rank {part.rank} of {part.world_size}")
+    if part.restarts:
+        said.append(f"restarts {part.restarts}" if part.part == "agent" else "restarted")
+    if part.result is not None:
+        said.append(f"result {part.result:g}")
+    line = ", ".join(said)
+    if part.message:
+        line += f" — {part.error_class or 'message'}: {part.message}"
+    return line
+
+
+def part_lines(outcomes: Sequence[NodeOutcome], limit: int | None = None) -> list[str]:
+    """One :func:`part_line` per part of each job node, in node order (none: no job); past
+    ``limit`` nodes one line says how many more have parts."""
+    ordered = sorted((o for o in outcomes if o.parts), key=lambda o: o.node)
+    shown = ordered if limit is None else ordered[:limit]
+    lines = [part_line(p) for o in shown for p in o.parts]
+    if len(ordered) > len(shown):
+        lines.append(f"parts of {len(ordered) - len(shown)} more job node(s) not shown")
+    return lines
 
 
 def output_lines(outcome: NodeOutcome, limit: int = 15) -> list[str]:

@@ -13,6 +13,8 @@
 * ``unfired``   the records of faults whose time or event never came (they did not act)
 * ``context``   what the runner lends a fault while it acts; the runner's node states
 * ``checks``    invariants and expectations -> violations
+* ``jobs``      a scenario's ``[job]`` as each node's JobSpec; which worlds and backends run jobs
+* ``job_checks`` a job's parts: workers' RANKs, WORLD_SIZE, collective; ``[[expect.parts]]``
 * ``model``     events, outcomes, violations, reports (what a run produces)
 * ``one``       one scenario admitted, then run; skipped or failed as a report, never raised
 * ``proxies``   what gives a run whose world's links are on a proxy its Toxiproxy API

@@ -14,6 +14,9 @@ Always checked:
    still listening) and its teardown met no problem; the world says what (its own words).
 7. ``idle``: no fault the scenario expects not to act (``[expect] idle_faults``) acted.
 
+A job scenario's parts (agent, workers) are judged by :mod:`harness.run.job_checks`:
+the workers' RANKs, WORLD_SIZE and collective result, then ``[[expect.parts]]``.
+
 Then per node: the expected outcome (or any of a list), message pattern and elapsed-time
 bounds — the backend's own ``[backends.<name>] expect`` when the scenario records one.
 
@@ -28,6 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from harness.run.job_checks import PartView, job_invariants, part_expectations
 from harness.run.model import NodeOutcome, Violation
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario, allowed_outcomes
@@ -44,9 +48,14 @@ def _configured_rank(sc: Scenario, node: int) -> int:
     return rank
 
 
+#: Events that say a rank joined: rdzv's ``joined``, a job agent's ``rendezvous_done``.
+_JOINS = frozenset({"joined", "rendezvous_done"})
+
+
 def _joined_ranks(outcomes: Sequence[NodeOutcome]) -> set[int]:
     """Ranks that took part in the round: every rank whose rendezvous returned, those the
-    backend reported as joined (rdzv's ``joined`` events) and those whose key some node
+    backend reported as joined (rdzv's ``joined`` events, a job agent's ``rendezvous_done``:
+    its group rank) and those whose key some node
     found in the shared store (what shows a backend without join events, like torch's)."""
     joined = {o.rank for o in outcomes if o.rank is not None}
     joined |= {r for o in outcomes for r in o.seen_ranks or ()}
@@ -58,7 +67,7 @@ def _joined_ranks(outcomes: Sequence[NodeOutcome]) -> set[int]:
     }
     for size, all_but in words:
         joined |= set(range(size)).difference(all_but)
-    reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event == "joined"}
+    reported = {e.fields.get("rank") for o in outcomes for e in o.events if e.event in _JOINS}
     return joined | {r for r in reported if isinstance(r, int)}
 
 
@@ -199,13 +208,17 @@ def check(
     *,
     leaks: Sequence[str] = (),
     faults: Sequence[FaultRecord] = (),
+    parts: Sequence[PartView] = (),
 ) -> list[Violation]:
     """Every violation of the invariants and of the scenario's expectations (breaks the
     backend is recorded as making come back ``known``), one ``idle`` violation per fault of
     ``faults`` that acted although its record says it was expected not to
     (``expected_idle``, from ``[expect] idle_faults``), then one ``leaks`` violation per line of
-    ``leaks`` (what the world's teardown reported left behind)."""
-    found = _known_breaks(sc, _invariants(sc, outcomes)) + _expectations(sc, outcomes)
+    ``leaks`` (what the world's teardown reported left behind). A job scenario's ``parts``
+    (every part of every node) are judged too (:mod:`harness.run.job_checks`)."""
+    invariants = _invariants(sc, outcomes) + job_invariants(sc, parts)
+    found = _known_breaks(sc, invariants) + _expectations(sc, outcomes)
+    found += part_expectations(sc, parts)
     for fault in faults:
         if fault.expected_idle and fault.acted and any(fault.acted.values()):
             found.append(

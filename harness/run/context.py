@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from harness.errors import HarnessError
-from harness.run.model import NodeEvent
+from harness.run.model import NodeEvent, PartOutcome
 from harness.run.schedule import Schedule
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.record import FaultRecord
@@ -48,6 +48,8 @@ class NodeState:
     pending: PendingStart | None = None
     incarnation: int = 0
     launch: Launch | None = None
+    #: A job node's parts' outcomes, of its last incarnation.
+    parts: list[PartOutcome] = field(default_factory=list)
 
     @property
     def pending_start(self) -> bool:

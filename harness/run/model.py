@@ -15,7 +15,7 @@ from typing import Any
 from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 
-__all__ = ["FaultRecord", "NodeEvent", "NodeOutcome", "Report", "Violation"]
+__all__ = ["FaultRecord", "NodeEvent", "NodeOutcome", "PartOutcome", "Report", "Violation"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,32 @@ class NodeEvent:
     event: str
     fields: dict[str, Any] = field(default_factory=dict)
     part: str = "node"
+
+
+@dataclass(frozen=True)
+class PartOutcome:
+    """How one part of a job node ended (``agent``, ``worker N``; docs/jobs.md).
+
+    Attributes:
+        finished: when it said so (seconds since the release).
+        exitcode: its exit code (a worker's; the agent's 0 or 1; None: unknown).
+        rank: a worker's RANK, the agent's group rank.
+        world_size: a worker's WORLD_SIZE, the agent's group world size.
+        result: a worker's all-reduce result.
+        restarts: the agent's restarts; a worker's: the attempt it ran in.
+    """
+
+    node: int
+    part: str
+    status: str
+    finished: float | None = None
+    exitcode: int | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    result: float | None = None
+    restarts: int | None = None
+    error_class: str | None = None
+    message: str | None = None
 
 
 @dataclass
@@ -75,6 +101,8 @@ class NodeOutcome:
     placement: str | None = None
     began: float | None = None
     shutdown_error: str | None = None
+    #: A job node's parts (agent, workers), each with its own outcome; empty otherwise.
+    parts: list[PartOutcome] = field(default_factory=list)
 
     @property
     def elapsed(self) -> float | None:

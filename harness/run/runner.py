@@ -34,7 +34,8 @@ from functools import partial
 from harness.errors import HarnessError
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
-from harness.run.model import NodeEvent, NodeOutcome, Report
+from harness.run.jobs import job_spec
+from harness.run.model import NodeEvent, NodeOutcome, PartOutcome, Report
 from harness.run.schedule import Schedule
 from harness.run.starts import Starts
 from harness.run.startup import await_ready, release_skew
@@ -45,6 +46,7 @@ from harness.scenario.faults.record import FaultRecord
 from harness.scenario.model import Scenario
 from harness.world.base import Interruptible, Launch, Layout, WorldFactory
 from harness.world.messages import NODE, Event, Exit, Message, Outcome, Ready, Started
+from harness.world.process.jobs.spec import JOB_BACKEND
 
 __all__ = ["run_scenario", "worlds_for"]  # worlds_for: from harness.run.worlds, as before
 
@@ -61,7 +63,8 @@ class _Run:
     ) -> None:
         self.sc = scenario
         self.faults = list(enumerate(scenario.fault))
-        check_supported(worlds, self.faults)
+        check_supported(worlds, self.faults, job=scenario.job is not None)
+        self.job = job_spec(scenario)
         self.stop = stop if stop is not None else threading.Event()  # set: Ctrl-C
         self.seed = seed
         self.rng = random.Random(seed)
@@ -116,6 +119,7 @@ class _Run:
             join_timeout=sc.timeouts.join,
             config=config,
             incarnation=max(1, self.nodes[node].incarnation),
+            job=self.job,
         )
         for _, fault in self.faults:
             launch = fault.prepare(launch)
@@ -183,16 +187,19 @@ class _Run:
     def _on_message(self, message: Message) -> None:
         node, t = message.node, message.t - self.t0
         state = self.nodes[node]
-        if message.part != NODE and not isinstance(message, Event):
+        if message.part != NODE and not isinstance(message, Event | Outcome):
             raise HarnessError(
                 f"node {node}'s part {message.part!r} sent its {type(message).__name__}: the "
-                f"runner takes only Events of a node's parts so far, the rest as part {NODE!r}"
+                f"runner takes only Events and Outcomes of a node's parts, the rest as part "
+                f"{NODE!r}"
             )
         match message:
             case Ready():
                 return  # up and at the gate: only the start-up wait cares
+            case Outcome(part=part) if part != NODE:  # a job's agent or worker
+                state.parts.append(_part(message, t))
             case Started(pid=pid, placement=placement):
-                state.began, state.placement = t, placement
+                state.began, state.placement, state.parts = t, placement, []
                 self._event(NodeEvent(node, t, "started", {"pid": pid, "placement": placement}))
             case Event(name=name, fields=fields, part=part):
                 self._event(NodeEvent(node, t, name, fields, part))
@@ -202,11 +209,11 @@ class _Run:
                 self.finish(node, "error", why)
 
     def _event(self, event: NodeEvent) -> None:
-        """Record ``event``; the faults waiting for it fire (a part's events fire none)."""
+        """Record ``event``; the faults waiting for it fire (a job's stages are its parts'
+        events: the first part to reach one fires it)."""
         self.nodes[event.node].events.append(event)
-        if event.part == NODE:
-            for fire in self.triggers.pop((event.node, event.event), []):
-                fire()
+        for fire in self.triggers.pop((event.node, event.event), []):
+            fire()
 
     # --- faults ------------------------------------------------------------------------
 
@@ -332,7 +339,8 @@ class _Run:
                 if record.acted is not None and not any(record.acted.values()):
                     record.reached = False
             return report
-        report.violations = check(self.sc, outcomes, leaks=leaks, faults=faults)
+        parts = [part for outcome in outcomes for part in outcome.parts]
+        report.violations = check(self.sc, outcomes, leaks=leaks, faults=faults, parts=parts)
         return report
 
     def _outcome(self, node: int, state: NodeState) -> NodeOutcome:
@@ -358,7 +366,25 @@ class _Run:
             placement=said.placement or state.placement,  # said none: from its last Started
             began=state.began if said.started is None else said.started - self.t0,
             shutdown_error=said.shutdown_error,
+            parts=list(state.parts),
         )
+
+
+def _part(said: Outcome, t: float) -> PartOutcome:
+    """A job part's outcome as the report keeps it (``t``: seconds since the release)."""
+    return PartOutcome(
+        node=said.node,
+        part=said.part,
+        status=said.status,
+        finished=t,
+        exitcode=said.exitcode,
+        rank=said.rank,
+        world_size=said.world_size,
+        result=said.result,
+        restarts=said.restarts,
+        error_class=said.error_class,
+        message=said.message,
+    )
 
 
 def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:
@@ -368,7 +394,7 @@ def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -
         nodes=scenario.nodes,
         host=scenario.endpoint.host,
         via_links=scenario.endpoint.via_proxy,
-        backends=frozenset({scenario.backend}),
+        backends=frozenset({scenario.backend, *([JOB_BACKEND] if scenario.job else [])}),
         needs=frozenset(need for _, fault in faults for need in fault.needs),
     )
     for _, fault in faults:

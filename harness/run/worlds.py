@@ -1,15 +1,15 @@
-"""The one registry that admits a scenario: the world it runs in, or why it is skipped.
-
-Every world package describes itself once (:class:`~harness.world.kinds.WorldKind`, in its
-``kind`` module); this module reads those descriptions and is the only place that decides
-whether a scenario can run here. :func:`admit` says, before anything starts (no proxy, no
-process), which world runs a scenario or why it is skipped: its backend cannot run it, the
-world cannot pack nodes, a fault needs what the world lacks (naming a world that could), or
-the world cannot run on this machine. :func:`check_supported` is the fault check alone (the
-runner asks it again of any factory it is handed); :func:`worlds_for` makes a scenario's
-factory; :func:`worlds_session` and :func:`open_session` open what a suite of scenarios in
-one world shares (Ray, connected once). ``harness run``, the fuzzer and the pytest plugin's
-items and ``harness_cluster`` fixture all come through here (:func:`harness.run.one.run_one`).
+"""The one registry that admits a scenario: the world it runs in, or why it is skipped. Every
+world package describes itself once (:class:`~harness.world.kinds.WorldKind`, in its ``kind``
+module); this module reads those descriptions and is the only place that decides whether a
+scenario can run here. :func:`admit` says, before anything starts (no proxy, no process), which
+world runs a scenario or why it is skipped: its backend cannot run it, the world cannot pack
+nodes, a fault needs what the world lacks (naming a world that could), or the world cannot run
+on this machine; a scenario with ``[job]`` also needs a world that runs jobs (``jobs``) and a
+torchrun backend with torch installed. :func:`check_supported` is the fault and job check alone
+(the runner asks it again of any factory it is handed); :func:`worlds_for` makes a scenario's
+factory; :func:`worlds_session` and :func:`open_session` open what a suite of scenarios in one
+world shares (Ray, connected once). ``harness run``, the fuzzer and the pytest plugin's items
+and ``harness_cluster`` fixture all come through here (:func:`harness.run.one.run_one`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,14 @@ from harness.errors import HarnessError, UnsupportedError
 from harness.proxy.client import ToxiproxyClient
 from harness.scenario.faults.base import Fault
 from harness.scenario.model import Scenario
-from harness.world.base import WorldFactory, cannot, missing
+from harness.world.base import JOBS, WorldFactory, cannot, missing
 from harness.world.kinds import Closeable, WorldKind
 from harness.world.local.kind import KIND as LOCAL
 from harness.world.netns.kind import KIND as NETNS
 from harness.world.packed.kind import KIND as PACKED
+from harness.world.process.backends import TORCH_STATIC
 from harness.world.process.backends import unavailable as backend_unavailable
+from harness.world.process.jobs.agent import TORCHRUN_BACKENDS
 from harness.world.ray.kind import KIND as RAY
 
 __all__ = [
@@ -99,12 +101,16 @@ def capabilities_of(world: str) -> frozenset[str]:
 def admit(scenario: Scenario) -> Admission:
     """Whether ``scenario`` can run here, and in which world; nothing is started."""
     kind = kind_of(scenario)
-    why_not = scenario.variant.unsupported or backend_unavailable(scenario.backend)
+    why_not = (
+        scenario.variant.unsupported
+        or _job_backend(scenario)
+        or backend_unavailable(scenario.backend)
+    )
     if why_not is not None:
         return Admission(kind, why_not)
     try:
         _check_packs(kind, scenario.pack)
-        check_supported(kind, list(enumerate(scenario.fault)))
+        check_supported(kind, list(enumerate(scenario.fault)), job=scenario.job is not None)
     except UnsupportedError as exc:
         return Admission(kind, str(exc), exc.world)
     why = kind.unavailable()
@@ -133,21 +139,37 @@ def _check_packs(kind: WorldKind, pack: int | None) -> None:
         raise UnsupportedError(kind.packs.format(pack=pack), world=kind.name, capability="pack")
 
 
-def check_supported(worlds: WorldFactory | WorldKind, faults: Sequence[tuple[int, Fault]]) -> None:
-    """Check that ``worlds`` can do what every fault needs.
+def _job_backend(scenario: Scenario) -> str | None:
+    """Why ``scenario``'s backend cannot run its ``[job]`` (None: it can, or no job)."""
+    if scenario.job is None:
+        return None
+    if scenario.backend not in TORCHRUN_BACKENDS:
+        allowed = ", ".join(repr(name) for name in TORCHRUN_BACKENDS)
+        return (
+            f"a job runs on a torchrun rendezvous backend ({allowed}), not "
+            f"{scenario.backend!r}: run it with --backend one of these"
+        )
+    why = backend_unavailable(TORCH_STATIC)  # torch's agent and workers, on every backend
+    return None if why is None else f"a job runs torch's agent and workers: {why}"
+
+
+def check_supported(
+    worlds: WorldFactory | WorldKind, faults: Sequence[tuple[int, Fault]], *, job: bool = False
+) -> None:
+    """Check that ``worlds`` can do what every fault needs, and run jobs if ``job``.
 
     Raises:
-        UnsupportedError: a fault needs something the world cannot do (the error names a
-            world that can, where one does).
+        UnsupportedError: a fault (or the job) needs something the world cannot do (the
+            error names a world that can, where one does).
     """
-    for index, fault in faults:
-        lacking = missing(worlds.capabilities, fault.needs)
+    needs = [("the scenario has a [job] table", frozenset({JOBS}))] if job else []
+    needs += [(f"fault[{index}] is a {fault.kind} fault", fault.needs) for index, fault in faults]
+    for what, need in needs:
+        lacking = missing(worlds.capabilities, need)
         if lacking:
-            why = f"fault[{index}] is a {fault.kind} fault"
             able = [n for n, can in _CAPABLE.items() if n != worlds.name and lacking[0] in can]
-            if able:
-                why += f"; the {able[0]} world can (world = {able[0]!r}, or --world {able[0]})"
-            raise cannot(worlds.name, lacking[0], why)
+            hint = "".join(f"; the {n} world can (world = {n!r}, or --world {n})" for n in able[:1])
+            raise cannot(worlds.name, lacking[0], what + hint)
 
 
 def open_session(

@@ -114,9 +114,21 @@ def parse(data: Mapping[str, Any], source: str) -> Scenario:
     except ValidationError as exc:
         problems = explain(exc.errors(), data) + _salvaged(data)
         raise ScenarioError(source, list(dict.fromkeys(problems))) from None
+    found += _job_script(scenario, source)
     if found:
         raise ScenarioError(source, found)
     return scenario
+
+
+def _job_script(scenario: Scenario, source: str) -> list[str]:
+    """``job.script`` names a file next to the scenario (or an absolute path)."""
+    script = scenario.job.script if scenario.job is not None else None
+    if script is None or not Path(source).is_file():
+        return []  # no script, or a scenario not read from a file: checked when it runs
+    path = Path(source).parent / script
+    if path.is_file():
+        return []
+    return [f"job.script: no file {script!r} (looked for {path}); give a path relative to the file"]
 
 
 def read(path: str | Path) -> dict[str, Any]:

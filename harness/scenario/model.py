@@ -24,7 +24,8 @@ from harness.errors import ScenarioError
 from harness.scenario.consistency import consistency
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.registry import FaultEntry
-from harness.scenario.format import FormatModel, Nodes, targets
+from harness.scenario.format import FormatModel, Nodes, one_or_more, pattern, targets
+from harness.scenario.job import Job, PartExpect, fault_parts
 
 __all__ = [
     "COLLECT",
@@ -59,7 +60,17 @@ Outcome = Literal[
 ]
 #: Every outcome a node can report.
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
-Invariant = Literal["ranks", "world_size", "complete_round", "shared_store", "hung"]
+Invariant = Literal[
+    "ranks",
+    "world_size",
+    "complete_round",
+    "shared_store",
+    "hung",
+    # a job's (harness.run.job_checks)
+    "job_ranks",
+    "job_world_size",
+    "collective",
+]
 #: Invariant checks (see :mod:`harness.run.checks`) a backend may be recorded as breaking.
 INVARIANTS: tuple[str, ...] = get_args(Invariant)
 #: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
@@ -80,15 +91,6 @@ def allowed_outcomes(outcome: Outcome | tuple[Outcome, ...]) -> tuple[str, ...]:
     return (outcome,) if isinstance(outcome, str) else tuple(outcome)
 
 
-def _one_or_more(value: Any) -> Any:
-    """``outcome`` is one outcome or a non-empty list meaning "any of these"."""
-    if isinstance(value, list | tuple):
-        if not value:
-            raise ValueError("an outcome list needs at least one outcome")
-        return tuple(value)
-    return value
-
-
 class NodeExpect(FormatModel):
     """What some nodes must report (``outcome`` may list several allowed outcomes)."""
 
@@ -99,7 +101,7 @@ class NodeExpect(FormatModel):
     @field_validator("outcome", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
-        return _one_or_more(value)
+        return one_or_more(value)
 
     elapsed: tuple[float, float] | None = None
 
@@ -113,12 +115,7 @@ class NodeExpect(FormatModel):
     @field_validator("message")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a valid regular expression ({exc})") from exc
-        return value
+        return pattern(value)
 
     @field_validator("elapsed")
     @classmethod
@@ -134,11 +131,13 @@ class Expect(FormatModel):
     #: Indexes of the faults that must not act (a fault in place that the backend never
     #: gives cause to act: it is not warned about, and it fails the run if it acts).
     idle_faults: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
+    #: What parts of job nodes must report (``[[expect.parts]]``; a scenario with ``[job]``).
+    parts: list[PartExpect] = Field(default_factory=list)
 
     @field_validator("outcome", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
-        return _one_or_more(value)
+        return one_or_more(value)
 
 
 def backend_name(value: str) -> str:
@@ -234,6 +233,8 @@ class Scenario(FormatModel):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     endpoint: Endpoint = Field(default_factory=Endpoint)
     override: list[NodeOverride] = Field(default_factory=list)
+    #: Every node a torchrun agent with gloo workers (``[job]``; docs/jobs.md).
+    job: Job | None = None
     fault: list[FaultEntry] = Field(default_factory=list)
     expect: Expect = Field(default_factory=Expect)
     backends: dict[BackendName, BackendVariant] = Field(default_factory=dict)
@@ -255,6 +256,7 @@ class Scenario(FormatModel):
         )
         found += _idle_beyond(len(self.fault), self.expect, self.backends)
         found += _timeouts_beyond(self.timeouts, self.override)
+        found += _job_problems(self)
         self._written = {key: getattr(self, key) for key in _OPTIONS}
         collector = (info.context or {}).get(COLLECT)
         if isinstance(collector, list):
@@ -330,12 +332,15 @@ _OPTIONS = ("world", "backend", "pack")
 
 def _expectations(
     expect: Expect, backends: Mapping[str, BackendVariant]
-) -> list[tuple[str, NodeExpect]]:
-    """Every ``[[expect.nodes]]`` entry, the backends' included, with its key path."""
-    found = [(f"expect.nodes[{i}]", e) for i, e in enumerate(expect.nodes)]
-    for name, variant in backends.items():
-        entries = variant.expect.nodes if variant.expect else []
-        found += [(f"backends.{name}.expect.nodes[{i}]", e) for i, e in enumerate(entries)]
+) -> list[tuple[str, NodeExpect | PartExpect]]:
+    """Every ``[[expect.nodes]]`` and ``[[expect.parts]]`` entry, the backends' included,
+    with its key path."""
+    found: list[tuple[str, NodeExpect | PartExpect]] = []
+    sections = [("expect", expect)]
+    sections += [(f"backends.{name}.expect", v.expect) for name, v in backends.items() if v.expect]
+    for where, section in sections:
+        found += [(f"{where}.nodes[{i}]", e) for i, e in enumerate(section.nodes)]
+        found += [(f"{where}.parts[{i}]", e) for i, e in enumerate(section.parts)]
     return found
 
 
@@ -368,6 +373,21 @@ def _timeouts_beyond(timeouts: Timeouts, overrides: list[NodeOverride]) -> list[
                 "reported hung before they time out; raise timeouts.hard"
             )
     return found
+
+
+def _job_problems(sc: Scenario) -> list[str]:
+    """``[job]``'s bounds against the hard deadline, faults aimed at parts no node has, and
+    ``[[expect.parts]]`` without a job."""
+    found = fault_parts(sc.job, list(enumerate(sc.fault)))
+    if sc.job is not None:
+        return found + sc.job.problems(sc.timeouts.hard_deadline)
+    sections = [("expect", sc.expect)]
+    sections += [(f"backends.{n}.expect", v.expect) for n, v in sc.backends.items() if v.expect]
+    return found + [
+        f"{where}.parts[{i}]: the scenario has no [job] table: only a job's nodes have parts"
+        for where, section in sections
+        for i, _ in enumerate(section.parts)
+    ]
 
 
 def _number(value: float) -> str:

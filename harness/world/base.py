@@ -52,6 +52,7 @@ from harness.proxy.toxics import TOXIC_ATTRIBUTES
 from harness.world.messages import Message
 from harness.world.specs import (
     STORE_PORT,
+    JobSpec,
     Launch,
     Layout,
     PacketRule,
@@ -63,6 +64,7 @@ from harness.world.specs import (
 __all__ = [
     "BANDWIDTH",
     "CAPABILITIES",
+    "JOBS",
     "KILL",
     "LINKS",
     "NAMES",
@@ -76,6 +78,7 @@ __all__ = [
     "TOXICS",
     "TOXIC_ATTRIBUTES",
     "Interruptible",
+    "JobSpec",
     "Launch",
     "Layout",
     "Link",
@@ -110,6 +113,7 @@ SQUATTER = "squatter"
 STORE_RULES = "store_rules"
 PACKETS = "packets"
 BANDWIDTH = "bandwidth"
+JOBS = "jobs"
 #: Every capability this module names, with what it means (for "cannot" messages).
 CAPABILITIES: Mapping[str, str] = {
     KILL: "kill a node",
@@ -122,6 +126,7 @@ CAPABILITIES: Mapping[str, str] = {
     STORE_RULES: "apply store-level rules to a node's requests",
     PACKETS: "drop, reject or lose packets between nodes (kernel packet rules)",
     BANDWIDTH: "limit a node's bandwidth (kernel traffic control)",
+    JOBS: "run torchrun jobs (an agent and its workers, each a process) and act on their parts",
 }
 
 #: How a squatter holds the store's port (see :mod:`harness.world.proxied.squatters`).
@@ -229,6 +234,18 @@ class World(Protocol):
 
     def paused(self, node: int) -> bool:
         """Whether the node is frozen right now."""
+
+    def kill_part(self, node: int, part: str) -> bool:
+        """End one part of a job node at once (``agent``: its process alone, its workers
+        end by their death signal; ``worker N``: that worker, which its agent sees fail);
+        False when that part was not running. A world without :data:`JOBS` raises
+        :class:`~harness.errors.UnsupportedError`."""
+
+    def pause_part(self, node: int, part: str) -> bool:
+        """Freeze one part of a job node; False when it was not running."""
+
+    def resume_part(self, node: int, part: str) -> bool:
+        """Let a frozen part of a job node go on; False when it was not running."""
 
     def live(self, node: int) -> int:
         """How many incarnations of the node are running now (started, neither killed nor

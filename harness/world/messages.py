@@ -25,7 +25,8 @@ part, :data:`NODE`. A node that is a job (a torchrun agent with its workers) has
 ``"agent"``, ``"worker 0"``, ``"worker 1"``, ... -- each with stages of its own and an
 outcome of its own; it still ends with one outcome of part :data:`NODE` (the node's, which
 ends the incarnation: :func:`ends`), so worlds and the start-up wait need no change. The
-runner takes the node part's outcome as the node's; judging parts is for the jobs to add.
+runner takes the node part's outcome as the node's and keeps its parts' outcomes beside it
+(:mod:`harness.run.job_checks` judges them); a part's events are stages faults can fire on.
 
 Imports: the standard library only.
 """
@@ -120,6 +121,9 @@ class Outcome:
             node sends the world's list of ranks).
         shutdown_error: ``Class: text`` when the handler's ``shutdown()`` raised.
         maxrss_kib: the peak resident memory of its process.
+        exitcode: a job part's exit code (a worker's; the agent's 0 or 1).
+        result: a job worker's all-reduce result.
+        restarts: a job agent's restarts (a worker's: the attempt it ran in).
     """
 
     node: int
@@ -138,6 +142,9 @@ class Outcome:
     seen_all_but: list[int] | None = None
     shutdown_error: str | None = None
     maxrss_kib: int | None = None
+    exitcode: int | None = None
+    result: float | None = None
+    restarts: int | None = None
     part: str = NODE
 
     @property

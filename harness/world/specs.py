@@ -2,6 +2,7 @@
 
 * :class:`Layout`     what a world builds for one run
 * :class:`Launch`     what one node runs
+* :class:`JobSpec`    what a job node runs (a torchrun agent with its workers)
 * :class:`ToxicSpec`  one toxic, in Toxiproxy's terms
 * :class:`PacketRule` packets between nodes that a kernel rule drops or rejects
 * :class:`StoreRule`  one store-level fault; the world counts its firings in ``fired``
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 __all__ = [
     "STORE_PORT",
+    "JobSpec",
     "Launch",
     "Layout",
     "PacketRule",
@@ -60,6 +62,35 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class JobSpec:
+    """How a job node runs (the scenario's ``[job]`` table, resolved).
+
+    Attributes:
+        nproc_per_node: workers per node.
+        script: the worker script's path (None: the default all-reduce).
+        args: the script's arguments.
+        max_restarts: torchrun's ``--max-restarts``.
+        monitor_interval: torchrun's ``--monitor-interval``, seconds.
+        exit_barrier_timeout: how long an agent whose workers finished waits for the
+            others (torch's default is 300 s).
+        env: environment variables for the workers (on top of the node's).
+        process_group_timeout: the workers' ``init_process_group`` timeout, seconds.
+        endpoint: False: torchrun started without ``--rdzv-endpoint``, each node falling
+            back to its own host (:func:`harness.world.process.jobs.agent.launch_config`).
+    """
+
+    nproc_per_node: int = 1
+    script: str | None = None
+    args: tuple[str, ...] = ()
+    max_restarts: int = 0
+    monitor_interval: float = 0.2
+    exit_barrier_timeout: float = 30.0
+    env: dict[str, str] = field(default_factory=dict)
+    process_group_timeout: float = 30.0
+    endpoint: bool = True
+
+
+@dataclass(frozen=True)
 class Launch:
     """What one node runs: its rendezvous and how it starts (never where, or at what address)."""
 
@@ -75,6 +106,8 @@ class Launch:
     start_paused: bool = False
     #: Which start of the node this is (1: its first; a restart's replacement: 2, ...).
     incarnation: int = 1
+    #: The node is a torchrun job (agent and workers) running this (None: one rendezvous).
+    job: JobSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,10 @@ def test_a_parts_events_are_kept_with_the_part_that_said_them() -> None:
     assert {e.part for e in report.outcomes[1].events if e is not said} == {NODE}
 
 
-def test_an_outcome_of_a_part_is_refused_loudly_until_the_runner_judges_parts() -> None:
-    with pytest.raises(HarnessError, match=r"node 1's part 'worker 0' sent its Outcome"):
-        _two_nodes(lambda t: Outcome(1, t, "ok", part="worker 0"))
+def test_an_outcome_of_a_part_is_kept_beside_the_nodes_and_a_parts_ready_is_refused() -> None:
+    report = _two_nodes(lambda t: Outcome(1, t, "error", part="worker 0", exitcode=3))
+    (part,) = report.outcomes[1].parts
+    assert (part.node, part.part, part.status, part.exitcode) == (1, "worker 0", "error", 3)
+    assert report.outcomes[1].status == "ok"  # the node's own outcome is the node's
+    with pytest.raises(HarnessError, match=r"node 1's part 'worker 0' sent its Ready"):
+        _two_nodes(lambda t: Ready(1, t, pid=1, tid=2, part="worker 0"))

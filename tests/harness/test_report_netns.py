@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -48,7 +49,8 @@ def test_a_netns_node_reports_its_namespace_as_its_placement(
         def close(self) -> None:
             seen["closed"] = True
 
-    netns_enter.node_entry(Channel(), str(tmp_path / "out"), "/run/netns/x", None, None)  # type: ignore[arg-type]
+    spec = SimpleNamespace(launch=SimpleNamespace(job=None))  # a node, not a job
+    netns_enter.node_entry(Channel(), str(tmp_path / "out"), "/run/netns/x", spec, None)  # type: ignore[arg-type]
 
     assert seen["hosting"].placement == "process in a network namespace of its own"
     assert node_module.PROCESS.placement == "process"  # the local world's nodes unchanged

@@ -1,5 +1,11 @@
 """Fault kinds on the nodes themselves: ``kill``, ``pause``, ``restart`` during the run;
-``absent`` and ``late_start`` at start-up."""
+``absent`` and ``late_start`` at start-up.
+
+``kill``, ``pause`` and ``restart`` take ``part``: the whole node (the default, ``node``),
+or on a job node its torchrun ``agent`` alone (its workers end by their death signal, as
+torch's do) or one ``worker N`` (its agent sees it fail; a restart of a worker is its
+agent's: ``job.max_restarts``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,13 @@ import dataclasses
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from harness.scenario.faults.base import Context, Fault, Heal, Timed, Whole
 from harness.scenario.faults.checks import reaches_started_nodes
 from harness.scenario.faults.fuzzing import Effect, Outline
 from harness.scenario.faults.record import FaultRecord
+from harness.scenario.format import part_name
 from harness.world.base import KILL, PAUSE, RESTART, Launch, World
 
 if TYPE_CHECKING:
@@ -29,6 +36,22 @@ class _OnNodes(Timed):
 
     nodes: list[int]
     duration: float | None = Field(default=None, gt=0)
+    #: The part of a job node it acts on (None or ``node``: the whole node).
+    part: str | None = None
+
+    @field_validator("part")
+    @classmethod
+    def _part(cls, value: str | None) -> str | None:
+        return part_name(value)
+
+    @property
+    def one_part(self) -> str | None:
+        """The part it acts on alone (None: the whole node)."""
+        return None if self.part in (None, "node") else self.part
+
+    @property
+    def label(self) -> str:
+        return self.kind if self.one_part is None else f"{self.kind} ({self.one_part})"
 
     def check(self, index: int, whole: Whole) -> list[str]:
         return reaches_started_nodes(index, whole, self.kind, self.nodes)
@@ -61,10 +84,15 @@ class KillFault(_OnNodes):
 
     def inject(self, world: World, ctx: Context) -> None:
         targets = ctx.targets(self.nodes)
-        record = ctx.record(targets, "")
+        record = ctx.record(targets, "" if self.one_part is None else f"its {self.one_part}")
         for node in targets:
-            if _kill(world, record, node):
-                ctx.finish(node, "killed", "killed by the harness (SIGKILL)")
+            if self.one_part is not None and self.one_part != "agent":
+                if world.kill_part(node, self.one_part):  # its agent sees the worker fail
+                    record.count("workers killed")
+                record.end = record.start
+                continue
+            if _kill(world, record, node, self.one_part):
+                ctx.finish(node, "killed", _killed(self.one_part))
             else:
                 owner = ctx.cancel_start(node)
                 if owner is not None:
@@ -74,12 +102,18 @@ class KillFault(_OnNodes):
             record.end = record.start
 
 
-def _kill(world: World, record: FaultRecord, node: int) -> bool:
-    """Kill ``node``, counting it when it was running."""
-    killed = world.kill(node)
+def _kill(world: World, record: FaultRecord, node: int, agent: str | None = None) -> bool:
+    """Kill ``node`` (or its ``agent`` alone), counting it when it was running."""
+    killed = world.kill(node) if agent is None else world.kill_part(node, agent)
     if killed:
-        record.count("nodes killed")
+        record.count("nodes killed" if agent is None else "agents killed")
     return killed
+
+
+def _killed(part: str | None) -> str:
+    if part is None:
+        return "killed by the harness (SIGKILL)"
+    return "its agent killed by the harness (SIGKILL); its workers end by their death signal"
 
 
 def _down(ctx: Context, node: int) -> str:
@@ -127,6 +161,7 @@ class PauseFault(_OnNodes):
     def prepare(self, launch: Launch) -> Launch:
         node = launch.node
         own = self.on == "started" and self.on_node == node and self.after == 0
+        own = own and self.one_part is None  # a part is paused when it runs
         if own and node in self.nodes and launch.incarnation == 1:  # it fires once
             return dataclasses.replace(launch, start_paused=True)
         return launch
@@ -134,6 +169,17 @@ class PauseFault(_OnNodes):
     def inject(self, world: World, ctx: Context) -> Heal:
         targets = ctx.targets(self.nodes)
         record = ctx.record(targets, "")
+        part = self.one_part
+        if part is not None:
+            for node in targets:
+                if world.pause_part(node, part):
+                    record.count(f"{part.split()[0]}s paused")
+
+            def heal_part() -> None:
+                for node in targets:
+                    world.resume_part(node, part)
+
+            return heal_part
         for node in targets:
             launch = ctx.launch(node)
             if self.on == "started" and launch is not None and launch.start_paused:
@@ -171,6 +217,17 @@ class RestartFault(_OnNodes):
     kind: Literal["restart"]
     needs: ClassVar[frozenset[str]] = frozenset({KILL, RESTART})
 
+    @field_validator("part")
+    @classmethod
+    def _whole_or_agent(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith("worker"):
+            raise ValueError(
+                f"got {value!r}; a worker is restarted by its agent (job.max_restarts): "
+                "kill it (kind = 'kill', part = 'worker N'), or restart the 'agent' or "
+                "the whole 'node'"
+            )
+        return value
+
     @classmethod
     def draw(cls, outline: Outline) -> SearchStrategy[dict[str, Any]] | None:
         """A worker restarted 0-0.3 s after its own ``joined``, 0.1-1 s later (node 0's
@@ -202,7 +259,7 @@ class RestartFault(_OnNodes):
         targets = ctx.targets(self.nodes)
         record = ctx.record(targets, "")
         for node in targets:
-            _kill(world, record, node)
+            _kill(world, record, node, self.one_part)
             record.end = later = ctx.now() + (self.duration or 0.0)
             replacement = _Replacement(ctx, record)
             owner = ctx.start_at(node, later, replacement)

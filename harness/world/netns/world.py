@@ -34,6 +34,7 @@ from typing import Any
 from harness.errors import HarnessError, UnsupportedError
 from harness.world.base import (
     BANDWIDTH,
+    JOBS,
     KILL,
     LINKS,
     NAMES,
@@ -70,8 +71,11 @@ __all__ = ["NAME", "NETNS_CAPABILITIES", "NetnsWorld", "NetnsWorlds"]
 
 NAME = "netns"
 NETNS_CAPABILITIES = frozenset(
-    {KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS, STORE_RULES}
+    {KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS, STORE_RULES, JOBS}
 )
+#: A job's workers: gloo binds the node's own address (its namespace's ``eth0``), not the
+#: address its host name resolves to (the machine's, outside every namespace).
+_GLOO_ON_ETH0 = {"GLOO_SOCKET_IFNAME": "eth0"}
 #: What makes a run start its proxy links.
 _LINKED = frozenset({TOXICS, LINKS})
 _NO_SQUATTER = "node 0's port is in its own namespace, where no squatter runs (run it locally)"
@@ -174,6 +178,9 @@ class NetnsWorld(ProcessNodes):
         shim = None
         if self.dns_up is not None:
             shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
+        if launch.job is not None:
+            env = {**_GLOO_ON_ETH0, **launch.job.env}
+            launch = replace(launch, job=replace(launch.job, env=env))
         spec = NodeSpec(launch, self.endpoint_of(node), dns=shim)
         args = (self.network.path(node), spec, self.cluster.gate)
         self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, args)

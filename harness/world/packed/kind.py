@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from harness.proxy.client import ToxiproxyClient
 from harness.world.kinds import WorldKind
-from harness.world.local.world import LOCAL_CAPABILITIES
-from harness.world.packed.world import NAME, PackedWorlds
+from harness.world.packed.world import NAME, PACKED_CAPABILITIES, PackedWorlds
 
 __all__ = ["KIND"]
 
@@ -17,4 +16,4 @@ def _make(pack: int | None, client: ToxiproxyClient | None) -> PackedWorlds:
 
 
 #: ``world = "local"`` with ``pack``: the local world's network, nodes K per process.
-KIND = WorldKind(NAME, "local", LOCAL_CAPABILITIES, _make, proxied=True)
+KIND = WorldKind(NAME, "local", PACKED_CAPABILITIES, _make, proxied=True)

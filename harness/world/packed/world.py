@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.proxy.client import ToxiproxyClient
-from harness.world.base import PAUSE, Launch, Layout, OnMessage, cannot
+from harness.world.base import JOBS, PAUSE, Launch, Layout, OnMessage, cannot
 from harness.world.incarnations import HeldNodes, Incarnations
 from harness.world.local import LOCAL_CAPABILITIES, LocalWorld
 from harness.world.messages import Exit, Message
@@ -42,9 +42,19 @@ from harness.world.process.node import NodeSpec
 from harness.world.process.packed import serve
 from harness.world.proxied.links import HOLD_MS, PAUSE_TOXIC
 
-__all__ = ["HOLD_MS", "PAUSE_TOXIC", "PackedWorld", "PackedWorlds", "placement"]
+__all__ = [
+    "HOLD_MS",
+    "PACKED_CAPABILITIES",
+    "PAUSE_TOXIC",
+    "PackedWorld",
+    "PackedWorlds",
+    "placement",
+]
 
 NAME: Final = "packed"
+#: The local world's, but jobs: a job node is processes (an agent and its workers), never
+#: a thread of a packed process.
+PACKED_CAPABILITIES: Final = LOCAL_CAPABILITIES - {JOBS}
 _STREAMS: Final = ("upstream", "downstream")
 
 
@@ -63,7 +73,7 @@ class PackedWorlds:
     client: ToxiproxyClient
     pack: int
     name: str = NAME
-    capabilities: frozenset[str] = LOCAL_CAPABILITIES
+    capabilities: frozenset[str] = PACKED_CAPABILITIES
 
     def __call__(self, layout: Layout, on_message: OnMessage) -> PackedWorld:
         return PackedWorld(layout, self.client, on_message, self.pack)
@@ -99,7 +109,7 @@ class PackedWorld(LocalWorld):
     """The nodes of one run, packed; see the module docstring."""
 
     name = NAME
-    capabilities: frozenset[str] = LOCAL_CAPABILITIES
+    capabilities: frozenset[str] = PACKED_CAPABILITIES
 
     def __init__(
         self, layout: Layout, client: ToxiproxyClient, on_message: OnMessage, pack: int
@@ -147,6 +157,15 @@ class PackedWorld(LocalWorld):
 
     def paused(self, node: int) -> bool:
         return super().paused(node) if node == 0 else self._held.paused(node)
+
+    def kill_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
+
+    def pause_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
+
+    def resume_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part} (a packed node is a thread)")
 
     def live(self, node: int) -> int:
         if node == 0:

@@ -19,6 +19,10 @@
 * ``backends``      the rendezvous a node runs: rdzv static, torch-static, torch-c10d,
                     module:factory (torch's: ``torch_backends``)
 * ``dns``           the DNS shim a node process installs (a name that stops resolving)
+* ``jobs``          (subpackage) a node that is a torchrun agent with gloo workers: its
+                    LaunchConfig per backend, the reporting agent, the worker script, the
+                    stages its parts report, each part's result (entered through
+                    ``forkserver.run_entry`` like any node)
 * ``leaks``         what a run left behind (processes, ports, threads): every world's check
 
 Imports: the top of :mod:`harness.world` (the protocol), rdzv and the standard library;

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.world.process.jobs.spec import JOB_BACKEND, TORCH_JOB_MODULES
 from harness.world.process.torch_backends import (
     TORCH_C10D,
     TORCH_MODULES,
@@ -122,11 +123,14 @@ def rerun_env(backend: str) -> str:
 
 
 def preload(backends: set[str]) -> list[str]:
-    """Modules a forkserver imports once so that nodes of ``backends`` start warm."""
+    """Modules a forkserver imports once so that nodes of ``backends`` start warm (job
+    nodes, :data:`~harness.world.process.jobs.spec.JOB_BACKEND`: torch's agent and launcher)."""
     modules = list(_RDZV_PRELOAD)
     for backend in sorted(backends & TORCH_MODULES.keys()):
         if unavailable(backend) is None:
             modules += TORCH_MODULES[backend]
+    if JOB_BACKEND in backends and unavailable(TORCH_STATIC) is None:  # job nodes
+        modules += TORCH_JOB_MODULES
     return modules
 
 

@@ -39,6 +39,7 @@ from harness.world.messages import Exit, Message
 from harness.world.process.backends import preload
 from harness.world.process.forkserver import entry, node_process_class
 from harness.world.process.node import NodeSpec
+from harness.world.process.parts import JobParts
 
 __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 
@@ -46,6 +47,7 @@ __all__ = ["ENTRY_MODULES", "Key", "LocalCluster"]
 ENTRY_MODULES: Final = (
     "harness.world.process.forkserver",
     "harness.world.process.node",
+    "harness.world.process.jobs.node",
     "harness.world.process.packed",
     "harness.world.netns.enter",
 )
@@ -103,6 +105,8 @@ class LocalCluster:
     #: The tail of each process's stdout+stderr (all incarnations), by key, filled in by
     #: :meth:`close`.
     outputs: dict[Key, str] = field(default_factory=dict)
+    #: The workers of job nodes, by the PIDs their agents announce.
+    parts: JobParts = field(default_factory=JobParts)
 
     def __post_init__(self) -> None:
         self._output_dir = tempfile.TemporaryDirectory(prefix="harness-nodes-")
@@ -163,6 +167,7 @@ class LocalCluster:
         """
         if isinstance(key, int):
             self.kill(key)
+            self.parts.forget(key)
         reader, writer = self.ctx.Pipe(duplex=False)
         process = self._process_class(
             target=target,
@@ -181,10 +186,15 @@ class LocalCluster:
         with self._lock:
             self._procs.setdefault(key, []).append(incarnation)
             self._channels[reader] = (key, incarnation)
-            self._new_channels.append((reader, deliver or self.on_message))
+            self._new_channels.append((reader, deliver or self._from_node))
         with contextlib.suppress(OSError):
             self._wake_w.send(b"\0")  # listen to the new channel now, not after a poll
         return process
+
+    def _from_node(self, message: Message) -> None:
+        """A node's message: a job agent's workers noted (:attr:`parts`), then delivered."""
+        self.parts.note(message)
+        self.on_message(message)
 
     def signal(self, node: Key, sig: signal.Signals) -> bool:
         """Send ``sig`` to the node's current process; False if it is not running (ended,

@@ -4,7 +4,8 @@
 :class:`NodePopen`: no re-import of the parent's ``__main__`` in the child); :func:`entry`
 is what a node process runs (its output to a file, its listening socket handed over, its
 start gate the pipe every node shares, its messages on its own pipe), then
-:func:`~harness.world.process.node.run_node`.
+:func:`~harness.world.process.node.run_node` (a job node's:
+:func:`~harness.world.process.jobs.node.run_job_node`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from multiprocess import forkserver, popen_forkserver, reduction, spawn, util
 from multiprocess.context import set_spawning_popen
 
 from harness.world.process.gate import process_gate
+from harness.world.process.jobs.node import run_job_node
 from harness.world.process.node import PROCESS, NodeSpec, run_node
 from harness.world.process.reporting import PipeReporter, redirect_output
 
@@ -94,13 +96,16 @@ def run_entry(
 ) -> None:
     """What every node process runs: its output to ``output_path``, ``setup`` (the netns
     world: enter the node's namespace), then the node, ready and waiting at the world's
-    start ``gate`` until the release, reporting on ``channel`` (closed at the end)."""
+    start ``gate`` until the release, reporting on ``channel`` (closed at the end). A
+    launch with a ``job`` is a torchrun agent with its workers
+    (:func:`~harness.world.process.jobs.node.run_job_node`)."""
     redirect_output(output_path)
     gated = functools.partial(process_gate, gate)
     hosting = dataclasses.replace(PROCESS, gate=gated, placement=placement)
     try:
         if setup is not None:
             setup()
-        run_node(spec, PipeReporter(channel), hosting)
+        run = run_job_node if spec.launch.job is not None else run_node
+        run(spec, PipeReporter(channel), hosting)
     finally:
         channel.close()

@@ -110,6 +110,10 @@ def run_node(spec: NodeSpec, queue: Queue, hosting: Hosting = PROCESS) -> None:
     CPU is therefore only the start of its rendezvous: with a thousand node processes on
     two cores, each of them runs before the last one sees the release (docs/reports.md,
     "Start-up and release skew").
+
+    A launch with a ``job`` is a torchrun agent with its workers: the node entry
+    (:func:`harness.world.process.forkserver.run_entry`) runs
+    :func:`harness.world.process.jobs.node.run_job_node` for it instead.
     """
     placement = hosting.placement
     launch = spec.launch

@@ -26,22 +26,26 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "C10D_MODULE",
+    "STATIC_MODULE",
     "TORCH_C10D",
     "TORCH_MODULES",
     "TORCH_STATIC",
     "Deferred",
     "HandlerArgs",
     "create_torch_handler",
+    "serve_on",
+    "whole_seconds",
 ]
 
 TORCH_STATIC = "torch-static"
 TORCH_C10D = "torch-c10d"
-_STATIC_MODULE = "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"
-_C10D_MODULE = "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend"
+STATIC_MODULE = "torch.distributed.elastic.rendezvous.static_tcp_rendezvous"
+C10D_MODULE = "torch.distributed.elastic.rendezvous.c10d_rendezvous_backend"
 #: What a forkserver imports once so that nodes of each torch backend start warm.
 TORCH_MODULES = {
-    TORCH_STATIC: [_STATIC_MODULE],
-    TORCH_C10D: [_C10D_MODULE, "torch.distributed.elastic.rendezvous.registry"],
+    TORCH_STATIC: [STATIC_MODULE],
+    TORCH_C10D: [C10D_MODULE, "torch.distributed.elastic.rendezvous.registry"],
 }
 _WRAPPED = "_harness_serves_on_listen_fd"
 #: c10d's wait, once every node has joined, for more nodes (``min_nodes == max_nodes``
@@ -49,7 +53,7 @@ _WRAPPED = "_harness_serves_on_listen_fd"
 _LAST_CALL_SECONDS = 1
 
 
-def _seconds(timeout: float) -> int:
+def whole_seconds(timeout: float) -> int:
     """torch reads whole seconds: never round a short timeout down to "no time at all"."""
     return max(1, round(timeout))
 
@@ -98,9 +102,9 @@ def create_torch_handler(backend: str, args: HandlerArgs) -> Any:
     endpoint, run_id, size, listen_fd = args.endpoint, args.run_id, args.world_size, args.listen_fd
     if backend == TORCH_STATIC:
         if listen_fd is not None:
-            _serve_on(_STATIC_MODULE, listen_fd)
+            serve_on(STATIC_MODULE, listen_fd)
         settings: dict[str, Any] = {"rank": args.rank, **args.config}
-        settings["timeout"] = _seconds(args.timeout)
+        settings["timeout"] = whole_seconds(args.timeout)
         params = RendezvousParameters("static", endpoint, run_id, size, size, **settings)
         return registry.get_rendezvous_handler(params)
     if backend != TORCH_C10D:
@@ -108,7 +112,7 @@ def create_torch_handler(backend: str, args: HandlerArgs) -> Any:
             f"not a torch backend: {backend!r} (expected {TORCH_STATIC!r} or {TORCH_C10D!r})"
         )
     config = dict(args.config)
-    join = _seconds(config.pop("timeout", args.timeout))  # the harness's key: the join timeout
+    join = whole_seconds(config.pop("timeout", args.timeout))  # the harness's key: the join timeout
     settings = {
         "is_host": args.rank == 0,
         "join_timeout": join,
@@ -120,13 +124,13 @@ def create_torch_handler(backend: str, args: HandlerArgs) -> Any:
 
     def build() -> Any:
         if listen_fd is not None and settings["is_host"]:
-            _serve_on(_C10D_MODULE, listen_fd)
+            serve_on(C10D_MODULE, listen_fd)
         return registry.get_rendezvous_handler(params)
 
     return Deferred(build)
 
 
-def _serve_on(module: str, listen_fd: int) -> None:
+def serve_on(module: str, listen_fd: int) -> None:
     """Make the store server that torch's ``module`` constructs serve on ``listen_fd`` (this
     process only)."""
     handler_module: Any = importlib.import_module(module)

@@ -38,6 +38,7 @@ import ray
 from harness.errors import HarnessError
 from harness.world.base import (
     BANDWIDTH,
+    JOBS,
     NAMES,
     PACKETS,
     PAUSE,
@@ -281,6 +282,15 @@ class RayWorld:
 
     def paused(self, node: int) -> bool:
         return self._held.paused(node)
+
+    def kill_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
+
+    def pause_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
+
+    def resume_part(self, node: int, part: str) -> bool:
+        raise cannot(NAME, JOBS, f"node {node}'s {part}")
 
     def _send(self, node: int, command: tuple[str, int]) -> None:
         self._group_of(node).actor.command.remote(command)
