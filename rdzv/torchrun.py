@@ -19,14 +19,17 @@ account):
   command line with torchrun's own parser. torchrun then warns that it ignores node_rank
   for another backend: rdzv reads it, and its ``rank_source`` event says where the rank
   came from.
-* **A store per round.** Every ``next_rendezvous()`` is a new rdzv round, and node 0 serves
-  the round on a store of its own (a new listening port, bound to port 0 and read back).
-  The agents' store and the workers' store (``MASTER_ADDR``/``MASTER_PORT``, torch's
-  ``use_agent_store``) are that round's store, so a restarted worker group never reads
-  the keys of an earlier attempt (its store-based barrier, its gloo addresses): torch's
-  own backends keep one store for every attempt, and a restart then reads stale keys. The
-  round's port is published in the run's rdzv store; node 0 closes a round's store when a
-  later round completes, and all of them at ``shutdown()``.
+* **A store per round.** Every ``next_rendezvous()`` is a new rdzv round. The first is
+  served on the endpoint's own store (rdzv's keys live under a prefix of their own), so a
+  job that never restarts uses the endpoint's port alone, as a firewall that opens only
+  that port expects. Every later round (a restart) is served by node 0 on a store of its
+  own (a new listening port, bound to port 0 and read back). The agents' store and the
+  workers' store (``MASTER_ADDR``/``MASTER_PORT``, torch's ``use_agent_store``) are that
+  round's store, so a restarted worker group never reads the keys of an earlier attempt
+  (its store-based barrier, its gloo addresses): torch's own backends keep one store for
+  every attempt, and a restart then reads stale keys. A later round's port is published in
+  the run's rdzv store; node 0 closes a round's store when a later round completes, and
+  all of them at ``shutdown()``.
 * **torch's types.** torch's ``RendezvousParameters`` are converted; rdzv's errors are
   raised as torch's classes of the same name (``raise ... from`` the rdzv error), so the
   elastic agent handles them as its own; the returned store is a torch ``TCPStore``.
@@ -191,6 +194,11 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
     def next_rendezvous(self) -> torch_api.RendezvousInfo:
         cfg = self._rdzv.config
         round_index = self._rdzv.next_round
+        if round_index == 0:  # the first round: the endpoint's own store, no other port
+            with _translated():
+                first = self._rdzv.next_rendezvous()
+            where = first.bootstrap_store_info
+            return self._round_info(round_index, cfg.port if where is None else where.master_port)
         server = None
         if cfg.start_daemon:
             try:
@@ -209,6 +217,11 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
             raise
         if server is not None:
             self._keep(round_index, server)
+        return self._round_info(round_index, port)
+
+    def _round_info(self, round_index: int, port: int) -> torch_api.RendezvousInfo:
+        """torch's view of a completed round whose store listens on ``port`` of node 0."""
+        cfg = self._rdzv.config
         try:
             store = TCPStore(
                 cfg.host, port, is_master=False, timeout=cfg.read_timeout, wait_for_workers=False

@@ -98,6 +98,9 @@ def test_two_agents_run_gloo_workers_that_all_reduce_the_right_sum(tmp_path: Pat
         assert sorted(r["rank"] for r in results) == ["0", "1"]
         assert {r["sum"] for r in results} == {"3"}
         assert {r["world"] for r in results} == {"2"}
+        # the first round runs on the endpoint's store: a job that never restarts needs no
+        # other port than the endpoint's (a firewall that opens only it lets it through)
+        assert {r["master_port"] for r in results} == {str(job.port)}
         assert "rank_source: rank 1 of 2 from torchrun's --node-rank" in outputs[1]
         assert "complete run_id='test-job' round=0" in outputs[1]  # rdzv's events in its log
 
@@ -121,7 +124,9 @@ def test_a_worker_restart_completes_with_a_fresh_store_for_the_new_round(tmp_pat
         results = [row for agent in job.agents for row in agent.results()]
         assert sorted(r["rank"] for r in results) == ["0", "1"]
         assert {r["sum"] for r in results} == {"3"}
-        assert len({r["master_port"] for r in results}) == 1  # both in the same round's store
+        ports = {r["master_port"] for r in results}
+        assert len(ports) == 1  # both in the same round's store...
+        assert ports != {str(job.port)}  # ...a fresh one: round 0's keys are not in it
         assert "round=1" in outputs[0]
 
 

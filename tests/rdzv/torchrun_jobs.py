@@ -85,6 +85,7 @@ class Job:
     """The agents of one job (see the module doc)."""
 
     script: Path
+    port: int  # the rendezvous endpoint's
     agents: list[Agent] = field(default_factory=list)
 
     def wait(self, timeout: float) -> list[int]:
@@ -114,7 +115,7 @@ def torchrun_job(
     script.write_text(WORKER)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    job = Job(script)
+    job = Job(script, port)
     try:
         for rank in range(nodes):
             conf = [f"timeout={join_timeout:g}", f"read_timeout={read_timeout:g}"]
