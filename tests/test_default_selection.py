@@ -52,6 +52,8 @@ def test_tox_netns_runs_every_test_that_creates_namespaces() -> None:
     assert {t.split("::")[0] for t in marked} == {
         "tests/netns/test_netns_world.py",
         "tests/netns/test_netns_dial.py",
+        "tests/harness/test_from_log_netns.py",  # from-log's round trip of scenarios/netns
+        "tests/harness/test_from_log_property.py",  # its netns examples
     }
     world = (REPO / "tests" / "netns" / "test_netns_world.py").read_text()
     assert len(marked) >= world.count("\ndef test_")

@@ -101,11 +101,8 @@ def capabilities_of(world: str) -> frozenset[str]:
 def admit(scenario: Scenario) -> Admission:
     """Whether ``scenario`` can run here, and in which world; nothing is started."""
     kind = kind_of(scenario)
-    why_not = (
-        scenario.variant.unsupported
-        or _job_backend(scenario)
-        or backend_unavailable(scenario.backend)
-    )
+    # What the file asks that cannot be done anywhere first, then what this machine lacks.
+    why_not = scenario.variant.unsupported or _job_backend(scenario)
     if why_not is not None:
         return Admission(kind, why_not)
     try:
@@ -113,6 +110,9 @@ def admit(scenario: Scenario) -> Admission:
         check_supported(kind, list(enumerate(scenario.fault)), job=scenario.job is not None)
     except UnsupportedError as exc:
         return Admission(kind, str(exc), exc.world)
+    why_not = _job_torch(scenario) or backend_unavailable(scenario.backend)
+    if why_not is not None:
+        return Admission(kind, why_not)
     why = kind.unavailable()
     if why is not None:
         return Admission(kind, why, kind.name)
@@ -149,6 +149,13 @@ def _job_backend(scenario: Scenario) -> str | None:
             f"a job runs on a torchrun rendezvous backend ({allowed}), not "
             f"{scenario.backend!r}: run it with --backend one of these"
         )
+    return None
+
+
+def _job_torch(scenario: Scenario) -> str | None:
+    """Why this machine cannot run ``scenario``'s ``[job]`` (None: it can, or no job)."""
+    if scenario.job is None:
+        return None
     why = backend_unavailable(TORCH_STATIC)  # torch's agent and workers, on every backend
     return None if why is None else f"a job runs torch's agent and workers: {why}"
 
