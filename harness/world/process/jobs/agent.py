@@ -139,7 +139,7 @@ def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
     """A ``LocalElasticAgent`` subclass that tells ``sink`` its stages."""
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 
-    class ReportingAgent(LocalElasticAgent):
+    class ReportingAgent(LocalElasticAgent):  # type: ignore[misc, unused-ignore]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("exit_barrier_timeout", exit_barrier)
             super().__init__(*args, **kwargs)
@@ -176,4 +176,4 @@ def install(agent_class: type) -> None:
     """Make ``launch_agent`` build ``agent_class`` (in this process)."""
     import torch.distributed.launcher.api as launcher
 
-    launcher.LocalElasticAgent = agent_class  # type: ignore[assignment,attr-defined]
+    launcher.LocalElasticAgent = agent_class  # type: ignore[assignment, attr-defined, unused-ignore]
