@@ -37,4 +37,5 @@ def job_spec(sc: Scenario) -> JobSpec | None:
         env=dict(job.env),
         process_group_timeout=job.process_group_timeout or join,
         endpoint=job.endpoint,
+        local_addr=job.local_addr,
     )

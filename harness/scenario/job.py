@@ -50,6 +50,11 @@ class Job(FormatModel):
     #: False: torchrun started without ``--rdzv-endpoint`` (each node falls back to its own
     #: host: docs/jobs.md, "Without an endpoint").
     endpoint: bool = True
+    #: The address an agent advertises (torchrun's ``--local-addr``; torch's c10d makes rank
+    #: 0's store listen there and names it to the others). None: the world's choice -- in
+    #: the netns world the node's own address; elsewhere torch's default, the host's name.
+    #: ``"localhost"`` reproduces a host name that resolves to loopback (F20).
+    local_addr: str | None = Field(default=None, min_length=1)
 
     def problems(self, hard_deadline: float) -> list[str]:
         """Bounds a run's hard deadline must exceed, one line each (``job.<key>: ...``)."""

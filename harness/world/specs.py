@@ -77,6 +77,8 @@ class JobSpec:
         process_group_timeout: the workers' ``init_process_group`` timeout, seconds.
         endpoint: False: torchrun started without ``--rdzv-endpoint``, each node falling
             back to its own host (:func:`harness.world.process.jobs.agent.launch_config`).
+        local_addr: the address an agent advertises (torchrun's ``--local-addr``; None:
+            torch's default, the host's name).
     """
 
     nproc_per_node: int = 1
@@ -88,6 +90,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     process_group_timeout: float = 30.0
     endpoint: bool = True
+    local_addr: str | None = None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,12 @@ _SETTINGS: dict[str, Any] = {
 
 #: The netns world's own faults, carried out by the kernel.
 KERNEL = frozenset({"drop", "reject", "partition", "loss", "bandwidth"})
+#: The kinds drawn: not the process faults fired on a node's event (kill, pause, restart),
+#: whose outcome hinges on timing in the original run itself (a kill 0.2 s after a join
+#: lands before or after the round completes), so that a run and its replay could differ
+#: for no fault of the log's reading; the shipped files with them (restart-after-join,
+#: member-dies-once-the-round-completed, paused-node, ...) are in the per-file round trip.
+STEADY = frozenset({"absent", "late_start", "toxic", "link_down", "store_op"})
 
 
 def _with_faults(world: str = "local") -> st.SearchStrategy[dict[str, Any]]:
@@ -42,7 +48,8 @@ def _with_faults(world: str = "local") -> st.SearchStrategy[dict[str, Any]]:
         kinds = {f["kind"] for f in data.get("fault", [])}
         return bool(kinds & wanted) if wanted else bool(kinds)
 
-    return scenarios(max_nodes=4, max_faults=2, world=world).filter(has_fault)
+    kinds = STEADY | KERNEL if world == "netns" else STEADY
+    return scenarios(max_nodes=4, max_faults=2, world=world, kinds=kinds).filter(has_fault)
 
 
 def replays_the_same(data: dict[str, Any]) -> None:

@@ -149,3 +149,29 @@ def test_a_job_without_an_endpoint_reaches_its_nodes_spec() -> None:
     assert spec is not None and spec.endpoint is False
     default = job_spec(parse({**BASE, "job": {}}, "t.toml"))
     assert default is not None and default.endpoint is True
+
+
+def test_a_jobs_local_addr_reaches_its_nodes_spec_and_an_empty_one_is_refused() -> None:
+    from harness.run.jobs import job_spec
+
+    spec = job_spec(parse({**BASE, "job": {"local_addr": "localhost"}}, "t.toml"))
+    assert spec is not None and spec.local_addr == "localhost"
+    default = job_spec(parse({**BASE, "job": {}}, "t.toml"))
+    assert default is not None and default.local_addr is None  # the world's choice
+    (problem,) = problems(job={"local_addr": ""})
+    assert problem.startswith("job.local_addr"), problem
+
+
+def test_a_job_specs_local_addr_is_torchruns_local_addr_in_the_launch_config() -> None:
+    # torch's c10d hosts the workers' store on rank 0's advertised address (the netns world
+    # gives each node's own: the machine's host name resolves to loopback in every namespace,
+    # and J00 on c10d there failed without it; J08 runs with it)
+    pytest.importorskip("torch")
+    from harness.world.process.jobs.agent import launch_config
+    from harness.world.process.torch_backends import HandlerArgs
+    from harness.world.specs import JobSpec
+
+    args = HandlerArgs("127.0.0.1:1", "run", 1, 2, 5.0, {}, None)
+    config = launch_config(JobSpec(local_addr="198.18.0.3"), "torch-c10d", args)
+    assert config.local_addr == "198.18.0.3"
+    assert launch_config(JobSpec(), "torch-c10d", args).local_addr is None

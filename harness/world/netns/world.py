@@ -74,7 +74,9 @@ NETNS_CAPABILITIES = frozenset(
     {KILL, PAUSE, RESTART, NAMES, PACKETS, BANDWIDTH, TOXICS, LINKS, STORE_RULES, JOBS}
 )
 #: A job's workers: gloo binds the node's own address (its namespace's ``eth0``), not the
-#: address its host name resolves to (the machine's, outside every namespace).
+#: address its host name resolves to (the machine's, outside every namespace); the agent
+#: advertises that address too (torchrun's ``--local-addr``) unless ``[job] local_addr``
+#: says otherwise.
 _GLOO_ON_ETH0 = {"GLOO_SOCKET_IFNAME": "eth0"}
 #: What makes a run start its proxy links.
 _LINKED = frozenset({TOXICS, LINKS})
@@ -180,7 +182,10 @@ class NetnsWorld(ProcessNodes):
             shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
         if launch.job is not None:
             env = {**_GLOO_ON_ETH0, **launch.job.env}
-            launch = replace(launch, job=replace(launch.job, env=env))
+            # the agent advertises its own address, as a host name resolving to it would
+            # (here every namespace shares the machine's name, which resolves to loopback)
+            own = launch.job.local_addr or self.network.address(node)
+            launch = replace(launch, job=replace(launch.job, env=env, local_addr=own))
         spec = NodeSpec(launch, self.endpoint_of(node), dns=shim)
         args = (self.network.path(node), spec, self.cluster.gate)
         self.cluster.spawn(node, f"rdzv-node-{node}", node_entry, args)

@@ -106,6 +106,7 @@ def launch_config(spec: JobSpec, backend: str, args: HandlerArgs) -> Any:
         monitor_interval=spec.monitor_interval,
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=os.devnull),
+        local_addr=spec.local_addr,
     )
 
 
