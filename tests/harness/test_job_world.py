@@ -156,3 +156,35 @@ def test_an_agent_killed_alone_leaves_its_worker_to_die_by_its_death_signal(
     (pid,) = started[-1].fields["pids"]
     psutil = pytest.importorskip("psutil")
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_worker_paused_alone_holds_the_collective_and_the_job_completes_once_resumed(
+    tmp_path: Path,
+) -> None:
+    # node 1's worker is stopped (SIGSTOP) as its process group comes up and continued 1.5 s
+    # later: its peer waits in the all-reduce, its agent sees a live worker, nothing restarts
+    pause = {
+        "kind": "pause",
+        "nodes": [1],
+        "part": "worker 0",
+        "on": "pg_ready",
+        "on_node": 1,
+        "duration": 1.5,
+    }
+    report = _run(
+        tmp_path,
+        {
+            "nodes": 2,
+            "job": {},
+            "fault": [pause],
+            "expect": {
+                "outcome": "ok",
+                "parts": [{"nodes": "all", "part": "agent", "outcome": "ok", "restarts": 0}],
+            },
+        },
+    )
+    assert report.passed, (report.violations, [(o.status, o.message) for o in report.outcomes])
+    (record,) = report.faults
+    assert record.acted == {"workers paused": 1}, record
+    workers = [p for o in report.outcomes for p in o.parts if p.part == "worker 0"]
+    assert [(w.status, w.result) for w in workers] == [("ok", 3.0)] * 2
