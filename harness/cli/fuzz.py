@@ -114,11 +114,8 @@ def kind_list(text: str) -> frozenset[str]:
     from harness.scenario.faults.registry import FAULTS
 
     names = frozenset(part.strip() for part in text.split(",") if part.strip())
-    unknown = sorted(names - set(FAULTS.kinds()))
-    if unknown or not names:
-        what = f"unknown fault kind(s) {', '.join(unknown)}" if unknown else "no fault kind"
-        known = ", ".join(sorted(FAULTS.kinds()))
-        raise argparse.ArgumentTypeError(f"{what} in {text!r}; the kinds are: {known}")
+    if (what := FAULTS.unknown(names)) is not None:
+        raise argparse.ArgumentTypeError(f"{what} in {text!r}; the kinds are: {FAULTS.listing()}")
     return names
 
 

@@ -145,11 +145,8 @@ def check_kinds(kinds: Iterable[str]) -> frozenset[str]:
         ValueError: a name is not a registered kind (the message lists them), or none given.
     """
     wanted = frozenset(kinds)
-    unknown = sorted(wanted - set(FAULTS.kinds()))
-    if unknown or not wanted:
-        known = ", ".join(sorted(FAULTS.kinds()))
-        what = f"unknown fault kind(s) {', '.join(unknown)}" if unknown else "no fault kind"
-        raise ValueError(f"{what}; the kinds are: {known}")
+    if (what := FAULTS.unknown(wanted)) is not None:
+        raise ValueError(f"{what}; the kinds are: {FAULTS.listing()}")
     return wanted
 
 

@@ -120,6 +120,18 @@ class FaultRegistry:
         finally:
             self.unregister(cls)
 
+    def unknown(self, names: frozenset[str]) -> str | None:
+        """What is wrong with ``names`` as a choice of kinds, in a few words (None: each is
+        registered, and there is one at least); :meth:`listing` names the kinds."""
+        unknown = sorted(names - set(self.kinds()))
+        if unknown:
+            return f"unknown fault kind(s) {', '.join(unknown)}"
+        return None if names else "no fault kind"
+
+    def listing(self) -> str:
+        """Every registered kind, sorted, for an error message."""
+        return ", ".join(sorted(self.kinds()))
+
     def kinds(self) -> tuple[str, ...]:
         """Every registered ``kind``, in registration order."""
         with self._lock:

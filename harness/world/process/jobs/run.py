@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.world.process.jobs import worker as worker_module
@@ -147,16 +147,7 @@ def _agent_failed(exc: BaseException) -> tuple[PartResult, dict[int, Any]]:
 
 
 def _with_rendezvous(agent: PartResult, seen: _Seen) -> PartResult:
-    return PartResult(
-        agent.part,
-        agent.status,
-        agent.exitcode,
-        rank=seen.agent_rank,
-        world_size=seen.agent_world,
-        restarts=seen.restarts,
-        error_class=agent.error_class,
-        message=agent.message,
-    )
+    return replace(agent, rank=seen.agent_rank, world_size=seen.agent_world, restarts=seen.restarts)
 
 
 _TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
