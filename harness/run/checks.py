@@ -131,7 +131,8 @@ def _invariants(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation
                 )
             )
     for o in outcomes:
-        if o.status == "hung" and "hung" not in allowed_outcomes(sc.expected(o.node).outcome):
+        want = sc.expected(o.node, o.rank)
+        if o.status == "hung" and "hung" not in allowed_outcomes(want.outcome):
             found.append(
                 Violation(
                     "hung", f"node {o.node} outlived the hard deadline: {o.message}", (o.node,)
@@ -164,8 +165,10 @@ def _known_breaks(sc: Scenario, found: list[Violation]) -> list[Violation]:
 
 def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violation]:
     found: list[Violation] = []
+    by_rank = (sc.variant.expect or sc.expect).by_rank
     for o in outcomes:
-        want = sc.expected(o.node)
+        want = sc.expected(o.node, o.rank)
+        who = f"node {o.node}" + (f" (rank {o.rank})" if by_rank and o.rank is not None else "")
         allowed = allowed_outcomes(want.outcome)
         if o.status not in allowed:
             said = f"{o.error_class}: {o.message}" if o.error_class else o.message
@@ -174,7 +177,7 @@ def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violati
             found.append(
                 Violation(
                     "outcome",
-                    f"node {o.node} ended {o.status!r}, expected {shown}{detail}",
+                    f"{who} ended {o.status!r}, expected {shown}{detail}",
                     (o.node,),
                 )
             )
@@ -183,7 +186,7 @@ def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violati
             found.append(
                 Violation(
                     "message",
-                    f"node {o.node}'s message does not match /{want.message}/: {o.message!r}",
+                    f"{who}'s message does not match /{want.message}/: {o.message!r}",
                     (o.node,),
                 )
             )
@@ -195,7 +198,7 @@ def _expectations(sc: Scenario, outcomes: Sequence[NodeOutcome]) -> list[Violati
                 found.append(
                     Violation(
                         "elapsed",
-                        f"node {o.node} took {shown}, expected within [{low}, {high}] s",
+                        f"{who} took {shown}, expected within [{low}, {high}] s",
                         (o.node,),
                     )
                 )

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from harness.run.model import Violation
+from harness.scenario.format import Nodes
 from harness.scenario.model import Scenario, allowed_outcomes
 
 __all__ = ["PartView", "job_invariants", "part_expectations"]
@@ -97,8 +98,10 @@ def _invariants(sc: Scenario, parts: Sequence[PartView]) -> list[Violation]:
     return found
 
 
-def _judge(p: PartView, outcomes: tuple[str, ...] | None, message: str | None) -> list[Violation]:
-    where = f"node {p.node} {p.part}"
+def _judge(
+    p: PartView, outcomes: tuple[str, ...] | None, message: str | None, who: str = ""
+) -> list[Violation]:
+    where = f"{who or f'node {p.node}'} {p.part}"
     if outcomes is not None and p.status not in outcomes:
         shown = repr(outcomes[0]) if len(outcomes) == 1 else f"one of {list(outcomes)}"
         said = f": {p.message}" if p.message else ""
@@ -118,25 +121,46 @@ def _judge(p: PartView, outcomes: tuple[str, ...] | None, message: str | None) -
     return []
 
 
+def _agent_ranks(parts: Sequence[PartView]) -> dict[int, int]:
+    """Each node's rank as its agent was given it (nodes whose agent got none are left out)."""
+    return {p.node: p.rank for p in parts if p.part == "agent" and p.rank is not None}
+
+
+def _selected(sc: Scenario, selector: Nodes, ranks: dict[int, int]) -> list[tuple[int, str]]:
+    """The nodes an entry names, each with how a violation names it; with ``[expect]
+    by_rank`` the selector's numbers are ranks, and a rank no node was given is named
+    with node -1 (it reported nothing)."""
+    chosen = sc.targets(selector)
+    if not (sc.variant.expect or sc.expect).by_rank:
+        return [(node, f"node {node}") for node in chosen]
+    holders = {rank: node for node, rank in ranks.items()}
+    return [
+        (holders[rank], f"node {holders[rank]} (rank {rank})")
+        if rank in holders
+        else (-1, f"rank {rank} (no node was given it)")
+        for rank in chosen
+    ]
+
+
 def _expectations(sc: Scenario, parts: Sequence[PartView]) -> list[Violation]:
     expect = sc.variant.expect or sc.expect
     found: list[Violation] = []
     named: set[tuple[int, str]] = set()
+    ranks = _agent_ranks(parts)
     for entry in expect.parts:
-        for node in sc.targets(entry.nodes):
+        for node, who in _selected(sc, entry.nodes, ranks):
             mine = [p for p in parts if p.node == node and entry.names(p.part)]
             if not mine:
-                found.append(
-                    Violation("part", f"node {node} reported no part {entry.part!r}", (node,))
-                )
+                seen = (node,) if node >= 0 else ()
+                found.append(Violation("part", f"{who} reported no part {entry.part!r}", seen))
             for p in mine:
                 named.add((p.node, p.part))
-                found += _judge(p, entry.outcomes, entry.message)
+                found += _judge(p, entry.outcomes, entry.message, who)
                 if entry.exitcode is not None and p.exitcode != entry.exitcode:
                     found.append(
                         Violation(
                             "part_exitcode",
-                            f"node {node} {p.part} exited {p.exitcode}, expected {entry.exitcode}",
+                            f"{who} {p.part} exited {p.exitcode}, expected {entry.exitcode}",
                             (node,),
                         )
                     )
@@ -144,13 +168,13 @@ def _expectations(sc: Scenario, parts: Sequence[PartView]) -> list[Violation]:
                     found.append(
                         Violation(
                             "restarts",
-                            f"node {node} {p.part} restarted {p.restarts} time(s), expected "
+                            f"{who} {p.part} restarted {p.restarts} time(s), expected "
                             f"{entry.restarts}",
                             (node,),
                         )
                     )
     for p in parts:
-        expects_ok = allowed_outcomes(sc.expected(p.node).outcome) == ("ok",)
+        expects_ok = allowed_outcomes(sc.expected(p.node, ranks.get(p.node)).outcome) == ("ok",)
         if _is_worker(p) and (p.node, p.part) not in named and expects_ok:
             found += _judge(p, ("ok",), None)
     return found

@@ -133,6 +133,11 @@ class Expect(FormatModel):
     idle_faults: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
     #: What parts of job nodes must report (``[[expect.parts]]``; a scenario with ``[job]``).
     parts: list[PartExpect] = Field(default_factory=list)
+    #: The ``nodes`` of ``[[expect.nodes]]`` and ``[[expect.parts]]`` name the ranks the
+    #: backend gave, not the scenario's node indexes (for a backend that ranks nodes in its
+    #: own order, torch's c10d: by agent address and PID). A node the backend gave no rank
+    #: is judged by ``outcome`` alone.
+    by_rank: bool = False
 
     @field_validator("outcome", mode="before")
     @classmethod
@@ -297,12 +302,15 @@ class Scenario(FormatModel):
         """The indexes of the faults expected not to act on this backend."""
         return frozenset((self.variant.expect or self.expect).idle_faults)
 
-    def expected(self, node: int) -> NodeExpect:
-        """The expectation for ``node`` on this backend (the last matching entry wins)."""
+    def expected(self, node: int, rank: int | None = None) -> NodeExpect:
+        """The expectation for ``node`` on this backend (the last matching entry wins); with
+        ``[expect] by_rank`` the entries name ranks, and ``rank`` is the one the backend gave
+        ``node`` (None: no entry applies)."""
         expect = self.variant.expect or self.expect
         found = NodeExpect(nodes=[node], outcome=expect.outcome)
+        key = rank if expect.by_rank else node
         for entry in expect.nodes:
-            if node in self.targets(entry.nodes):
+            if key is not None and key in self.targets(entry.nodes):
                 found = entry
         return found
 

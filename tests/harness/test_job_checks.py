@@ -119,3 +119,56 @@ def test_workers_of_a_node_expected_ok_must_end_ok_and_a_missing_part_is_named()
         ("part", "node 0 reported no part 'worker 5'"),
         ("part_outcome", "node 1 worker 1 ended 'timeout', expected 'ok': timed out"),
     ]
+
+
+def swapped(sc: Scenario) -> tuple[list[NodeOutcome], list[Part]]:
+    """Node 1 was given rank 0 and node 0 rank 1 (torch's c10d ranks by address and PID);
+    rank 0's worker timed out, the other's was stopped; node 1 (rank 0) ended with an error."""
+    outcomes = [
+        NodeOutcome(0, "connection_error", rank=1, world_size=2, message="store lost"),
+        NodeOutcome(1, "error", rank=0, world_size=2, message="workers failed"),
+    ]
+    parts = [
+        Part(0, "agent", "connection_error", 1, rank=1, result=None),
+        Part(1, "agent", "error", 1, rank=0, result=None),
+        Part(0, "worker 0", "stopped", None, result=None),
+        Part(1, "worker 0", "timeout", 1, result=None, message="wait timeout, keys: k/0"),
+    ]
+    return outcomes, parts
+
+
+def test_expectations_by_rank_follow_the_rank_each_node_was_given_not_its_index() -> None:
+    expect = {
+        "outcome": "error",
+        "nodes": [{"nodes": [1], "outcome": "connection_error"}],
+        "parts": [{"nodes": [0], "part": "worker 0", "outcome": "timeout", "message": "k/0"}],
+    }
+    one = {"nproc_per_node": 1}
+    by_rank = job(backend="torch-c10d", job=one, expect={**expect, "by_rank": True})
+    outcomes, parts = swapped(by_rank)
+    assert check(by_rank, outcomes, parts=parts) == []
+    by_node = job(backend="torch-c10d", job=one, expect=expect)
+    found = [(v.check, v.message) for v in check(by_node, outcomes, parts=parts)]
+    assert ("outcome", "node 0 ended 'connection_error', expected 'error': store lost") in found
+    assert ("part_outcome", "node 0 worker 0 ended 'stopped', expected 'timeout'") in found
+
+
+def test_a_violation_by_rank_names_the_node_and_its_rank_and_a_rank_no_node_was_given() -> None:
+    expect = {
+        "outcome": ["error", "connection_error"],
+        "by_rank": True,
+        "nodes": [{"nodes": [0], "outcome": "connection_error"}],
+        "parts": [
+            {"nodes": [1], "part": "worker 0", "outcome": "timeout"},
+            {"nodes": [2], "part": "agent", "outcome": "error"},
+        ],
+    }
+    sc = job(backend="torch-c10d", nodes=3, job={"nproc_per_node": 1}, expect=expect)
+    outcomes, parts = swapped(sc)
+    found = [(v.check, v.message) for v in check(sc, outcomes, parts=parts)]
+    assert (
+        "outcome",
+        "node 1 (rank 0) ended 'error', expected 'connection_error': workers failed",
+    ) in found
+    assert ("part_outcome", "node 0 (rank 1) worker 0 ended 'stopped', expected 'timeout'") in found
+    assert ("part", "rank 2 (no node was given it) reported no part 'agent'") in found
