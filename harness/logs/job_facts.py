@@ -43,6 +43,7 @@ _LOCAL_RANK = re.compile(r"local_rank:? \(?(?P<local>\d+)")
 _RANK_KEY = re.compile(
     r"default_pg/\d+//\w+//\d+/(?P<rank>\d+)\b|default_pg/\d+/rank_(?P<old>\d+)\b"
 )
+_LOOPBACK = re.compile(r"\b(?:127\.0\.0\.1|localhost|::1)\b")
 _MAX_RESTARTS = re.compile(r"max_restarts\s*[=:]\s*(?P<n>\d+)")
 
 
@@ -157,7 +158,8 @@ def job_facts(streams: Sequence[Stream], job: Read, nproc: int | None) -> JobFac
                 facts.restarts.setdefault(node, []).append(o)
             if "endpoint is absent" in o.line.text and facts.no_endpoint is None:
                 facts.no_endpoint = o.line
-            if "connection to the C10d store has failed" in o.line.text:
+            lost = "connection to the C10d store has failed" in o.line.text
+            if lost and _LOOPBACK.search(o.line.text):  # a peer's store dialed on loopback
                 facts.store_lost = facts.store_lost or o.line
             if m := _MAX_RESTARTS.search(o.line.text):
                 facts.max_restarts = int(m["n"])

@@ -246,9 +246,9 @@ class Reader:
             yield Observation("stage", line, {"stage": name, **fields}, node)
             if name == "restart":
                 yield Observation("restart", line, {"left": None}, node)
-            if name == "worker_failed" and isinstance(fields.get("message"), str):
+            if name == "worker_failed":
                 cls = str(fields.get("error_class") or "RuntimeError")
-                message = fields["message"]
+                message = fields["message"] if isinstance(fields.get("message"), str) else rest
                 data = {"cls": cls, "outcome": outcome_of(cls, message), "message": message}
                 yield Observation("error", line, data, node)
                 yield from self._causes(line, message, node)
