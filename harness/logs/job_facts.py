@@ -82,6 +82,13 @@ class JobFacts:
     barrier: tuple[int, int, Line] | None = None
 
 
+def _worker_outcome(outcome: str, message: str) -> str:
+    """As the harness classes a worker's failure: an error whose message timed out (gloo's
+    ``Connect timeout``) is a timeout."""
+    timed_out = re.search(r"[Tt]imeout|timed out", message) is not None
+    return "timeout" if outcome == "error" and timed_out else outcome
+
+
 def is_job(read: Read) -> bool:
     """Whether the log is a torchrun job's beyond its rendezvous: the agent's worker group,
     its workers' lines, or the harness's stages of a job node."""
@@ -184,7 +191,7 @@ def job_facts(streams: Sequence[Stream], job: Read, nproc: int | None) -> JobFac
                         line,
                         str(o.data["cls"]),
                         str(o.data.get("message") or ""),
-                        str(o.data["outcome"]),
+                        _worker_outcome(str(o.data["outcome"]), str(o.data.get("message") or "")),
                         local,
                     )
                 )
