@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
 from harness.logs.facts import Facts, gather
+from harness.logs.job_facts import is_job, job_facts, split
+from harness.logs.job_plan import job_plan
 from harness.logs.lines import Line, classify
 from harness.logs.plan import plan
 from harness.logs.planned import Plan
@@ -58,12 +60,13 @@ class Conversion:
         read = f"read {known + f.unknown} lines: {formats or 'none'}"
         out = [f"{read}; {f.unknown} not understood (skipped)"]
         out.append(
-            f"launcher: {f.launcher}; backend: {f.backend or 'not stated'}; {len(f.nodes)} "
+            f"launcher: {'torchrun job' if p.job is not None else f.launcher}; "
+            f"backend: {f.backend or 'not stated'}; {len(f.nodes)} "
             f"nodes; join timeout {f.join_timeout:g} s; world: {p.world}"
         )
         for fact in f.facts:
             out.append(f"inferred: {fact.what}" + _cite(fact.lines))
-        for planned in p.overrides + p.faults:
+        for planned in p.job_why + p.overrides + p.faults:
             out.append(f"inferred: {planned.why}" + _cite(planned.lines))
         for node, outcome in sorted(p.expect.items()):
             if outcome == "any":
@@ -173,7 +176,13 @@ def convert(
             "how a node ended or what failed; give the logs of the failed start-up (torchrun's "
             "or the workers' output, rdzv's events, a harness report)"
         )
-    streams, assumptions = group(read, [s for s, _ in logs])
+    sources = [s for s, _ in logs]
+    job_read: list[tuple[Line, list[Observation]]] = []
+    job = is_job(read)
+    agents = read
+    if job:
+        agents, job_read = split(read, sources)
+    streams, assumptions = group(agents, sources)
     facts = gather(streams, assumptions, formats, unknown)
     if (
         all(n.outcome is None for n in facts.nodes)
@@ -192,10 +201,13 @@ def convert(
     chosen, assumed = _world(facts, world)
     facts.assumptions.extend(assumed)
     result = plan(facts, everyone_logs, chosen)
-    _job_parts(facts, result)
+    if job:
+        job_plan(result, facts, job_facts(streams, job_read, facts.workers_per_node))
+    else:
+        _job_parts(facts, result)
     slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-") or "from-log"
     what = (
-        "; ".join(p.why for p in result.overrides + result.faults)
+        "; ".join(p.why for p in result.job_why + result.overrides + result.faults)
         or "no fault: every node's outcome as logged"
     )
     description = f"Replays the failed start-up read from {', '.join(s for s, _ in logs)}: {what}."

@@ -40,7 +40,11 @@ _KEY_WAIT = dict(CAUSES)["key_wait"]
 _NAMESPACED = "network namespace of its own"
 
 #: Events a fault can be triggered on (docs/scenarios.md "Triggers").
-TRIGGERS = ("started", "connect_attempt", "connected", "joined", "complete", "failed")
+#: A job node's stages are triggers too (docs/jobs.md "Parts and stages").
+TRIGGERS = (
+    *("started", "connect_attempt", "connected", "joined", "complete", "failed"),
+    *("rendezvous_done", "workers_started", "pg_ready", "collective_done"),
+)
 
 
 @dataclass(frozen=True)
@@ -164,8 +168,10 @@ def _node_facts(node: int, stream: Stream | None) -> NodeFacts:
             facts.joined = True
         elif o.kind == "connected" and facts.connected_at is None:
             facts.connected_at = o.line.when
-        if o.kind in TRIGGERS:
-            facts.last_trigger = (o.kind, o.line.when)
+        event = o.data["stage"] if o.kind == "stage" else o.kind
+        if event in TRIGGERS and (facts.last_trigger or ("",))[0] != event:
+            # a trigger fires on the event's first time: an event repeated counts from there
+            facts.last_trigger = (event, o.line.when)
     reported = [o for o in observations if o.kind == "outcome"]
     errors = [o for o in observations if o.kind == "error"]
     complete = _first(observations, "complete") or _first(observations, "restart")

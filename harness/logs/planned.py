@@ -45,3 +45,11 @@ class Plan:
     name_missing: set[int] = field(default_factory=set)
     #: The node whose key was never published (its rank is missing), if any.
     held: int | None = None
+    #: A job scenario's ``[job]`` table (None: a plain rendezvous) and its
+    #: ``[[expect.parts]]`` entries.
+    job: dict[str, Any] | None = None
+    #: The hard deadline, when the default (2 x join + 15 s) is too short (a job's).
+    hard: float | None = None
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    #: Why the ``[job]`` table holds what it does (an empty entry each, with its lines).
+    job_why: list[PlannedFault] = field(default_factory=list)

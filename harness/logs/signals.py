@@ -14,7 +14,7 @@ join_timeout), ``store_host`` (pid), ``rank`` (rank), ``world`` (size), ``worker
 (cls, outcome, message), ``cause`` (cause), ``missing`` (ranks), ``join_timeout``
 (seconds), ``barrier`` (world_size, worker_count, timeout), ``key_wait`` (key), ``died``
 (signal, exitcode, rank), ``restart`` (left), ``outcome`` (status, message), ``endpoint``
-(host, port), ``mismatch`` (kind), ``started``.
+(host, port), ``mismatch`` (kind), ``started``, ``stage`` (stage and its fields: a job node's).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from harness.logs.causes import CAUSES, outcome_of, outcome_of_message
 from harness.logs.lines import Line
 
-__all__ = ["Observation", "Reader"]
+__all__ = ["JOB_STAGES", "Observation", "Reader"]
 
 _ERROR_LINE = re.compile(
     r"(?:^|\s)(?P<cls>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<msg>.*))?$"
@@ -233,14 +233,26 @@ class Reader:
         self, line: Line, name: str, rest: str, node: int | None
     ) -> Iterator[Observation]:
         fields = {k: _value(v) for k, v in _FIELD.findall(rest)} if "=" in rest else {}
-        if isinstance(fields.get("rank"), int):
+        worker = name == "pg_ready"  # a worker's RANK and WORLD_SIZE, not the node's
+        if isinstance(fields.get("rank"), int) and not worker:
             yield Observation("rank", line, {"rank": fields["rank"]}, node)
-        if isinstance(fields.get("world_size"), int):
+        if isinstance(fields.get("world_size"), int) and not worker:
             yield Observation("world", line, {"size": fields["world_size"]}, node)
         if name in ("joined", "complete", "connected", "connect_attempt", "started", "shutdown"):
             yield Observation(name, line, fields, node)
         if name == "server_listening":
             yield Observation("store_host", line, {"pid": None}, node)
+        if name in JOB_STAGES:  # a job node's stages (the harness's node log)
+            yield Observation("stage", line, {"stage": name, **fields}, node)
+            if name == "restart":
+                yield Observation("restart", line, {"left": None}, node)
+            if name == "worker_failed":
+                cls = str(fields.get("error_class") or "RuntimeError")
+                message = fields["message"] if isinstance(fields.get("message"), str) else rest
+                data = {"cls": cls, "outcome": outcome_of(cls, message), "message": message}
+                yield Observation("error", line, data, node)
+                yield from self._causes(line, message, node)
+            return
         error = fields.get("error") if isinstance(fields.get("error"), str) else None
         if name == "connect_attempt" and error:
             yield from self._causes(line, error, node)
@@ -342,7 +354,19 @@ class Reader:
                 yield Observation("cause", line, data, node)
 
 
-_RDZV_NAMES = frozenset(
+#: A job node's stages (docs/jobs.md), as the harness's node log names them.
+JOB_STAGES = frozenset(
+    {
+        "rendezvous_done",
+        "workers_started",
+        "restart",
+        "pg_ready",
+        "collective_done",
+        "worker_failed",
+    }
+)
+
+_RDZV_NAMES = JOB_STAGES | frozenset(
     {
         "started",
         "join_start",

@@ -77,7 +77,10 @@ def _expect(plan: Plan) -> dict[str, Any]:
         if names:
             entry["message"] = f"missing ranks: {_ranges(plan.missing)}\\b"
         entries.append(entry)
-    return {"outcome": common, "nodes": entries}
+    out: dict[str, Any] = {"outcome": common, "nodes": entries}
+    if plan.parts:
+        out["parts"] = plan.parts
+    return out
 
 
 def render(plan: Plan, name: str, description: str, header: Sequence[str]) -> str:
@@ -93,10 +96,16 @@ def render(plan: Plan, name: str, description: str, header: Sequence[str]) -> st
         top["world"] = plan.world
     text = "".join(f"# {line}\n" for line in header)
     text += tomli_w.dumps(top)
-    text += "\n" + tomli_w.dumps({"timeouts": {"join": plan.join}})
+    timeouts = {"join": plan.join} | ({"hard": plan.hard} if plan.hard else {})
+    text += "\n" + tomli_w.dumps({"timeouts": timeouts})
     if plan.endpoint_host:
         text += "\n" + _comment("the endpoint is the host name the log could not resolve")
         text += tomli_w.dumps({"endpoint": {"host": plan.endpoint_host}})
+    if plan.job is not None:
+        text += "\n" + _comment("a torchrun job: an agent and its workers per node (docs/jobs.md)")
+        for planned in plan.job_why:
+            text += _comment(planned.why) + _quote(planned.lines)
+        text += tomli_w.dumps({"job": plan.job})
     text += _section("override", plan.overrides)
     text += _section("fault", plan.faults)
     text += (

@@ -24,7 +24,14 @@ from harness.scenario.load import load
 from harness.world.netns import naming
 from harness.world.netns.shell import run
 
-__all__ = ["assert_same_symptom", "missing_ranks", "no_namespace_left", "node_logs", "round_trip"]
+__all__ = [
+    "agents",
+    "assert_same_symptom",
+    "missing_ranks",
+    "no_namespace_left",
+    "node_logs",
+    "round_trip",
+]
 
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -53,16 +60,36 @@ def node_log(outcome: NodeOutcome) -> str:
 
 
 def node_logs(outcomes: Iterable[NodeOutcome]) -> list[tuple[str, str]]:
-    """One ``(name, text)`` per node: ``node-<id>.log``."""
-    return [(f"node-{o.node}.log", node_log(o)) for o in outcomes]
+    """One ``(name, text)`` per node: ``node-<id>.log``. A job node's log goes on with what
+    its processes wrote (the tail the harness keeps): torchrun's agent lines (glog), c10d's
+    C++ lines, the workers' tracebacks."""
+    return [
+        (f"node-{o.node}.log", node_log(o) + (o.output or "" if o.parts else "")) for o in outcomes
+    ]
 
 
 _MISSING = re.compile(r"missing ranks: ([\d, -]*\d)")
 
 
+_RANK_KEY = re.compile(r"/default_pg/\d+//\w+//\d+/(\d+)\b")
+
+
 def missing_ranks(report: Report) -> set[str]:
-    """The missing ranks the nodes of a run named (as rdzv writes them: ``1-3, 5``)."""
-    return {m[1] for o in report.outcomes if o.message for m in [_MISSING.search(o.message)] if m}
+    """The missing ranks the nodes of a run named (as rdzv writes them: ``1-3, 5``), and a
+    job's workers (the rank whose gloo key they waited for: ``worker 3``)."""
+    named = {m[1] for o in report.outcomes if o.message for m in [_MISSING.search(o.message)] if m}
+    parts = [p for o in report.outcomes for p in o.parts if p.message]
+    return named | {f"worker {m}" for p in parts for m in _RANK_KEY.findall(p.message or "")}
+
+
+def agents(report: Report) -> dict[int, tuple[str, int | None]]:
+    """Each job node's agent: its outcome class and restarts."""
+    return {
+        o.node: (p.status, p.restarts)
+        for o in report.outcomes
+        for p in o.parts
+        if p.part == "agent"
+    }
 
 
 def round_trip(path: Path, tmp_path: Path) -> tuple[Report, Report, str]:
@@ -84,6 +111,7 @@ def assert_same_symptom(original: Report, replay: Report, text: str) -> None:
     after = {o.node: o.status for o in replay.outcomes}
     assert after == before, f"outcomes differ; the scenario was:\n{text}"
     assert missing_ranks(replay) == missing_ranks(original), text
+    assert agents(replay) == agents(original), f"the agents differ; the scenario was:\n{text}"
     assert replay.passed, f"{replay.violations}\n{text}"
 
 

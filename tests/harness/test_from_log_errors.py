@@ -119,13 +119,17 @@ def test_a_name_that_does_not_resolve_is_a_dns_fault_on_that_name() -> None:
 BARRIER_SHORT = log("barrier-short.log")
 
 
-def test_a_barrier_short_of_workers_means_missing_ranks() -> None:
+def test_a_barrier_short_of_workers_holds_back_the_last_workers_of_a_job() -> None:
     data, conversion = scenario(("n1.log", BARRIER_SHORT))
-    assert data["nodes"] == 4 and kinds(data) == ["absent"]
-    assert data["fault"][0]["nodes"] == [3]  # 2 of 8 workers at 2 per node: one node
-    assert outcomes(data)[1] == "timeout"
-    assert data["timeouts"]["join"] == 30.0  # the barrier's 30 min
-    assert any("does not say which" in a for a in conversion.plan.assumptions)
+    # every agent's rendezvous completed (group_world_size=4): the job's workers are missing
+    assert data["nodes"] == 4 and data["job"]["nproc_per_node"] == 2
+    assert [(f["kind"], f["nodes"], f["part"]) for f in data["fault"]] == [
+        ("pause", [3], "worker 0"),
+        ("pause", [3], "worker 1"),
+    ]
+    assert outcomes(data)[1] == "error"  # its worker timed out: its agent fails the job
+    assert data["job"]["process_group_timeout"] == 30.0  # the barrier's 30 min
+    assert any("names none" in a for a in conversion.plan.assumptions)
 
 
 BARRIER_OVER = BARRIER_SHORT.replace("worker_count=6", "worker_count=10").replace(
@@ -133,20 +137,21 @@ BARRIER_OVER = BARRIER_SHORT.replace("worker_count=6", "worker_count=10").replac
 )
 
 
-def test_a_barrier_over_the_world_size_means_stale_keys_after_a_restart() -> None:
+def test_a_barrier_over_the_world_size_is_named_as_stale_keys_not_reproduced() -> None:
     data, conversion = scenario(("n1.log", BARRIER_OVER))
-    assert kinds(data) == ["restart"]
-    assert any("over-count" in n for n in conversion.plan.not_reproduced)
+    assert kinds(data) == []
+    assert any("stale keys" in n for n in conversion.plan.not_reproduced)
 
 
 KEY_WAIT = log("key-wait.log")
 
 
-def test_a_key_never_published_is_held_back_by_the_rank_it_names() -> None:
+def test_a_key_never_published_is_held_back_by_the_worker_of_the_rank_it_names() -> None:
     data, _ = scenario(("n0.log", KEY_WAIT))
     (fault,) = data["fault"]
-    assert (fault["kind"], fault["nodes"], fault["action"]) == ("store_op", [3], "drop")
-    assert outcomes(data)[0] == "timeout" and outcomes(data)[3] == "timeout"
+    assert (fault["kind"], fault["nodes"], fault["part"]) == ("pause", [3], "worker 0")
+    assert fault["duration"] > data["job"]["process_group_timeout"]
+    assert outcomes(data)[0] == "error"
 
 
 BOX = log("box.log")
@@ -257,13 +262,12 @@ def test_a_world_beyond_one_machine_is_scaled_to_1024_nodes_keeping_the_missing_
     assert any("4096 nodes do not fit one machine" in a for a in conversion.plan.assumptions)
 
 
-def test_torchruns_tee_lines_and_restarts_are_named_as_not_reproduced() -> None:
+def test_torchruns_tee_lines_and_restarts_give_a_job_whose_worker_crashes() -> None:
     data, conversion = scenario(("n1.log", log("tee-restarts.log")))
     assert conversion.facts.launcher == "torchrun" and conversion.facts.backend == "c10d"
-    # the workers ran (and failed, and restarted): the rendezvous itself completed
-    assert data["nodes"] == 2 and outcomes(data)[1] == "ok" and kinds(data) == []
-    (job,) = conversion.plan.not_reproduced
-    assert "2 workers per node" in job and "max_restarts 3" in job
-    assert "2 worker-group restart(s) seen (n1.log:15)" in job
-    assert "the workers' errors after the rendezvous (n1.log:14, n1.log:16)" in job
-    assert "# not reproduced: this is a torchrun job" in conversion.text
+    # the workers ran (and failed, and restarted): a job of 2 workers per node, 3 restarts
+    assert data["nodes"] == 2 and outcomes(data)[1] == "ok"
+    assert data["job"] == {"nproc_per_node": 2, "max_restarts": 3}
+    (crash,) = data["fault"]
+    assert (crash["kind"], crash["nodes"], crash["part"]) == ("kill", [1], "worker 0")
+    assert "#   n1.log:14: [default0]:RuntimeError: CUDA error" in conversion.text

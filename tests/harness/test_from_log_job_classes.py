@@ -1,0 +1,90 @@
+"""One test per job failure class: a torchrun job's log (written for the test, in torch's
+formats: glog agent lines, ``[default0]:`` tee prefixes, workers' tracebacks) -> the job
+scenario ``from-log`` writes ([job], faults on one part, the world)."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+from harness.logs import convert
+
+AGENT = "I1204 10:00:0{s}.000000 {pid} torch/distributed/elastic/agent/server/api.py:680] {text}"
+
+
+def job(*logs: tuple[str, str]) -> dict[str, Any]:
+    return tomllib.loads(convert(list(logs), name="t").text)
+
+
+def node(n: int, *worker: str, pid: int = 100) -> tuple[str, str]:
+    lines = [
+        AGENT.format(s=0, pid=pid + n, text="[default] Starting worker group"),
+        f"rdzv_configs : {{'rank': {n}}}",
+        *worker,
+        AGENT.format(s=9, pid=pid + n, text="ChildFailedError: workers failed"),
+    ]
+    return f"node-{n}.log", "\n".join(lines) + "\n"
+
+
+def test_eaddrinuse_in_a_worker_runs_a_launcher_nested_on_master_port() -> None:
+    data = job(
+        node(
+            0,
+            "[default0]:torch.distributed.DistNetworkError: The server socket has failed "
+            "to listen on any local network address. port: 29500, code: -98, name: EADDRINUSE",
+        ),
+        node(1, "[default0]:RuntimeError: peer gone"),
+    )
+    assert data["job"]["script"].endswith("nested_launcher.py")
+
+
+def test_gloos_full_mesh_timeout_filters_every_port_but_the_stores_in_the_netns_world() -> None:
+    mesh = "[default0]:RuntimeError: Gloo connectFullMesh failed with [pair.h:311] Connect timeout"
+    data = job(node(0, mesh), node(1, mesh))
+    assert data["world"] == "netns"
+    assert [(f["kind"], f["ports"]) for f in data["fault"]] == [("filter", ["store"])]
+
+
+def test_c10d_agents_losing_the_store_advertise_a_name_that_resolves_to_loopback() -> None:
+    lost = (
+        "torch.distributed.DistNetworkError: The connection to the C10d store has failed. "
+        "localhost:29400: [Errno 111] Connection refused"
+    )
+    started = AGENT.format(s=0, pid=100, text="[default] Starting worker group") + "\n"
+    data = job(("node-0.log", started), ("node-1.log", started + lost + "\n"))
+    assert data["job"]["local_addr"] == "localhost" and data["world"] == "netns"
+
+
+def test_an_agent_without_an_endpoint_runs_without_one() -> None:
+    absent = (
+        "ValueError: endpoint is absent in RendezvousParameters. Try add --master-port and "
+        "--master-addr to the cmd request (endpoint 'host:port')."
+    )
+    data = job(("node-0.log", absent + "\n"), ("node-1.log", absent + "\n"))
+    assert data["job"]["endpoint"] is False
+    assert {e["outcome"] for e in data["expect"]["nodes"]} == {"error"}
+
+
+def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there() -> None:
+    def events(n: int, *more: str) -> tuple[str, str]:
+        stamp = "[2026-01-01 00:00:0{s},000] rdzv.rendezvous: [INFO] {text}"
+        lines = [
+            stamp.format(s=0, text=f"joined run_id='j' round=0 rank={n} world_size=3"),
+            stamp.format(s=0, text=f"rendezvous_done rank={n} world_size=3"),
+            stamp.format(s=1, text="workers_started pids=[7]"),
+            stamp.format(s=2, text=f"pg_ready rank={n} world_size=3"),
+            *more,
+        ]
+        return f"node-{n}.log", "\n".join(lines) + "\n"
+
+    failed = (
+        "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: Connection closed by peer"
+    )
+    box = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: workers failed"
+    data = job(events(0, failed, box), events(1, failed, box), events(2))
+    (kill,) = data["fault"]
+    assert (kill["kind"], kill["nodes"], kill["on"]) == ("kill", [2], "pg_ready")
+    outcomes = {n: e["outcome"] for e in data["expect"]["nodes"] for n in e["nodes"]}
+    assert outcomes == {0: "error", 1: "error", 2: "killed"}
+    workers = [p for p in data["expect"]["parts"] if p["part"] == "workers"]
+    assert all("connection_error" in p["outcome"] for p in workers)
