@@ -28,7 +28,7 @@ from typing import Any
 
 from harness.logs.causes import CAUSES
 from harness.logs.facts import Facts
-from harness.logs.job_facts import JobFacts, rank_keys
+from harness.logs.job_facts import JobFacts, WorkerError, rank_keys
 from harness.logs.planned import ANY, Plan, PlannedFault
 
 __all__ = ["job_plan"]
@@ -114,6 +114,37 @@ def _crashed(plan: Plan, job: JobFacts) -> None:
         plan.faults.append(PlannedFault(entry, why, [first.line, restarts[0].line]))
 
 
+#: How many times the process group's timeout torch 2.13's gloo spends on a full-mesh connect
+#: that no peer answers before it gives up (measured: 5 s gave up after 26 s, 29.6 s after
+#: about 140 s).
+GLOO_CONNECT_FACTOR = 5
+
+
+def _mesh_timeout(plan: Plan, job: JobFacts, mesh: WorkerError, table: dict[str, Any]) -> None:
+    """No line states the group's timeout: take it from how long gloo's connect tried (its
+    workers' start to its failure, on one clock), so the replay gives up as late."""
+    began = next(
+        (
+            o.line
+            for o in job.stages.get(mesh.node, [])
+            if o.data.get("stage") == "workers_started" and o.line.fmt == mesh.line.fmt
+        ),
+        None,
+    )
+    if began is None or began.when is None or mesh.line.when is None:
+        return
+    tried = mesh.line.when - began.when
+    if tried <= 0:
+        return
+    table["process_group_timeout"] = max(1.0, round(tried / GLOO_CONNECT_FACTOR, 1))
+    plan.assumptions.append(
+        f"no line states the process group's timeout: gloo's connect tried {tried:.1f} s "
+        f"({began.where} to {mesh.line.where}), and torch 2.13's gloo gives up after "
+        f"about {GLOO_CONNECT_FACTOR} times the group's timeout when no peer answers: "
+        f"{table['process_group_timeout']:g} s"
+    )
+
+
 def _network(plan: Plan, facts: Facts, job: JobFacts, table: dict[str, Any]) -> None:
     mesh = next((e for e in job.errors if "connectFullMesh" in e.message), None)
     if mesh is not None and not rank_keys(job):  # not a late peer's key: the data ports
@@ -124,6 +155,8 @@ def _network(plan: Plan, facts: Facts, job: JobFacts, table: dict[str, Any]) -> 
         )
         plan.faults.append(PlannedFault(entry, why, [mesh.line]))
         _netns(plan, facts, "a port filter is the kernel's")
+        if job.pg_timeout is None:
+            _mesh_timeout(plan, job, mesh, table)
     if job.store_lost is not None:
         table["local_addr"] = "localhost"
         plan.job_why.append(

@@ -88,3 +88,21 @@ def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there(
     assert outcomes == {0: "error", 1: "error", 2: "killed"}
     workers = [p for p in data["expect"]["parts"] if p["part"] == "workers"]
     assert all("connection_error" in p["outcome"] for p in workers)
+
+
+def test_gloos_full_mesh_timeout_sets_the_group_timeout_from_how_long_the_connect_tried() -> None:
+    def events(n: int) -> tuple[str, str]:
+        lines = [
+            f"[2026-01-01 00:00:00,002] rdzv.rendezvous: [INFO] join_start rank={n} world_size=2",
+            f"[2026-01-01 00:00:00,012] rdzv.rendezvous: [INFO] rendezvous_done rank={n} "
+            "world_size=2",
+            "[2026-01-01 00:00:00,016] rdzv.rendezvous: [INFO] workers_started pids=[6571]",
+            "[2026-01-01 00:00:26,016] rdzv.rendezvous: [INFO] worker_failed: Gloo "
+            "connectFullMesh failed with [pair.h:311] Connect timeout [none]",
+            AGENT.format(s=9, pid=100 + n, text="ChildFailedError: workers failed"),
+        ]
+        return f"node-{n}.log", "\n".join(lines) + "\n"
+
+    data = job(events(0), events(1))
+    assert [f["kind"] for f in data["fault"]] == ["filter"]
+    assert data["job"]["process_group_timeout"] == 26.0 / 5

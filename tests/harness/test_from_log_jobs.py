@@ -5,9 +5,11 @@ tracebacks), run the job scenario that comes out: the same outcome class on ever
 the same agents' outcomes and restarts, the same ranks missing (nodes' ``missing ranks``,
 workers' gloo keys waited for in vain).
 
-Marked ``jobs`` (torch in every agent and worker: ``tox -e jobs``); J07 and J08 run in the
-netns world and are marked ``netns`` (``tox -e netns``), each removing the namespaces it
-made, also on failure.
+Marked ``jobs`` (torch in every agent and worker: ``tox -e jobs``, which runs them all); J07
+and J08 run in the netns world and are marked ``netns`` too (root and nft; skipped without
+them), each removing the namespaces it made, also on failure. The original run must pass
+its own expectations (a shipped job scenario passes on its default backend: this is where
+``tox -e jobs`` checks that on rdzv).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def test_a_job_scenarios_logs_replay_as_a_job_with_the_same_outcomes(
     path: Path, tmp_path: Path
 ) -> None:
     original, replay, text = round_trip(path, tmp_path)
+    assert original.passed, f"{path.name} failed on rdzv: {original.violations}"
     assert "[job]" in text, text
     assert_same_symptom(original, replay, text)
 
@@ -44,6 +47,7 @@ def _no_namespace_left() -> Iterator[None]:
         yield
 
 
+@pytest.mark.jobs
 @pytest.mark.netns
 @pytest.mark.skipif(NO_TORCH, reason="torch is not installed")
 @pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
@@ -53,5 +57,6 @@ def test_a_netns_job_scenarios_logs_replay_in_the_netns_world_with_the_same_outc
     path: Path, tmp_path: Path
 ) -> None:
     original, replay, text = round_trip(path, tmp_path)
+    assert original.passed, f"{path.name} failed on rdzv: {original.violations}"
     assert "[job]" in text and 'world = "netns"' in text, text
     assert_same_symptom(original, replay, text)
