@@ -94,11 +94,15 @@ def test_gloos_full_mesh_timeout_sets_the_group_timeout_from_how_long_the_connec
     def events(n: int) -> tuple[str, str]:
         lines = [
             f"[2026-01-01 00:00:00,002] rdzv.rendezvous: [INFO] join_start rank={n} world_size=2",
-            f"[2026-01-01 00:00:00,012] rdzv.rendezvous: [INFO] rendezvous_done rank={n} "
-            "world_size=2",
+            (
+                f"[2026-01-01 00:00:00,012] rdzv.rendezvous: [INFO] rendezvous_done rank={n} "
+                "world_size=2"
+            ),
             "[2026-01-01 00:00:00,016] rdzv.rendezvous: [INFO] workers_started pids=[6571]",
-            "[2026-01-01 00:00:26,016] rdzv.rendezvous: [INFO] worker_failed: Gloo "
-            "connectFullMesh failed with [pair.h:311] Connect timeout [none]",
+            (
+                "[2026-01-01 00:00:26,016] rdzv.rendezvous: [INFO] worker_failed: Gloo "
+                "connectFullMesh failed with [pair.h:311] Connect timeout [none]"
+            ),
             AGENT.format(s=9, pid=100 + n, text="ChildFailedError: workers failed"),
         ]
         return f"node-{n}.log", "\n".join(lines) + "\n"
