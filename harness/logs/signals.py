@@ -32,7 +32,7 @@ from harness.logs.lines import Line
 __all__ = ["JOB_STAGES", "Observation", "Reader"]
 
 _ERROR_LINE = re.compile(
-    r"(?:^|\s)(?P<cls>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?:: (?P<msg>.*))?$"
+    r"(?:^|\s)(?P<cls>(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?::(?: (?P<msg>.*))?)?$"
 )
 _RDZV_EVENT = re.compile(r"(?P<name>[a-z][a-z_]+)(?:: (?P<msg>.+)| (?P<fields>[a-z_]+=.*))$")
 _FIELD = re.compile(r"([a-z_]+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\]]*\]|\{[^}]*\}|\S+)")

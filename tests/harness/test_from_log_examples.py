@@ -1,4 +1,4 @@
-"""docs/from-log.md's three conversions stay true: each example's logs still convert to the
+"""docs/from-log.md's four conversions stay true: each example's logs still convert to the
 scenario kept beside them (docs/from-log-examples/), which loads."""
 
 from __future__ import annotations
@@ -15,6 +15,11 @@ CASES = [
     (["torch-static-node2.log"], "torch-static-node2.toml", "torch-static-node2"),
     (["torch-c10d-node0.log"], "torch-c10d-node0.toml", "torch-c10d-node0"),
     ([f"n04-netns/node-{i}.log" for i in range(8)], "n04-netns/replay.toml", "n04-replay"),
+    (
+        [f"torchrun-static-job/node-{i}.log" for i in range(2)],
+        "torchrun-static-job/replay.toml",
+        "job-replay",
+    ),
 ]
 
 
