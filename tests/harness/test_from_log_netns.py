@@ -9,6 +9,8 @@ kernel's faults (no answer -> ``drop``, refused -> ``reject``, no route -> ``rej
 answering host-unreachable). Marked ``netns``: a plain pytest leaves them to ``tox -e
 netns``; skipped where the machine cannot host the world (not root, no nft). Each test
 removes the namespaces this process made, also on failure, and fails if any were left.
+The original run must pass its own expectations (this is where ``tox -e netns`` checks that
+every shipped netns scenario passes).
 """
 
 from __future__ import annotations
@@ -41,5 +43,6 @@ def test_a_netns_scenarios_logs_replay_in_the_netns_world_with_the_same_outcomes
     path: Path, tmp_path: Path
 ) -> None:
     original, replay, text = round_trip(path, tmp_path)
+    assert original.passed, f"{path.name} failed: {original.violations}"
     assert 'world = "netns"' in text, text
     assert_same_symptom(original, replay, text)
