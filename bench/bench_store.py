@@ -29,8 +29,14 @@ mypyc (``rdzv+mypyc``; with ``--floor`` also ``floor+fast+mypyc``), compiled in 
 copy of the package that the run removes (``bench/_compiled.py``): what a compiled fast
 path gives, measured.
 
+The aggregate row also prints each server's share of a CPU while it was runnable and how
+often it was preempted per pair (``bench/_sched.py``): pairs/s is that share divided by the
+CPU per pair. ``--syscalls`` counts the server's system calls per pair with ``perf stat``;
+``--baseline CHECKOUT`` adds rdzv's server imported from another checkout (``rdzv@base``),
+interleaved with this one's, for an A/B (or, on the same code, an A/A: the noise) in one run.
+
 Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
-[--floor] [--compiled]``
+[--floor] [--compiled] [--syscalls] [--baseline CHECKOUT]``
 """
 
 from __future__ import annotations
