@@ -11,6 +11,9 @@ gives it only part of a CPU. These read both factors, and how the server spends 
 * :func:`syscalls`: ``perf stat`` on the server (tracepoints of the system calls that move
   the requests: poller waits, receives, sends, poller changes), when ``perf`` is installed
   and permitted; None otherwise. Counting costs the server little (a counter per call).
+* :func:`segments`: TCP segments sent in this network namespace (``/proc/net/snmp``
+  ``OutSegs``; the bench runs in a namespace of its own, so they are its clients' and its
+  server's): a request and its reply are 2 when every ACK rides on data.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import signal
 import subprocess
 from collections.abc import Iterator
 
-__all__ = ["SYSCALLS", "Sched", "sched", "syscalls"]
+__all__ = ["SYSCALLS", "Sched", "sched", "segments", "syscalls"]
 
 #: The system calls counted, by the names ``perf`` gives their tracepoints: Python's socket
 #: calls are recvfrom/sendto, torch's libuv uses read/write (and epoll_pwait).
@@ -84,6 +87,13 @@ def sched(pid: int) -> Sched:
                 total.voluntary += counts.get("voluntary_ctxt_switches", 0)
                 total.involuntary += counts.get("nonvoluntary_ctxt_switches", 0)
     return total
+
+
+def segments() -> int:
+    """TCP segments sent so far in this network namespace (``OutSegs``)."""
+    with open("/proc/net/snmp") as snmp:
+        tcp = [line.split() for line in snmp if line.startswith("Tcp:")]
+    return int(dict(zip(tcp[0][1:], tcp[1][1:], strict=True))["OutSegs"])
 
 
 @contextlib.contextmanager

@@ -284,8 +284,10 @@ def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | 
                 _sched.syscalls(pid) if args.syscalls else nullcontext({}) as counted,
             ):
                 before, sched_before = _memory.cpu_seconds(pid), _sched.sched(pid)
+                sent_before = _sched.segments()
                 result = _store_load.aggregate(port, args.clients, args.seconds)
                 after, used = _memory.cpu_seconds(pid), _sched.sched(pid) - sched_before
+                sent = _sched.segments() - sent_before
             if "error" in result:
                 print(f"aggregate {name} server ERROR {result['error']}", flush=True)
                 continue
@@ -299,6 +301,7 @@ def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | 
             costs.setdefault(name, []).append((user, system))
             scheds.setdefault(name, []).append((used.share, used.involuntary / pairs))
             if counted:
+                counted["TCP segments"] = sent
                 calls.setdefault(name, []).append({k: v / pairs for k, v in counted.items()})
     for name, rates in runs.items():
         shown = ", ".join(f"{r:.0f}" for r in rates)
@@ -317,10 +320,11 @@ def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | 
         )
         if name in calls:
             per_pair = {
-                k: statistics.median(c.get(k, 0.0) for c in calls[name]) for k in _sched.SYSCALLS
+                k: statistics.median(c.get(k, 0.0) for c in calls[name])
+                for k in (*_sched.SYSCALLS, "TCP segments")
             }
             print(
-                f"aggregate {name} server: system calls per pair "
+                f"aggregate {name} server: system calls (and TCP segments, both ways) per pair "
                 + ", ".join(f"{k} {v:.3f}" for k, v in per_pair.items() if v),
                 flush=True,
             )
