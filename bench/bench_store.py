@@ -29,8 +29,14 @@ mypyc (``rdzv+mypyc``; with ``--floor`` also ``floor+fast+mypyc``), compiled in 
 copy of the package that the run removes (``bench/_compiled.py``): what a compiled fast
 path gives, measured.
 
+The aggregate row also prints each server's share of a CPU while it was runnable and how
+often it was preempted per pair (``bench/_sched.py``): pairs/s is that share divided by the
+CPU per pair. ``--syscalls`` counts the server's system calls per pair with ``perf stat``;
+``--baseline CHECKOUT`` adds rdzv's server imported from another checkout (``rdzv@base``),
+interleaved with this one's, for an A/B (or, on the same code, an A/A: the noise) in one run.
+
 Usage: ``python bench/bench_store.py [--pairs 20000] [--repeat 3] [--rows pairs aggregate storm]
-[--floor] [--compiled]``
+[--floor] [--compiled] [--syscalls] [--baseline CHECKOUT]``
 """
 
 from __future__ import annotations
@@ -44,12 +50,13 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any
 
 import _compiled
 import _memory
+import _sched
 import _store_load
 
 RDZV_SERVER = (
@@ -228,7 +235,10 @@ def pair_rows(args: argparse.Namespace, have_torch: bool) -> None:
 
 
 def _servers(
-    have_torch: bool, floor: bool = False, compiled: str | None = None
+    have_torch: bool,
+    floor: bool = False,
+    compiled: str | None = None,
+    baseline: str | None = None,
 ) -> list[tuple[str, str]]:
     servers = [("rdzv", RDZV_SERVER)]
     if have_torch:
@@ -237,6 +247,13 @@ def _servers(
         print("torch server: not run (torch is not installed)")
     if floor:
         servers += FLOOR_SERVERS.items()
+    if baseline is not None:  # rdzv's server from another checkout, for an A/B in one run
+        prelude = (
+            f"import sys; sys.path.insert(0, {baseline!r})\n"
+            "import rdzv\n"
+            f"assert rdzv.__file__.startswith({baseline!r}), rdzv.__file__\n"
+        )
+        servers.append(("rdzv@base", prelude + RDZV_SERVER))
     if compiled is not None:  # the same servers with the fast path compiled (never shipped)
         servers.append(("rdzv+mypyc", _compiled.prelude(compiled) + RDZV_SERVER))
         if floor:
@@ -257,13 +274,23 @@ def aggregate_rows(args: argparse.Namespace, have_torch: bool) -> None:
 def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | None) -> None:
     runs: dict[str, list[float]] = {}
     costs: dict[str, list[tuple[float, float]]] = {}
-    servers = _servers(have_torch, floor=args.floor, compiled=compiled)
-    for _ in range(args.repeat):
-        for name, code in servers:
-            with server(code) as (port, pid):
-                before = _memory.cpu_seconds(pid)
+    scheds: dict[str, list[tuple[float, float]]] = {}
+    calls: dict[str, list[dict[str, float]]] = {}
+    servers = _servers(have_torch, args.floor, compiled, args.baseline)
+    for round_ in range(args.repeat):
+        # Each round starts one server later: in an A/A run in a fixed order (--baseline on
+        # the same code) the server run first came out ahead in all 5 rounds, by 1-23 %.
+        turn = round_ % len(servers)
+        for name, code in servers[turn:] + servers[:turn]:
+            with (
+                server(code) as (port, pid),
+                _sched.syscalls(pid) if args.syscalls else nullcontext({}) as counted,
+            ):
+                before, sched_before = _memory.cpu_seconds(pid), _sched.sched(pid)
+                sent_before = _sched.segments()
                 result = _store_load.aggregate(port, args.clients, args.seconds)
-                after = _memory.cpu_seconds(pid)
+                after, used = _memory.cpu_seconds(pid), _sched.sched(pid) - sched_before
+                sent = _sched.segments() - sent_before
             if "error" in result:
                 print(f"aggregate {name} server ERROR {result['error']}", flush=True)
                 continue
@@ -275,16 +302,35 @@ def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | 
             pairs = max(result["pairs_per_s"] * args.seconds, 1.0)
             user, system = (1e6 * (b - a) / pairs for a, b in zip(before, after, strict=True))
             costs.setdefault(name, []).append((user, system))
+            scheds.setdefault(name, []).append((used.share, used.involuntary / pairs))
+            if counted:
+                counted["TCP segments"] = sent
+                calls.setdefault(name, []).append({k: v / pairs for k, v in counted.items()})
     for name, rates in runs.items():
         shown = ", ".join(f"{r:.0f}" for r in rates)
         user = statistics.median(u for u, _ in costs[name])
         system = statistics.median(s for _, s in costs[name])
+        share = statistics.median(s for s, _ in scheds[name])
+        preempted = statistics.median(p for _, p in scheds[name])
         print(
             f"aggregate {args.clients} client processes -> {name:10s} server: median "
             f"{statistics.median(rates):9.0f} set+get pairs/s (runs {shown}); server CPU "
-            f"per pair {user + system:.1f} us ({user:.1f} user, {system:.1f} system)",
+            f"per pair {user + system:.1f} us ({user:.1f} user, {system:.1f} system); on a "
+            f"CPU {100 * share:.0f} % of the time it was runnable (runs "
+            + ", ".join(f"{100 * s:.0f}" for s, _ in scheds[name])
+            + f"), preempted {preempted:.2f} times per pair",
             flush=True,
         )
+        if name in calls:
+            per_pair = {
+                k: statistics.median(c.get(k, 0.0) for c in calls[name])
+                for k in (*_sched.SYSCALLS, "TCP segments")
+            }
+            print(
+                f"aggregate {name} server: system calls (and TCP segments, both ways) per pair "
+                + ", ".join(f"{k} {v:.3f}" for k, v in per_pair.items() if v),
+                flush=True,
+            )
     rate = {name: statistics.median(rates) for name, rates in runs.items()}
     cost = {name: statistics.median(u + s for u, s in pairs) for name, pairs in costs.items()}
     if "rdzv" in rate and "torch" in rate:
@@ -292,6 +338,12 @@ def _aggregate_rows(args: argparse.Namespace, have_torch: bool, compiled: str | 
         goal = "met" if ratio >= 1.0 else "MISSED"
         print(f"ratio aggregate rdzv/torch server {ratio:.2f}x (goal >= 1.0x: {goal})")
         print(f"ratio server CPU per pair rdzv/torch {cost['rdzv'] / cost['torch']:.2f}x")
+    if "rdzv@base" in rate:
+        print(
+            f"ratio aggregate rdzv/rdzv@base {rate['rdzv'] / rate['rdzv@base']:.2f}x, server "
+            f"CPU per pair {cost['rdzv'] / cost['rdzv@base']:.2f}x (this checkout against "
+            f"{args.baseline})"
+        )
     if "rdzv+mypyc" in rate and "torch" in rate:
         ratio, per_pair = rate["rdzv+mypyc"] / rate["torch"], cost["rdzv+mypyc"] / cost["torch"]
         print(
@@ -374,6 +426,17 @@ def main() -> int:
         action="store_true",
         help="aggregate: also rdzv's server (and, with --floor, floor+fast) with the fast path "
         "compiled by mypyc in a temporary copy of the package (never shipped)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="CHECKOUT",
+        help="aggregate: also rdzv's server imported from this checkout (rdzv@base), "
+        "interleaved with this one's: an A/B in one run",
+    )
+    parser.add_argument(
+        "--syscalls",
+        action="store_true",
+        help="aggregate: also count each server's system calls per pair (needs perf)",
     )
     parser.add_argument("--storm", type=int, default=4096, help="storm: clients")
     parser.add_argument("--storm-procs", type=int, default=16, help="storm: client processes")

@@ -122,6 +122,52 @@ def test_a_callback_that_requeues_itself_does_not_starve_the_sockets(loop: Event
         writer.close()
 
 
+def test_one_poll_serves_every_ready_connection_before_the_loop_polls_again() -> None:
+    loop = EventLoop()
+    real = loop._poller
+    returned: list[int] = []  # ready files per poll, in order
+    served: list[tuple[int, int]] = []  # (poll number, fd) per handler call
+
+    class CountingPoller:
+        def register(self, fd: int, events: int) -> None:
+            real.register(fd, events)
+
+        def modify(self, fd: int, events: int) -> None:
+            real.modify(fd, events)
+
+        def unregister(self, fd: int) -> None:
+            real.unregister(fd)
+
+        def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
+            ready = real.poll(timeout)
+            returned.append(len(ready))
+            return ready
+
+    loop._poller = CountingPoller()
+    pairs = [socket.socketpair() for _ in range(8)]
+    fds = sorted(ours.fileno() for ours, _ in pairs)
+    try:
+        for ours, theirs in pairs:
+            ours.setblocking(False)
+            theirs.sendall(b"request")  # every connection is readable before the first poll
+
+            def on_read(mask: int, sock: socket.socket = ours) -> None:
+                sock.recv(64)
+                served.append((len(returned), sock.fileno()))
+                if len(served) == len(pairs):
+                    loop.stop()
+
+            loop.register(ours, READ, on_read)
+        loop.run_forever()
+    finally:
+        for ours, theirs in pairs:
+            ours.close()
+            theirs.close()
+    assert returned[0] == len(pairs)
+    assert sorted(fd for _, fd in served) == fds
+    assert [number for number, _ in served] == [1] * len(pairs), "all served after one poll"
+
+
 def test_a_stopped_loop_refuses_further_calls() -> None:
     loop = EventLoop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)

@@ -244,6 +244,48 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
     assert got.data == {b"a": b"2", b"n": b"2", b"b": b"x"}
 
 
+class CountingSocket:
+    """A connection's socket that records every ``send`` (the rest is the real socket's)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.sends: list[bytes] = []
+
+    def send(self, data: bytes) -> int:
+        self.sends.append(bytes(data))
+        return self.sock.send(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.sock, name)
+
+
+def test_one_read_of_pipelined_requests_is_answered_with_one_send() -> None:
+    body = [
+        w.Set(b"k", b"v"),
+        w.Get(b"k"),
+        w.Add(b"c", 5),
+        w.MultiGet((b"k", b"c")),
+        w.Check((b"k",)),
+        w.Get(b"c"),
+    ]
+    for fast in (True, False):  # the fast path, and the general path (a batch of 6)
+        with world(1, fast=fast) as made:
+            made.feed(0, VALIDATE)
+            counting = CountingSocket(made.conns[0].sock)
+            made.conns[0].sock = counting  # type: ignore[assignment]
+            made.feed(0, b"".join(w.encode_request(r) for r in body))
+            got = made.outcome()
+        assert got.replies == [
+            w.encode_bytes(b"v")
+            + w.encode_i64(5)
+            + w.encode_bytes(b"v")
+            + w.encode_bytes(b"5")
+            + w.encode_u8(w.READY)
+            + w.encode_bytes(b"5")
+        ]
+        assert counting.sends == got.replies, f"fast path {fast}: one send for the read"
+
+
 def test_a_set_on_the_fast_path_wakes_a_waiter_on_another_connection() -> None:
     with world(2) as made:
         made.feed(0, VALIDATE + w.encode_request(w.Wait((b"a",))) + w.encode_request(w.Get(b"a")))
