@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -100,12 +101,17 @@ def test_a_member_joins_in_three_round_trips_and_four_writes_besides_a_watchmans
         channel = member._channel
         send = channel.send
 
+        waits = threading.Event()
+
         def recorded(data: bytes, op: str, deadline: float | None) -> None:
             writes.append([type(req).__name__ for req in _decoder.RequestDecoder().feed(data)])
             send(data, op, deadline)
+            if writes[-1][0] == "Wait":
+                waits.set()
 
         channel.send = recorded  # type: ignore[method-assign]
         waiting = InThread(_join, member, 1)
+        assert waits.wait(30)  # it joined first: it waits for the verdict, rank 0 completes
         _join(completer, 0)
         waiting.outcome()
     assert writes == [

@@ -22,7 +22,6 @@ Differences from torch's client, all deliberate:
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import weakref
@@ -35,7 +34,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.store.base import Store
-from rdzv.store.client._connect import connect, endpoint_text
+from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._transport import Channel, Expired, closed_error
 from rdzv.store.client._waits import Wait
@@ -61,6 +60,7 @@ __all__ = ["TCPStore"]
 
 _PREFIX: Final = b"/"
 _INIT_KEY: Final = b"init/"
+_DEFAULT_LIMITS: Final = _wire.Limits()  # made once, at import: never changed
 
 
 class TCPStore(Store):
@@ -117,8 +117,8 @@ class TCPStore(Store):
         )
         self._world_size = world_size
         self._use_libuv = use_libuv
-        self._limits = limits or _wire.Limits()
-        self._rng = random.Random(seed)
+        self._limits = limits or _DEFAULT_LIMITS
+        self._rng = LazyRandom(seed)
         self._lock = threading.Lock()
         self.server: StoreServer | None = None
         self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
