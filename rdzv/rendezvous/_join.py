@@ -1,10 +1,11 @@
 """The static join protocol: one round of a fixed-size rendezvous over a shared store.
 
 The keys it uses are described in :mod:`rdzv.rendezvous._round_state`. A member's happy
-path costs four round trips after connecting: compare_set(first), compare_set(claim),
-add(count), get(done) (a blocking WAIT+GET); set(confirmed) and the ack are one-way
-messages (over an rdzv ``TCPStore``, set(confirmed) goes out in the same write as the add,
-``add_then_set``, so the store has every confirmation by the time ``count`` is full), and
+path costs three round trips after connecting over an rdzv ``TCPStore``:
+compare_set(first) with compare_set(claim) (one write, ``compare_sets``), add(count) with
+set(confirmed) and append(joined) (one write, ``add_then_set``: the store has every
+confirmation by the time ``count`` is full), and get(done) (a blocking WAIT+GET); the ack
+is a one-way message (over another store, each of those is a request of its own), and
 the node that completes the round spends one more (a CHECK of every rank's confirmation),
 and so do the first ``WATCHMEN`` members to join (a CHECK of ``arbiter``, invariant 11).
 Failure paths may spend more (past its deadline, a member joins the election of the
@@ -197,13 +198,11 @@ class RoundProtocol:
 
     def _join(self) -> None:
         k, me = self.round, self.me
-        first_key = self.keys.of(k, "first")
-        raw_first = self.call(self.store.compare_set, first_key, "", me.raw)
+        first_key, claim_key = self.keys.of(k, "first"), self.keys.claim(k, me.rank)
+        raw_first, raw_holder = self._first_and_claim(first_key, claim_key)
         first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
         if not rules.world_sizes_agree(me.world_size, first.world_size):
             self._reject("world_size_mismatch", mismatch_message(self.where, me, first))
-        claim_key = self.keys.claim(k, me.rank)
-        raw_holder = self.call(self.store.compare_set, claim_key, "", me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
@@ -212,14 +211,16 @@ class RoundProtocol:
         # invariant 11: the seconds left, and the deadline itself on the machine's clock
         at = f" {self.deadline:.6f}" if self.clock is time.monotonic else ""
         due = f"{self.deadline - self.clock():.3f}{at} ".encode() + me.raw
+        # ``joined``: the list a timeout diagnosis reads in one GET (a write with no reply).
+        joined_key, rank_text = self.keys.of(k, "joined"), f"{me.rank},"
         add_then_set = getattr(self.store, "add_then_set", None)
         if callable(add_then_set):  # one write: every confirmation is in when count is full
-            joined = self.call(add_then_set, count, 1, confirmed, due, name="add")
+            append = (joined_key, rank_text)
+            joined = self.call(add_then_set, count, 1, confirmed, due, append, name="add")
         else:
             joined = self.call(self.store.add, count, 1)
             self.call(self.store.set, confirmed, due)
-        # The list a timeout diagnosis reads in one GET (a write that waits for no reply).
-        self.call(self.store.append, self.keys.of(k, "joined"), f"{me.rank},", name="append")
+            self.call(self.store.append, joined_key, rank_text, name="append")
         self.watchman = rules.watches(joined)  # not needed where the host arbitrates
         hosts = self.arbiter is not None
         if rules.asks_for_arbiter(self.watchman, hosts, joined, me.world_size):
@@ -232,6 +233,25 @@ class RoundProtocol:
             self._complete_when_confirmed()
         else:
             self._await_verdict()
+
+    def _first_and_claim(self, first_key: str, claim_key: str) -> tuple[bytes, bytes]:
+        """compare_set("", own identity) on ``first`` and on this rank's claim: the world
+        size of the round's first node, and who holds the claim. In one write and one round
+        trip where the store allows it (a node whose world size turns out wrong has then
+        claimed its rank too: it rejects the round at once, and a node that finds its rank
+        held by a claimant of another world size rejects it the same way, see
+        :meth:`_take_over`)."""
+        raw = self.me.raw
+        compare_sets = getattr(self.store, "compare_sets", None)
+        if callable(compare_sets):
+            pair = [(first_key, "", raw), (claim_key, "", raw)]
+            raw_first, raw_holder = self.call(compare_sets, pair, name="compare_set")
+            return raw_first, raw_holder
+        raw_first = self.call(self.store.compare_set, first_key, "", raw)
+        first = self.me if raw_first == raw else Identity.decode(raw_first, first_key)
+        if not rules.world_sizes_agree(self.me.world_size, first.world_size):
+            return raw_first, raw  # rejected by the caller before it claims
+        return raw_first, self.call(self.store.compare_set, claim_key, "", raw)
 
     def _arbitrated(self) -> bool:
         """Whether the hosting node decides this round (its ``arbiter`` key is set; invariant
@@ -268,6 +288,10 @@ class RoundProtocol:
         done = self.keys.of(self.round, "done")
         for _ in range(_MAX_TAKEOVERS):
             holder = Identity.decode(raw, claim_key)
+            if not rules.world_sizes_agree(self.me.world_size, holder.world_size):
+                # a node of another world size claims before it rejects the round itself
+                message = mismatch_message(self.where, self.me, holder, "claimed its rank")
+                self._reject("world_size_mismatch", message)
             same = self.me.same_machine(holder)
             if not rules.may_take_over(same, same and self.alive(holder.pid, holder.token)):
                 break

@@ -126,6 +126,7 @@ class LostMemberWatch:
         self._grace = MEMBER_GRACE if grace is None else grace
         self._clock = clock
         self._keys = RoundKeys(cfg.run_id)
+        self._machine_head = me.raw[: me.raw.index(b'"pid":')]  # {"host":..,"machine":..,
         self._watched = ServerKeys(cfg.run_id, rb"(?:(claim|confirmed)/(\d+)|done)")
         self._settled = -1
         self._closed = False
@@ -223,19 +224,26 @@ class LostMemberWatch:
         with self._lock:
             if round_index <= self._settled:
                 return
+            # Wake decide() only when its outcome or its wait can change: a member write
+            # that changes neither costs the hosting node's joining thread nothing.
+            changed = True
             if kind is None:  # done: the round has its verdict
                 self._ended.add(round_index)
             elif kind == b"confirmed":
-                self._confirmed.setdefault(round_index, set()).add(int(match[3]))
+                confirmed = self._confirmed.setdefault(round_index, set())
+                confirmed.add(int(match[3]))
+                changed = len(confirmed) >= self._cfg.world_size  # every rank is in
                 if (due := self._due_in(value)) is not None:  # invariant 11 of _join
-                    self._member_due(round_index, int(match[3]), due)
+                    changed |= self._member_due(round_index, int(match[3]), due)
             else:  # a claim changed: a takeover ends its predecessor's pending loss
                 if value is not None:
                     self._claimed.setdefault(round_index, set()).add(int(match[3]))
                 pending = self._pending.get(round_index, {})
-                if pending.get(int(match[3]), value) != value:
+                changed = pending.get(int(match[3]), value) != value
+                if changed:
                     del pending[int(match[3])]
-            self._changed.notify_all()
+            if changed:
+                self._changed.notify_all()
 
     def _due_in(self, value: bytes | None) -> float | None:
         """The join deadline, on ``clock``, of the member whose confirmation is ``value``
@@ -258,22 +266,26 @@ class LostMemberWatch:
         if len(parts) == 3 and self._clock is time.monotonic and self._me.machine:
             try:
                 at = float(parts[1])
-                same = Identity.decode(parts[2], "confirmed").same_machine(self._me)
+                # an identity as this version writes it starts with its host and machine
+                same = parts[2].startswith(self._machine_head) or (
+                    Identity.decode(parts[2], "confirmed").same_machine(self._me)
+                )
             except (ValueError, RendezvousStateError):
                 return due
             if same and math.isfinite(at):
                 return min(due, at)
         return due
 
-    def _member_due(self, round_index: int, rank: int, due: float) -> None:
+    def _member_due(self, round_index: int, rank: int, due: float) -> bool:
         """Rank ``rank``'s deadline is ``due``: a restarted rank replaces its predecessor's
-        (with ``_lock`` held)."""
+        (with ``_lock`` held). Returns whether the round's first member deadline moved."""
         dues = self._dues.setdefault(round_index, {})
         dues[rank] = due
-        first = self._due.get(round_index)
+        was = first = self._due.get(round_index)
         if first is not None and first[1] == rank:  # the first one moved: look again
             first = min((at, r) for r, at in dues.items())
-        self._due[round_index] = min(first or (due, rank), (due, rank))
+        self._due[round_index] = now = min(first or (due, rank), (due, rank))
+        return now != was
 
     def _on_close(self, key: bytes, value: bytes | None) -> None:
         match = self._watched.match(key)

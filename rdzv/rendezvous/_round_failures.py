@@ -264,11 +264,11 @@ def connect_error(cfg: StaticConfig, exc: StoreError, waited: float) -> Rendezvo
     )
 
 
-def mismatch_message(where: str, me: Identity, first: Identity) -> str:
-    """Two nodes expect different world sizes."""
+def mismatch_message(where: str, me: Identity, first: Identity, did: str = "joined first") -> str:
+    """Two nodes expect different world sizes (``first`` ``did`` what it did)."""
     return _msg(
         f"world size mismatch in {where}: this node, {me.describe()}, expects",
-        f"{me.world_size} nodes but {first.describe()} joined first expecting",
+        f"{me.world_size} nodes but {first.describe()} {did} expecting",
         f"{first.world_size}; give every node the same max_nodes (--nnodes).",
     )
 

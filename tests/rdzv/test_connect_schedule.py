@@ -137,3 +137,14 @@ def test_a_connect_into_a_black_hole_counts_its_attempts_and_names_the_last_caus
         "attempt within "
     )
     assert len(bounds) >= 9
+
+
+def test_the_backoff_jitter_is_seeded_only_at_its_first_draw_and_as_the_seed_says() -> None:
+    import random
+
+    from rdzv.store.client._connect import LazyRandom
+
+    lazy = LazyRandom(7)
+    assert lazy._random is None  # a connect that succeeds at once draws nothing
+    expected = random.Random(7)
+    assert [lazy.uniform(0, 1) for _ in range(3)] == [expected.uniform(0, 1) for _ in range(3)]

@@ -1,6 +1,8 @@
 """What makes a rendezvous at scale fast, and that it changes no behaviour.
 
 * ``add_then_set``: the join's ADD and its confirmation SET in one write;
+* ``compare_sets``: the join's two COMPARE_SETs (``first``, the claim) in one write, so a
+  member's first round makes three round trips after connecting;
 * the connect retry pause: short after a refusal early on, exponential otherwise;
 * the server's one read buffer, shared by every connection.
 """
@@ -9,16 +11,21 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
+from round_config import round_cfg
 from scripted_peer import ScriptedPeer
 
 from conftest import InThread
+from rdzv.rendezvous._join import RoundProtocol
+from rdzv.rendezvous._round_state import Identity
 from rdzv.store.client import TCPStore
 from rdzv.store.client._retry import FAST_RETRY, FAST_WINDOW, Backoff, retry_pause
 from rdzv.store.server import StoreServer
-from rdzv.store.wire import _wire
+from rdzv.store.wire import _decoder, _wire
 
 
 @pytest.fixture
@@ -63,6 +70,57 @@ def test_add_then_set_fails_like_add_when_the_store_hangs_up() -> None:
                 client.add_then_set("count", 1, "confirmed/1", b"me")
     finally:
         peer.close()
+
+
+# --- compare_sets and a member's writes --------------------------------------------------
+
+
+def test_compare_sets_answers_each_compare_set_in_order(server: StoreServer) -> None:
+    with TCPStore("127.0.0.1", server.port, timeout=10.0) as client:
+        client.set("taken", b"old")
+        items = [("free", "", b"mine"), ("taken", "", b"mine"), ("free", b"mine", b"new")]
+        assert client.compare_sets(items) == [b"mine", b"old", b"new"]
+        assert client.get("free") == b"new"
+
+
+def _join(store: TCPStore, rank: int) -> None:
+    me = Identity("host", 1000 + rank, rank, 2, f"token{rank}")
+    RoundProtocol(
+        store, round_cfg(rank), me, 0, time.monotonic() + 10.0, time.monotonic, time.time
+    ).join()
+
+
+def test_a_member_joins_in_three_round_trips_and_four_writes_besides_a_watchmans_check(
+    server: StoreServer,
+) -> None:
+    writes: list[list[str]] = []
+    with (
+        TCPStore("127.0.0.1", server.port, timeout=10.0) as member,
+        TCPStore("127.0.0.1", server.port, timeout=10.0) as completer,
+    ):
+        channel = member._channel
+        send = channel.send
+
+        waits = threading.Event()
+
+        def recorded(data: bytes, op: str, deadline: float | None) -> None:
+            writes.append([type(req).__name__ for req in _decoder.RequestDecoder().feed(data)])
+            send(data, op, deadline)
+            if writes[-1][0] == "Wait":
+                waits.set()
+
+        channel.send = recorded  # type: ignore[method-assign]
+        waiting = InThread(_join, member, 1)
+        assert waits.wait(30)  # it joined first: it waits for the verdict, rank 0 completes
+        _join(completer, 0)
+        waiting.outcome()
+    assert writes == [
+        ["CompareSet", "CompareSet"],  # first and the claim
+        ["Add", "Set", "Append"],  # count, the confirmation, the joined list
+        ["Check"],  # arbiter: only the first WATCHMEN members ask (invariant 11)
+        ["Wait", "Get"],  # the verdict
+        ["Set"],  # the ack: no reply
+    ]
 
 
 # --- the connect retry pause -------------------------------------------------------------

@@ -16,6 +16,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -90,6 +91,29 @@ def test_a_member_is_gone_when_its_claims_connection_closes_until_a_restart_take
     server.write(KEYS.claim(0, 1), new.raw)  # a restarted process took the claim over
     there = departures.wait(0, "exit", [1, 2], 0.0, 900.0)
     assert (there.done, there.gone, there.missing, there.ended_by) == ([2], [], [1], "limit")
+
+
+def test_a_wait_for_the_acks_is_woken_once_when_the_last_one_comes_not_for_each() -> None:
+    server = _Server()
+    departures = Departures(server, "run", ME)  # type: ignore[arg-type]
+    wakes: list[int] = []
+    notify = departures._changed.notify_all
+    departures._changed.notify_all = lambda: (wakes.append(1), notify())[1]  # type: ignore[method-assign]
+    registered = threading.Event()
+
+    class _Waits(list[Any]):
+        def append(self, item: Any) -> None:
+            super().append(item)
+            registered.set()
+
+    departures._waits = _Waits()
+    waiting = InThread(departures.wait, 0, "ack", [1, 2, 3], 900.0, 900.0)
+    assert registered.wait(30)
+    for rank in (1, 2, 3):
+        server.write(KEYS.of(0, f"ack/{rank}"))
+    waited = waiting.outcome()
+    assert (waited.done, waited.ended_by) == ([1, 2, 3], None)
+    assert wakes == [1]
 
 
 def test_a_member_of_this_machine_whose_process_died_is_gone_though_its_connection_is_open() -> (

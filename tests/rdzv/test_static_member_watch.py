@@ -240,6 +240,31 @@ def _round_of_three(server: _Server) -> tuple[LostMemberWatch, Identity, OnClose
     return watch, one, on_close, on_write
 
 
+def test_the_hosts_decision_is_woken_only_by_the_writes_that_can_change_it() -> None:
+    # At 256 nodes every claim and confirmation used to wake the hosting node's joining
+    # thread (a switch and a look at the round each); only the first member deadline and
+    # the last confirmation can change what it decides or how long it waits.
+    server = _Server()
+    host = Identity("h0", 100, 0, 3, "t0")
+    watch = LostMemberWatch(server, HashStore(), _cfg(0, 3), host, lambda: 5.0, grace=600.0)  # type: ignore[arg-type]
+    wakes: list[int] = []
+    notify = watch._changed.notify_all
+    watch._changed.notify_all = lambda: (wakes.append(1), notify())[1]  # type: ignore[method-assign]
+    on_write = server.on_write
+    assert on_write is not None
+    try:
+        members = [host, Identity("h1", 101, 1, 3, "t1"), Identity("h2", 102, 2, 3, "t2")]
+        for who in members:
+            on_write(_key(KEYS.claim(0, who.rank)), who.raw)
+        assert wakes == []
+        for who in members:  # each with 30 s left: the first deadline is the first one's
+            on_write(_key(KEYS.confirmed(0, who.rank)), b"30.000 " + who.raw)
+        assert len(wakes) == 2  # the first member deadline, then the last confirmation
+        assert watch.decide(0, 3, time.monotonic() + 30, time.monotonic) == "complete"
+    finally:
+        watch.close()
+
+
 def test_the_host_decides_complete_only_while_no_claim_belongs_to_a_closed_connection() -> None:
     server = _Server()
     watch, one, on_close, on_write = _round_of_three(server)

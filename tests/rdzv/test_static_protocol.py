@@ -152,3 +152,18 @@ def test_the_completing_node_acts_on_another_verdict_while_it_waits_for_confirma
 
     with pytest.raises(RendezvousStateError, match=r"^duplicate rank 1 in round 0 \[reported by"):
         _protocol(store, rank=0).join()
+
+
+def test_a_rank_claimed_by_a_node_of_another_world_size_is_reported_as_a_mismatch() -> None:
+    # A node of the wrong world size claims its rank in the write that reads ``first``
+    # (one round trip), then rejects the round; a node that finds its rank held by it says
+    # what is wrong: the world sizes, not a duplicate rank.
+    store = HashStore()
+    keys = RoundKeys("run")
+    store.set(keys.of(0, "first"), _identity(0).raw)
+    stranger = Identity("elsewhere", 77, 1, 3, "token77")
+    store.set(keys.claim(0, 1), stranger.raw)
+    with pytest.raises(RendezvousStateError, match=r"world size mismatch .* claimed its rank"):
+        _protocol(store, rank=1).join()
+    verdict = json.loads(store.get(keys.of(0, "done")))
+    assert (verdict["status"], verdict["reason"]) == ("aborted", "world_size_mismatch")

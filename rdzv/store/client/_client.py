@@ -22,7 +22,6 @@ Differences from torch's client, all deliberate:
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 import weakref
@@ -35,7 +34,7 @@ from rdzv.errors import (
     StoreTimeoutError,
 )
 from rdzv.store.base import Store
-from rdzv.store.client._connect import connect, endpoint_text
+from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._transport import Channel, Expired, closed_error
 from rdzv.store.client._waits import Wait
@@ -61,6 +60,7 @@ __all__ = ["TCPStore"]
 
 _PREFIX: Final = b"/"
 _INIT_KEY: Final = b"init/"
+_DEFAULT_LIMITS: Final = _wire.Limits()  # made once, at import: never changed
 
 
 class TCPStore(Store):
@@ -117,8 +117,8 @@ class TCPStore(Store):
         )
         self._world_size = world_size
         self._use_libuv = use_libuv
-        self._limits = limits or _wire.Limits()
-        self._rng = random.Random(seed)
+        self._limits = limits or _DEFAULT_LIMITS
+        self._rng = LazyRandom(seed)
         self._lock = threading.Lock()
         self.server: StoreServer | None = None
         self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
@@ -229,19 +229,45 @@ class TCPStore(Store):
     def add(self, key: str, amount: int) -> int:
         return self._raw_add(self._key(key), amount)
 
-    def add_then_set(self, key: str, amount: int, set_key: str, value: str | bytes) -> int:
-        """``add(key, amount)`` then ``set(set_key, value)`` in one write; return the sum.
+    def add_then_set(
+        self,
+        key: str,
+        amount: int,
+        set_key: str,
+        value: str | bytes,
+        append: tuple[str, str | bytes] | None = None,
+    ) -> int:
+        """``add(key, amount)`` then ``set(set_key, value)`` (then, if given,
+        ``append(*append)``) in one write; return the sum.
 
-        An rdzv extension: the store applies the two in order, as if called one after the
-        other, but the SET does not wait for the ADD's reply (one round trip, one write).
-        Fails like ``add``; when it fails, the SET may or may not have been applied.
+        An rdzv extension: the store applies them in order, as if called one after the
+        other, but the writes do not wait for the ADD's reply (one round trip, one write).
+        Fails like ``add``; when it fails, the writes may or may not have been applied.
         """
         then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        if append is not None:
+            then += _wire.encode_request(_wire.Append(self._key(append[0]), to_bytes(append[1])))
         return self._raw_add(self._key(key), amount, then=then)
 
     def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
         req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
         return self._call(req, _read_bytes_for(self._limits), "COMPARE_SET")
+
+    def compare_sets(self, items: Sequence[tuple[str, str | bytes, str | bytes]]) -> list[bytes]:
+        """``compare_set(key, expected, desired)`` of each item, in order, in one write; the
+        replies, read together (one round trip).
+
+        An rdzv extension: the store applies them in order, as if called one after the
+        other, except that no item waits for the one before it to be answered. Fails like
+        ``compare_set``; when it fails, any of the items may or may not have been applied.
+        """
+        key, encode = self._key, _wire.encode_request
+        data = b"".join(
+            encode(_wire.CompareSet(key(k), to_bytes(expected), to_bytes(desired)))
+            for k, expected, desired in items
+        )
+        read = _read_bytes_list_for(self._limits, len(items))
+        return self._call_data(data, read, "COMPARE_SET", _deadline(self._timeout))
 
     def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
         seconds = self._timeout if timeout is None else to_seconds(timeout)
@@ -263,11 +289,7 @@ class TCPStore(Store):
         raw = tuple(self._key(k) for k in keys)
         if not raw:
             return []
-        limits = self._limits
-
-        def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
-            return _wire.read_bytes_list(buf, pos, len(raw), limits.max_reply)
-
+        read = _read_bytes_list_for(self._limits, len(raw))
         seconds = self._timeout
         values = self._wait_then(
             raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
@@ -346,8 +368,15 @@ class TCPStore(Store):
         be matched to their requests."""
         if deadline is None:
             deadline = _deadline(self._timeout)
+        return self._call_data(_wire.encode_request(req) + then, read, op, deadline)
+
+    def _call_data(
+        self, data: bytes, read: _wire.Reader[_T], op: str, deadline: float | None
+    ) -> _T:
+        """Send the encoded requests ``data`` and read what ``read`` parses (every reply
+        they have), both by ``deadline`` (see :meth:`_call`)."""
         with self._lock:
-            self._channel.submit(_wire.encode_request(req) + then, op, deadline, self._timeout)
+            self._channel.submit(data, op, deadline, self._timeout)
             try:
                 return self._read(read, deadline, op)
             except Expired:
@@ -405,5 +434,15 @@ def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:
 
     def read(buf: bytearray, pos: int) -> tuple[bytes, int]:
         return _wire.read_bytes(buf, pos, cap)
+
+    return read
+
+
+def _read_bytes_list_for(limits: _wire.Limits, count: int) -> _wire.Reader[list[bytes]]:
+    """Reads ``count`` byte strings: a MULTI_GET's reply, or ``count`` COMPARE_SETs'."""
+    cap = limits.max_reply
+
+    def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
+        return _wire.read_bytes_list(buf, pos, count, cap)
 
     return read

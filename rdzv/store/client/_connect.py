@@ -33,13 +33,31 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["Connected", "connect", "describe", "endpoint_text"]
+    from rdzv.store.client._retry import Draws
+
+__all__ = ["Connected", "LazyRandom", "connect", "describe", "endpoint_text"]
 
 _log = get_logger("rdzv.client")
 
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
 _PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
 _RETRYABLE: Final = (OSError, StoreProtocolError)
+
+
+class LazyRandom:
+    """A ``random.Random(seed)`` made at its first draw: a connect that succeeds at its
+    first attempt draws nothing, and seeding one costs a fresh process tens of µs."""
+
+    __slots__ = ("_random", "_seed")
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._seed = seed
+        self._random: random.Random | None = None
+
+    def uniform(self, a: float, b: float, /) -> float:
+        if self._random is None:
+            self._random = random.Random(self._seed)
+        return self._random.uniform(a, b)
 
 
 class _Silent(Expired):
@@ -124,7 +142,7 @@ def connect(
     host: str,
     port: int,
     timeout: float | None,
-    rng: random.Random,
+    rng: Draws,
     limits: _wire.Limits,
 ) -> Connected:
     """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds.

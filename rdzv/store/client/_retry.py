@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Final, Protocol
 
     class Draws(Protocol):
-        """Where the jitter comes from: the caller's ``random.Random``."""
+        """Where the jitter comes from: the caller's ``random.Random`` (or a ``LazyRandom``)."""
 
         def uniform(self, a: float, b: float, /) -> float: ...
 
