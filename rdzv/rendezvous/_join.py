@@ -202,7 +202,8 @@ class RoundProtocol:
         raw_first, raw_holder = self._first_and_claim(first_key, claim_key)
         first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
         if not rules.world_sizes_agree(me.world_size, first.world_size):
-            self._reject("world_size_mismatch", mismatch_message(self.where, me, first))
+            message = mismatch_message(self.where, me, first)
+            self._reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
@@ -250,7 +251,7 @@ class RoundProtocol:
         raw_first = self.call(self.store.compare_set, first_key, "", raw)
         first = self.me if raw_first == raw else Identity.decode(raw_first, first_key)
         if not rules.world_sizes_agree(self.me.world_size, first.world_size):
-            return raw_first, raw  # rejected by the caller before it claims
+            return raw_first, b""  # rejected by the caller before it claims: no claim
         return raw_first, self.call(self.store.compare_set, claim_key, "", raw)
 
     def _arbitrated(self) -> bool:
@@ -364,11 +365,17 @@ class RoundProtocol:
         member (invariant 11); a complete verdict that won the race still wins."""
         self._act_on(timeout_verdict(self.io, self.watchman))
 
-    def _reject(self, reason: str, message: str) -> NoReturn:
-        """Abort the round from a node that is not (and will not be) a member of it."""
+    def _reject(self, reason: str, message: str, claimed: bool = False) -> NoReturn:
+        """Abort the round from a node that is not (and will not be) a member of it. One
+        that ``claimed`` its rank (in the write that read ``first``) acknowledges the
+        verdict like a member: the hosting node's linger waits for every claimant's ack."""
         done = self.keys.of(self.round, "done")
         encoded = encode_verdict(self.io.aborted(reason, message))
-        self._refuse(self.call(self.store.compare_set, done, "", encoded))
+        raw = self.call(self.store.compare_set, done, "", encoded)
+        if claimed:
+            with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
+                self._acknowledge()
+        self._refuse(raw)
 
     def _refuse(self, raw: bytes) -> NoReturn:
         """As a non-member: raise what the round's verdict ``raw`` means for this node."""

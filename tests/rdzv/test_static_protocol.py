@@ -167,3 +167,26 @@ def test_a_rank_claimed_by_a_node_of_another_world_size_is_reported_as_a_mismatc
         _protocol(store, rank=1).join()
     verdict = json.loads(store.get(keys.of(0, "done")))
     assert (verdict["status"], verdict["reason"]) == ("aborted", "world_size_mismatch")
+
+
+class _PipelinedHashStore(HashStore):
+    """A store with rdzv's ``compare_sets`` (each item in order), as rdzv's TCPStore has."""
+
+    def compare_sets(self, items: list[tuple[str, str | bytes, str | bytes]]) -> list[bytes]:
+        return [self.compare_set(key, old, new) for key, old, new in items]
+
+
+@pytest.mark.parametrize("pipelined", [True, False], ids=["compare_sets", "one_by_one"])
+def test_a_node_of_another_world_size_acknowledges_the_verdict_only_if_it_claimed_its_rank(
+    pipelined: bool,
+) -> None:
+    # With compare_sets the node claims its rank in the write that reads ``first``, so the
+    # hosting node's linger waits for its ack: it must give one (it wrote the verdict). One
+    # by one it rejects before claiming: no claim, and no ack that could stand for another.
+    store = _PipelinedHashStore() if pipelined else HashStore()
+    keys = RoundKeys("run")
+    store.set(keys.of(0, "first"), _identity(0).raw)
+    with pytest.raises(RendezvousStateError, match=r"world size mismatch"):
+        _protocol(store, rank=1, world_size=3).join()
+    assert store.check([keys.claim(0, 1)]) is pipelined
+    assert store.check([keys.of(0, "ack/1")]) is pipelined

@@ -36,6 +36,7 @@ from rdzv.errors import (
 from rdzv.store.base import Store
 from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
+from rdzv.store.client._replies import bytes_list_reader, bytes_reader, queue_pop_reader
 from rdzv.store.client._transport import Channel, Expired, closed_error
 from rdzv.store.client._waits import Wait
 from rdzv.store.wire import _wire
@@ -217,7 +218,7 @@ class TCPStore(Store):
         value = self._wait_then(
             (raw,),
             _wire.Get(raw),
-            _read_bytes_for(self._limits),
+            bytes_reader(self._limits),
             "GET",
             [key],
             seconds,
@@ -251,7 +252,7 @@ class TCPStore(Store):
 
     def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
         req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
-        return self._call(req, _read_bytes_for(self._limits), "COMPARE_SET")
+        return self._call(req, bytes_reader(self._limits), "COMPARE_SET")
 
     def compare_sets(self, items: Sequence[tuple[str, str | bytes, str | bytes]]) -> list[bytes]:
         """``compare_set(key, expected, desired)`` of each item, in order, in one write; the
@@ -266,7 +267,7 @@ class TCPStore(Store):
             encode(_wire.CompareSet(key(k), to_bytes(expected), to_bytes(desired)))
             for k, expected, desired in items
         )
-        read = _read_bytes_list_for(self._limits, len(items))
+        read = bytes_list_reader(self._limits, len(items))
         return self._call_data(data, read, "COMPARE_SET", _deadline(self._timeout))
 
     def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
@@ -289,7 +290,7 @@ class TCPStore(Store):
         raw = tuple(self._key(k) for k in keys)
         if not raw:
             return []
-        read = _read_bytes_list_for(self._limits, len(raw))
+        read = bytes_list_reader(self._limits, len(raw))
         seconds = self._timeout
         values = self._wait_then(
             raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
@@ -319,11 +320,7 @@ class TCPStore(Store):
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
         raw = self._key(key)
-        cap = self._limits.max_reply
-
-        def read(buf: bytearray, pos: int) -> tuple[bytes | None, int]:
-            return _wire.read_queue_pop(buf, pos, cap)
-
+        read = queue_pop_reader(self._limits)
         seconds = self._timeout
         deadline = _deadline(seconds)
         while True:
@@ -427,22 +424,3 @@ class TCPStore(Store):
 def _deadline(seconds: float | None) -> float | None:
     """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
     return None if seconds is None else time.monotonic() + seconds
-
-
-def _read_bytes_for(limits: _wire.Limits) -> _wire.Reader[bytes]:
-    cap = limits.max_reply
-
-    def read(buf: bytearray, pos: int) -> tuple[bytes, int]:
-        return _wire.read_bytes(buf, pos, cap)
-
-    return read
-
-
-def _read_bytes_list_for(limits: _wire.Limits, count: int) -> _wire.Reader[list[bytes]]:
-    """Reads ``count`` byte strings: a MULTI_GET's reply, or ``count`` COMPARE_SETs'."""
-    cap = limits.max_reply
-
-    def read(buf: bytearray, pos: int) -> tuple[list[bytes], int]:
-        return _wire.read_bytes_list(buf, pos, count, cap)
-
-    return read
