@@ -36,8 +36,8 @@ __all__ = ["job_plan"]
 _IN_USE = dict(CAUSES)["addr_in_use"]
 #: A worker's error that a peer's death explains (gloo's pair closed, reset).
 _CONSEQUENCE = re.compile(r"[Cc]losed by peer|remote worker crashing|[Cc]onnection reset")
-#: The harness's worker scripts a replay runs (scenarios/jobs/workers/, in the source tree).
-WORKERS = Path(__file__).resolve().parents[2] / "scenarios" / "jobs" / "workers"
+#: The stock worker scripts a replay runs (shipped in the package: harness/scenario/workers/).
+WORKERS = Path(__file__).resolve().parents[1] / "scenario" / "workers"
 
 
 def _shape(plan: Plan, facts: Facts, job: JobFacts) -> dict[str, Any]:
@@ -103,13 +103,20 @@ def _crashed(plan: Plan, job: JobFacts) -> None:
         first = min(own, key=lambda e: (e.line.when is None, e.line.when or 0.0))
         node, restarts = first.node, job.restarts[first.node]
         local = first.local if first.local is not None else 0
+        # Killed from its start unless a collective of its group completed first: a kill
+        # sent on 'pg_ready' arrives late, and the worker could finish the collective (its
+        # peers then succeed and leave) before it dies, which the log's crash did not.
         stages = [o.data["stage"] for o in job.stages.get(node, [])]
-        on = "pg_ready" if "pg_ready" in stages else "workers_started"
+        on = "pg_ready" if "collective_done" in stages else "workers_started"
         entry: dict[str, Any] = {"kind": "kill", "nodes": [node], "part": f"worker {local}"}
         entry.update(on=on, on_node=node)
         why = (
-            f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}) and its agent "
-            f"restarted the group: the worker is killed once it reached '{on}'"
+            f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}) before any "
+            f"collective completed and its agent restarted the group: the worker is killed "
+            f"once it reached '{on}'"
+            if on == "workers_started"
+            else f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}) and its "
+            f"agent restarted the group: the worker is killed once it reached '{on}'"
         )
         plan.faults.append(PlannedFault(entry, why, [first.line, restarts[0].line]))
 
