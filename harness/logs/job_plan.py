@@ -29,6 +29,7 @@ from typing import Any
 from harness.logs.causes import CAUSES
 from harness.logs.facts import Facts
 from harness.logs.job_facts import JobFacts, WorkerError, rank_keys
+from harness.logs.lines import Line
 from harness.logs.planned import ANY, Plan, PlannedFault
 
 __all__ = ["job_plan"]
@@ -94,6 +95,14 @@ def _withheld(plan: Plan, job: JobFacts, nproc: int, hold: float) -> None:
         plan.faults.append(PlannedFault(entry, why, [line]))
 
 
+def _earlier(line: Line, than: Line) -> bool:
+    """Whether ``line`` came before ``than``: by position in one file, else by time when both
+    are dated (a restarted worker's stages follow its predecessor's crash)."""
+    if line.source == than.source:
+        return line.lineno < than.lineno
+    return line.when is not None and than.when is not None and line.when < than.when
+
+
 def _crashed(plan: Plan, job: JobFacts) -> None:
     """The first worker that failed on its own (not for a peer gone) before its agent
     restarted the group; the other agents restart for the membership change."""
@@ -106,8 +115,9 @@ def _crashed(plan: Plan, job: JobFacts) -> None:
         # Killed from its start unless a collective of its group completed first: a kill
         # sent on 'pg_ready' arrives late, and the worker could finish the collective (its
         # peers then succeed and leave) before it dies, which the log's crash did not.
-        stages = [o.data["stage"] for o in job.stages.get(node, [])]
-        on = "pg_ready" if "collective_done" in stages else "workers_started"
+        before = [o for o in job.stages.get(node, []) if _earlier(o.line, first.line)]
+        done = any(o.data["stage"] == "collective_done" for o in before)
+        on = "pg_ready" if done else "workers_started"
         entry: dict[str, Any] = {"kind": "kill", "nodes": [node], "part": f"worker {local}"}
         entry.update(on=on, on_node=node)
         why = (

@@ -7,6 +7,8 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+import pytest
+
 from harness.logs import convert
 
 AGENT = "I1204 10:00:0{s}.000000 {pid} torch/distributed/elastic/agent/server/api.py:680] {text}"
@@ -110,3 +112,39 @@ def test_gloos_full_mesh_timeout_sets_the_group_timeout_from_how_long_the_connec
     data = job(events(0), events(1))
     assert [f["kind"] for f in data["fault"]] == ["filter"]
     assert data["job"]["process_group_timeout"] == 26.0 / 5
+
+
+def restarted_node(n: int, crash: bool, collective_first: bool) -> tuple[str, str]:
+    """A node's harness log: attempt 0 (node 1's worker crashes, after a collective or not),
+    the group's restart, attempt 1 completing its collective."""
+    stamp = "[2026-01-01 00:00:{s:02d},000] rdzv.rendezvous: [INFO] {text}"
+    lines = [
+        stamp.format(s=0, text=f"rendezvous_done rank={n} world_size=2 restart=0"),
+        stamp.format(s=1, text="workers_started pids=[100]"),
+        stamp.format(s=2, text=f"pg_ready rank={n} world_size=2 restart=0"),
+    ]
+    if collective_first:
+        lines.append(stamp.format(s=3, text="collective_done result=3.0"))
+    failure = "worker crashes on purpose" if crash else "Connection closed by peer"
+    lines += [
+        stamp.format(s=4, text=f"worker_failed: {failure}"),
+        stamp.format(s=5, text="restart restart=1"),
+        stamp.format(s=6, text=f"rendezvous_done rank={n} world_size=2 restart=1"),
+        stamp.format(s=7, text="workers_started pids=[200]"),
+        stamp.format(s=8, text=f"pg_ready rank={n} world_size=2 restart=1"),
+        stamp.format(s=9, text="collective_done result=3.0"),
+    ]
+    return f"node-{n}.log", "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("collective_first", "on"), [(False, "workers_started"), (True, "pg_ready")]
+)
+def test_a_worker_crash_is_replayed_from_its_start_unless_a_collective_completed_before_it(
+    collective_first: bool, on: str
+) -> None:
+    # A kill sent on pg_ready arrives late: the worker could finish its all-reduce first
+    # (the restarted attempt's collective_done, after the crash, does not count).
+    logs = [restarted_node(n, n == 1, collective_first) for n in range(2)]
+    kills = [f for f in job(*logs)["fault"] if f["kind"] == "kill"]
+    assert [(f["nodes"], f["part"], f["on"]) for f in kills] == [([1], "worker 0", on)]
