@@ -120,12 +120,9 @@ def _crashed(plan: Plan, job: JobFacts) -> None:
         on = "pg_ready" if done else "workers_started"
         entry: dict[str, Any] = {"kind": "kill", "nodes": [node], "part": f"worker {local}"}
         entry.update(on=on, on_node=node)
+        when = "" if done else " before any collective completed"
         why = (
-            f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}) before any "
-            f"collective completed and its agent restarted the group: the worker is killed "
-            f"once it reached '{on}'"
-            if on == "workers_started"
-            else f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}) and its "
+            f"node {node}'s worker {local} failed ({first.cls.rsplit('.', 1)[-1]}){when} and its "
             f"agent restarted the group: the worker is killed once it reached '{on}'"
         )
         plan.faults.append(PlannedFault(entry, why, [first.line, restarts[0].line]))
