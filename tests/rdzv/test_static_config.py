@@ -11,6 +11,7 @@ import pytest
 from rdzv.errors import RendezvousClosedError
 from rdzv.rendezvous.api import RendezvousParameters, RendezvousStoreInfo
 from rdzv.rendezvous.static import StaticTCPRendezvous, create_handler, create_rdzv_handler
+from rdzv.store.wire import _decoder
 
 
 def _params(endpoint: str = "localhost:29400", nodes: int = 4, **config: Any) -> Any:
@@ -235,6 +236,28 @@ def test_one_node_rendezvous_twice_on_port_zero_reports_the_real_port() -> None:
     with pytest.raises(RendezvousClosedError, match=r"was shut down"):
         handler.next_rendezvous()
     assert handler.shutdown() is True
+
+
+def test_num_nodes_waiting_is_one_request_to_the_store() -> None:
+    # torchrun polls it every monitor interval (0.1 s by default) on every agent
+    handler = create_rdzv_handler(
+        RendezvousParameters("static", "127.0.0.1:0", "solo", 1, 1, rank=0, timeout=30)
+    )
+    try:
+        handler.next_rendezvous()
+        channel = handler._node.store._channel  # type: ignore[attr-defined]
+        send = channel.send
+        sent: list[list[str]] = []
+
+        def recorded(data: bytes, op: str, deadline: float | None) -> None:
+            sent.append([type(req).__name__ for req in _decoder.RequestDecoder().feed(data)])
+            send(data, op, deadline)
+
+        channel.send = recorded
+        assert [handler.num_nodes_waiting() for _ in range(3)] == [0, 0, 0]
+        assert sent == [["Add"]] * 3
+    finally:
+        assert handler.shutdown() is True
 
 
 def test_closing_before_joining_fails_the_next_rendezvous_without_network() -> None:

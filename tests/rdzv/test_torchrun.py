@@ -46,6 +46,30 @@ def test_torch_registry_finds_the_rdzv_backend_through_its_entry_point() -> None
     assert handler.num_nodes_waiting() == 0  # no round yet: nobody can wait for this node
 
 
+#: Imports every module of rdzv but the plugin and makes a handler through rdzv's registry,
+#: then prints the torch modules loaded (torch is installed: this module skips otherwise).
+_NO_TORCH = """
+import importlib, pkgutil, sys
+import rdzv
+for found in pkgutil.walk_packages(rdzv.__path__, "rdzv."):
+    if found.name not in ("rdzv.torchrun", "rdzv.__main__"):
+        importlib.import_module(found.name)
+rdzv.get_rendezvous_handler(
+    rdzv.RendezvousParameters("static", "127.0.0.1:1", "r", 2, 2, rank=1)
+)
+print(sorted(name for name in sys.modules if name.partition(".")[0] == "torch"))
+"""
+
+
+def test_rdzv_and_its_registry_load_no_torch_module_where_torch_is_installed() -> None:
+    # the layer test reads the imports; this runs them, entry points and lazy imports too
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", done.stdout
+
+
 def test_get_backend_answers_the_name_torchrun_asked_for() -> None:
     params = _params(rank=0)
     params.backend = "rdzv-static"
