@@ -105,9 +105,14 @@ def _earlier(line: Line, than: Line) -> bool:
 
 def _crashed(plan: Plan, job: JobFacts) -> None:
     """The first worker that failed on its own (not for a peer gone) before its agent
-    restarted the group; the other agents restart for the membership change."""
+    restarted the group; the other agents restart for the membership change. When every
+    failure is a peer gone and a whole node died, that death is the cause: no worker crash."""
     errors = [e for e in job.errors if e.cls and e.node in job.restarts]
-    own = [e for e in errors if not _CONSEQUENCE.search(e.message)] or errors
+    own = [e for e in errors if not _CONSEQUENCE.search(e.message)]
+    if not own and not any(
+        f.entry["kind"] == "kill" and "part" not in f.entry for f in plan.faults
+    ):
+        own = errors
     if own:
         first = min(own, key=lambda e: (e.line.when is None, e.line.when or 0.0))
         node, restarts = first.node, job.restarts[first.node]

@@ -92,6 +92,28 @@ def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there(
     assert all("connection_error" in p["outcome"] for p in workers)
 
 
+def test_survivors_restarting_after_a_node_died_replay_the_death_and_no_worker_crash() -> None:
+    # J09: node 2 died; the others' workers failed for the peer gone and their agents
+    # restarted the group (a restart left): the restart follows the death, not a crash
+    stamp = "[2026-01-01 00:00:0{s},000] rdzv.rendezvous: [INFO] {text}"
+
+    def events(n: int, *more: str) -> tuple[str, str]:
+        lines = [
+            stamp.format(s=0, text=f"rendezvous_done rank={n} world_size=3 restart=0"),
+            stamp.format(s=1, text="workers_started pids=[7]"),
+            stamp.format(s=2, text=f"pg_ready rank={n} world_size=3 restart=0"),
+            *more,
+        ]
+        return f"node-{n}.log", "\n".join(lines) + "\n"
+
+    gone = [
+        stamp.format(s=3, text="worker_failed: Read error [127.0.0.1]:9100: Connection reset"),
+        stamp.format(s=4, text="restart restart=1"),
+    ]
+    data = job(events(0, *gone), events(1, *gone), events(2))
+    assert [(f["kind"], f["nodes"], f.get("part")) for f in data["fault"]] == [("kill", [2], None)]
+
+
 def test_gloos_full_mesh_timeout_sets_the_group_timeout_from_how_long_the_connect_tried() -> None:
     def events(n: int) -> tuple[str, str]:
         lines = [
