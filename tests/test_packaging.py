@@ -119,6 +119,9 @@ def bare_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+_PURELIB = "import sysconfig; print(sysconfig.get_path('purelib'))"
+
+
 def _run(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # -I: no PYTHONPATH, no user site-packages, no current directory on sys.path.
     return subprocess.run(
@@ -285,3 +288,59 @@ def test_the_rdzv_only_distribution_ships_rdzv_alone(tmp_path: Path) -> None:
     (points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
     entry_points = meta.read(points).decode()
     assert "[torchrun.handlers]\nrdzv = rdzv.torchrun:handler_creator" in entry_points
+
+
+# Prints the files of the packages (from site-packages) that torchrun's agent and a gloo
+# worker import: torch and its own dependencies, without rdzv.
+_TORCH_PACKAGES = """
+import json, sys, sysconfig
+import torch.distributed.run
+from torch.distributed.elastic.agent.server import local_elastic_agent
+from torch.distributed.elastic.rendezvous import registry
+site = sysconfig.get_path("purelib")
+files = {
+    getattr(module, "__file__", None) or "" for module in list(sys.modules.values())
+}
+tops = {
+    f[len(site) + 1 :].split("/")[0] for f in files if f.startswith(site + "/")
+}
+print(json.dumps(sorted(
+    f"{site}/{top}" for top in tops if not top.startswith(("_", "rdzv", "harness"))
+)))
+"""
+
+
+@_NEEDS_SETUPTOOLS
+@pytest.mark.torch
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_torchrun_runs_the_rdzv_backend_of_the_installed_rdzv_wheel(tmp_path: Path) -> None:
+    # `pip install rdzv` and nothing else of ours: the wheel installed into a fresh venv,
+    # torch (with what it imports) linked in from this environment by a .pth file
+    from tests.rdzv.torchrun_jobs import torchrun_job
+
+    out = tmp_path / "wheels"
+    out.mkdir()
+    wheel = _wheel(_library_source(tmp_path), out)
+    root = tmp_path / "env"
+    venv.EnvBuilder(with_pip=False, system_site_packages=False, symlinks=True).create(root)
+    python = root / "bin" / "python"
+    purelib = Path(_run(python, "-c", _PURELIB, cwd=tmp_path).stdout.strip())
+    install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
+    subprocess.run([*install, "--target", str(purelib), str(wheel)], check=True, timeout=300)
+    linked = tmp_path / "torch-only"
+    linked.mkdir()
+    found = subprocess.run(
+        [sys.executable, "-c", _TORCH_PACKAGES], capture_output=True, text=True, check=True
+    )
+    for package in map(Path, json.loads(found.stdout)):
+        (linked / package.name).symlink_to(package)
+    (purelib / "torch-only.pth").write_text(f"{linked}\n")
+
+    with torchrun_job(tmp_path, 2, python=(str(python), "-I"), env={"PYTHONPATH": ""}) as job:
+        codes = job.wait(240)
+        outputs = [agent.output() for agent in job.agents]
+        assert codes == [0, 0], outputs
+        results = [row for agent in job.agents for row in agent.results()]
+        assert sorted(r["rank"] for r in results) == ["0", "1"]
+        assert {r["sum"] for r in results} == {"3"}
+        assert "rank_source: rank 1 of 2 from torchrun's --node-rank" in outputs[1]

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,8 +109,10 @@ def torchrun_job(
     read_timeout: float = 60.0,
     env: dict[str, str] | None = None,
     rank_flag: str = "--node-rank",
+    python: Sequence[str] = (sys.executable,),
 ) -> Iterator[Job]:
-    """Start ``nodes`` torchrun agents of backend ``rdzv`` running :data:`WORKER`."""
+    """Start ``nodes`` torchrun agents of backend ``rdzv`` running :data:`WORKER`, each as
+    ``python -m torch.distributed.run`` (``python``: the interpreter and its flags)."""
     script = tmp / "worker.py"
     script.write_text(WORKER)
     listener = socket.create_server(("127.0.0.1", 0))
@@ -126,7 +128,7 @@ def torchrun_job(
                 conf.append(f"listen_fd={listener.fileno()}")
                 pass_fds = (listener.fileno(),)
             command = [
-                sys.executable,
+                *python,
                 "-m",
                 "torch.distributed.run",
                 "--rdzv-backend=rdzv",
