@@ -211,7 +211,7 @@ class TCPStore(Store):
     def get(self, key: str) -> bytes:
         raw = self._key(key)
         seconds = self._timeout
-        value = self._wait_then(
+        value = self._requests.wait_then(
             (raw,),
             _wire.Get(raw),
             bytes_reader(self._limits),
@@ -272,7 +272,8 @@ class TCPStore(Store):
         seconds = self._timeout if timeout is None else to_seconds(timeout)
         raw = tuple(self._key(k) for k in keys)
         if raw:
-            self._wait_then(raw, None, None, "WAIT", list(keys), seconds, _deadline(seconds))
+            deadline = _deadline(seconds)
+            self._requests.wait_then(raw, None, None, "WAIT", list(keys), seconds, deadline)
 
     def check(self, keys: Sequence[str]) -> bool:
         req = _wire.Check(tuple(self._key(k) for k in keys))
@@ -290,7 +291,7 @@ class TCPStore(Store):
             return []
         read = bytes_list_reader(self._limits, len(raw))
         seconds = self._timeout
-        values = self._wait_then(
+        values = self._requests.wait_then(
             raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
         )
         assert values is not None
@@ -324,7 +325,7 @@ class TCPStore(Store):
         while True:
             if block:
                 # One deadline for the whole pop, even when another popper wins a race.
-                value = self._wait_then(
+                value = self._requests.wait_then(
                     (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], seconds, deadline
                 )
             else:
@@ -371,16 +372,3 @@ class TCPStore(Store):
         if not -(2**63) <= amount < 2**63:
             raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
         return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline, then)
-
-    def _wait_then(
-        self,
-        keys: tuple[bytes, ...],
-        follow: _wire.Request | None,
-        read: _wire.Reader[_T] | None,
-        op: str,
-        names: list[str],
-        seconds: float | None,
-        deadline: float | None,
-    ) -> _T | None:
-        """WAIT, then ``follow`` (see :meth:`Requests.wait_then`)."""
-        return self._requests.wait_then(keys, follow, read, op, names, seconds, deadline)
