@@ -13,6 +13,7 @@
 * ``bulk_api``  the bulk extension: one request acts on many proxies
 * ``bulk_client`` ``client.bulk``: many proxies in one call (falls back to one per request)
 * ``process``   the embedded proxy in a process of its own (more links than one holds)
+* ``client_errors`` the errors a client call ends in: the server's refusal, no answer
 * ``client``    ``ToxiproxyClient``: one typed client, whichever server is behind it
 * ``info``      proxies and toxics as a server reports them (typed values)
 * ``address``   a Toxiproxy API address as users write it (``HOST:PORT``)

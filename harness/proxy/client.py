@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, ClassVar
 from urllib.parse import quote, urlsplit
 
@@ -29,22 +28,14 @@ import toxiproxy.exceptions
 
 from harness.errors import (
     AlreadyExistsError,
-    InvalidRequestError,
     NotFoundError,
-    ProxyApiError,
-    ProxyStartError,
     ToxiproxyProtocolError,
-    ToxiproxyTimeoutError,
-    ToxiproxyUnreachableError,
 )
 from harness.proxy.bulk_client import BulkOps
+from harness.proxy.client_errors import refused, unreached
 from harness.proxy.info import ProxyInfo, ToxicInfo
 
 __all__ = ["ProxyInfo", "ToxicInfo", "ToxiproxyClient"]
-
-_BY_STATUS: Mapping[int, type[ProxyApiError]] = MappingProxyType(
-    {400: InvalidRequestError, 404: NotFoundError, 409: AlreadyExistsError, 500: ProxyStartError}
-)
 
 
 class _TimedRequests:
@@ -67,30 +58,6 @@ class _TimedRequests:
 
     def delete(self, **kwargs: Any) -> requests.Response:
         return self._send("DELETE", **kwargs)
-
-
-#: How much of an error body that is not Toxiproxy's JSON a message shows.
-_SHOWN = 160
-
-
-def _why(exc: BaseException) -> str:
-    """The socket error under requests' and urllib3's wrappers, in a few words
-    (``connection refused``), else the first line of the outermost message."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [exc]
-    while todo:
-        err = todo.pop(0)
-        if err is None or id(err) in seen:
-            continue
-        seen.add(id(err))
-        if isinstance(err, OSError) and err.strerror:
-            return err.strerror[:1].lower() + err.strerror[1:]
-        reason = getattr(err, "reason", None)
-        nested = [a for a in err.args if isinstance(a, BaseException)]
-        todo += [err.__cause__, err.__context__, *nested]
-        if isinstance(reason, BaseException):
-            todo.append(reason)
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 class ToxiproxyClient:
@@ -127,30 +94,6 @@ class ToxiproxyClient:
         return f"http://{self.host}:{self.port}"
 
     # ------------------------------------------------------------------ plumbing
-    def _fail(self, method: str, path: str, response: requests.Response) -> ProxyApiError:
-        try:
-            detail = str(response.json()["error"])
-        except (ValueError, KeyError, TypeError):
-            detail = " ".join(response.text.split())  # not Toxiproxy's JSON: one line of it
-        kind = _BY_STATUS.get(response.status_code, ProxyApiError)
-        said = f": {detail}" if detail else " with an empty body"
-        if detail.startswith("<"):  # a web page: some other HTTP server answered
-            said = " with a web page, not Toxiproxy's JSON: is a Toxiproxy server there?"
-        elif len(detail) > _SHOWN:
-            said = f": {detail[: _SHOWN - 1]}…"
-        message = f"toxiproxy at {self.url} refused {method} {path}: HTTP {response.status_code}"
-        return kind(message + said, status=response.status_code, detail=detail)
-
-    def _transport_error(self, method: str, path: str, exc: Exception) -> Exception:
-        if isinstance(exc, requests.Timeout):
-            return ToxiproxyTimeoutError(
-                f"toxiproxy at {self.url} did not answer {method} {path} within {self.timeout} s"
-            )
-        hint = "is the server running there?"
-        return ToxiproxyUnreachableError(
-            f"cannot reach toxiproxy at {self.url} for {method} {path}: {_why(exc)}; {hint}"
-        )
-
     @contextlib.contextmanager
     def _legacy(self, method: str, path: str) -> Iterator[toxiproxy.Toxiproxy]:
         """Run toxiproxy-python calls against this server, translating every failure."""
@@ -164,7 +107,7 @@ class ToxiproxyClient:
             except requests.JSONDecodeError as exc:
                 raise self._translate(method, path, shim, exc) from exc
             except requests.RequestException as exc:
-                raise self._transport_error(method, path, exc) from exc
+                raise unreached(self.url, self.timeout, method, path, exc) from exc
             except (toxiproxy.exceptions.ProxyExists, toxiproxy.exceptions.NotFound) as exc:
                 raise self._translate(method, path, shim, exc) from exc
             except (toxiproxy.exceptions.InvalidToxic, KeyError, ValueError) as exc:
@@ -175,7 +118,7 @@ class ToxiproxyClient:
     def _translate(self, method: str, path: str, shim: _TimedRequests, exc: Exception) -> Exception:
         last = shim.last
         if last is not None and last.status_code >= 400:
-            return self._fail(method, path, last)
+            return refused(self.url, method, path, last)
         if isinstance(exc, toxiproxy.exceptions.ProxyExists):
             return AlreadyExistsError(
                 f"toxiproxy at {self.url}: cannot {method} {path}: proxy already exists",
@@ -191,9 +134,9 @@ class ToxiproxyClient:
         try:
             response = requests.request(method, self.url + path, json=body, timeout=self.timeout)
         except requests.RequestException as exc:
-            raise self._transport_error(method, path, exc) from exc
+            raise unreached(self.url, self.timeout, method, path, exc) from exc
         if response.status_code >= 400:
-            raise self._fail(method, path, response)
+            raise refused(self.url, method, path, response)
         if response.status_code != ok:
             got = response.status_code
             raise ToxiproxyProtocolError(

@@ -12,6 +12,7 @@
                 time), merged when another is asked for, a restart cancellable
 * ``unfired``   the records of faults whose time or event never came (they did not act)
 * ``context``   what the runner lends a fault while it acts; the runner's node states
+* ``outcomes``  what each node said, as the report keeps it (node and job part outcomes)
 * ``checks``    invariants and expectations -> violations
 * ``jobs``      a scenario's ``[job]`` as each node's JobSpec; which worlds and backends run jobs
 * ``job_checks`` a job's parts: workers' RANKs, WORLD_SIZE, collective; ``[[expect.parts]]``

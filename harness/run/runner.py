@@ -35,7 +35,8 @@ from harness.errors import HarnessError
 from harness.run.checks import check
 from harness.run.context import FaultContext, NodeState
 from harness.run.jobs import job_spec
-from harness.run.model import NodeEvent, NodeOutcome, PartOutcome, Report
+from harness.run.model import NodeEvent, Report
+from harness.run.outcomes import node_outcome, part_outcome
 from harness.run.schedule import Schedule
 from harness.run.starts import Starts
 from harness.run.startup import await_ready, release_skew
@@ -197,7 +198,7 @@ class _Run:
             case Ready():
                 return  # up and at the gate: only the start-up wait cares
             case Outcome(part=part) if part != NODE:  # a job's agent or worker
-                state.parts.append(_part(message, t))
+                state.parts.append(part_outcome(message, t))
             case Started(pid=pid, placement=placement):
                 state.began, state.placement, state.parts = t, placement, []
                 self._event(NodeEvent(node, t, "started", {"pid": pid, "placement": placement}))
@@ -325,7 +326,11 @@ class _Run:
         self.records += unfired_records(  # their time or event never came: say so
             self.sc, self.faults, self.records, lambda n: self.nodes[n].events, self.now()
         )
-        outcomes = [self._outcome(n, s) for n, s in self.nodes.items()]
+        stopped = self.stop.is_set()
+        outcomes = [
+            node_outcome(n, s, stopped=stopped, output=self.world.output(n), t0=self.t0)
+            for n, s in self.nodes.items()
+        ]
         faults = sorted(self.records, key=lambda r: r.index)
         for record in faults:
             record.expected_idle = record.index in self.sc.idle_faults
@@ -342,49 +347,6 @@ class _Run:
         parts = [part for outcome in outcomes for part in outcome.parts]
         report.violations = check(self.sc, outcomes, leaks=leaks, faults=faults, parts=parts)
         return report
-
-    def _outcome(self, node: int, state: NodeState) -> NodeOutcome:
-        status = state.status or ("interrupted" if self.stop.is_set() else "hung")
-        said = state.outcome or Outcome(node, 0.0, status)  # it said nothing
-        return NodeOutcome(
-            node=node,
-            status=status,
-            rank=said.rank,
-            world_size=said.world_size,
-            run_id=said.run_id,
-            error_class=said.error_class,
-            message=said.message,
-            started=state.started,
-            finished=state.finished,
-            pid=said.pid,
-            events=state.events,
-            shared_store_ok=said.shared_store_ok,
-            seen_ranks=said.seen_ranks,
-            seen_all_but=said.seen_all_but,
-            output=self.world.output(node),
-            maxrss_kib=said.maxrss_kib,
-            placement=said.placement or state.placement,  # said none: from its last Started
-            began=state.began if said.started is None else said.started - self.t0,
-            shutdown_error=said.shutdown_error,
-            parts=list(state.parts),
-        )
-
-
-def _part(said: Outcome, t: float) -> PartOutcome:
-    """A job part's outcome as the report keeps it (``t``: seconds since the release)."""
-    return PartOutcome(
-        node=said.node,
-        part=said.part,
-        status=said.status,
-        finished=t,
-        exitcode=said.exitcode,
-        rank=said.rank,
-        world_size=said.world_size,
-        result=said.result,
-        restarts=said.restarts,
-        error_class=said.error_class,
-        message=said.message,
-    )
 
 
 def _layout(scenario: Scenario, tag: str, faults: Sequence[tuple[int, Fault]]) -> Layout:

@@ -4,6 +4,7 @@
                    shown as TOML
 * ``model``        :class:`~harness.scenario.model.Scenario` and its tables
 * ``job``          the ``[job]`` table and ``[[expect.parts]]`` (nodes that are torchrun jobs)
+* ``expect``       ``[expect]`` and ``[[expect.nodes]]``: outcomes, invariants a backend breaks
 * ``faults``       the fault kinds: one class each (keys, checks, ``inject -> heal``), and
                    the registry that makes a kind part of the format
 * ``load``         ``load``, ``load_many``, ``parse``: files -> scenarios, or every problem

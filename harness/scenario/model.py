@@ -2,7 +2,8 @@
 
 :class:`Scenario` is one file: nodes, timeouts, endpoint, overrides, faults (each validated
 as its own kind through :data:`~harness.scenario.faults.registry.FAULTS`), expectations and
-per-backend variants. Reading files is :mod:`harness.scenario.load`'s job.
+per-backend variants. What nodes must report (``[expect]``) is :mod:`harness.scenario.expect`'s
+(its names re-exported here). Reading files is :mod:`harness.scenario.load`'s job.
 """
 
 from __future__ import annotations
@@ -22,9 +23,18 @@ from pydantic import (
 
 from harness.errors import ScenarioError
 from harness.scenario.consistency import consistency
+from harness.scenario.expect import (
+    INVARIANTS,
+    OUTCOMES,
+    Expect,
+    Invariant,
+    NodeExpect,
+    Outcome,
+    allowed_outcomes,
+)
 from harness.scenario.faults.base import Fault
 from harness.scenario.faults.registry import FaultEntry
-from harness.scenario.format import FormatModel, Nodes, one_or_more, pattern, targets
+from harness.scenario.format import FormatModel, Nodes, targets
 from harness.scenario.job import Job, PartExpect, fault_parts
 
 __all__ = [
@@ -37,9 +47,11 @@ __all__ = [
     "Endpoint",
     "Expect",
     "Fault",
+    "Invariant",
     "NodeCount",
     "NodeExpect",
     "NodeOverride",
+    "Outcome",
     "Scenario",
     "Timeouts",
     "WorldName",
@@ -47,32 +59,6 @@ __all__ = [
     "backend_name",
 ]
 
-Outcome = Literal[
-    "ok",
-    "timeout",
-    "connection_error",
-    "state_error",
-    "closed",
-    "error",
-    "killed",
-    "hung",
-    "absent",
-]
-#: Every outcome a node can report.
-OUTCOMES: tuple[str, ...] = get_args(Outcome)
-Invariant = Literal[
-    "ranks",
-    "world_size",
-    "complete_round",
-    "shared_store",
-    "hung",
-    # a job's (harness.run.job_checks)
-    "job_ranks",
-    "job_world_size",
-    "collective",
-]
-#: Invariant checks (see :mod:`harness.run.checks`) a backend may be recorded as breaking.
-INVARIANTS: tuple[str, ...] = get_args(Invariant)
 #: The backends the harness knows by name (plus ``module:factory`` for a user's handler).
 NAMED_BACKENDS = ("static", "torch-static", "torch-c10d")
 
@@ -84,65 +70,6 @@ class NodeOverride(FormatModel):
     rank: int | None = Field(default=None, ge=0)
     world_size: int | None = Field(default=None, ge=1)
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-
-def allowed_outcomes(outcome: Outcome | tuple[Outcome, ...]) -> tuple[str, ...]:
-    """An expectation's outcome as the tuple of outcomes it accepts."""
-    return (outcome,) if isinstance(outcome, str) else tuple(outcome)
-
-
-class NodeExpect(FormatModel):
-    """What some nodes must report (``outcome`` may list several allowed outcomes)."""
-
-    nodes: Nodes
-    outcome: Outcome | tuple[Outcome, ...]
-    message: str | None = None
-
-    @field_validator("outcome", mode="before")
-    @classmethod
-    def _outcomes(cls, value: Any) -> Any:
-        return one_or_more(value)
-
-    elapsed: tuple[float, float] | None = None
-
-    @field_validator("elapsed", mode="before")
-    @classmethod
-    def _pair(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple) and len(value) != 2:
-            raise ValueError("must be [low, high] in seconds")
-        return value
-
-    @field_validator("message")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        return pattern(value)
-
-    @field_validator("elapsed")
-    @classmethod
-    def _bounds(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not 0 <= value[0] <= value[1]:
-            raise ValueError("must be [low, high] with 0 <= low <= high")
-        return value
-
-
-class Expect(FormatModel):
-    outcome: Outcome | tuple[Outcome, ...] = "ok"
-    nodes: list[NodeExpect] = Field(default_factory=list)
-    #: Indexes of the faults that must not act (a fault in place that the backend never
-    #: gives cause to act: it is not warned about, and it fails the run if it acts).
-    idle_faults: list[Annotated[int, Field(ge=0)]] = Field(default_factory=list)
-    #: What parts of job nodes must report (``[[expect.parts]]``; a scenario with ``[job]``).
-    parts: list[PartExpect] = Field(default_factory=list)
-    #: The ``nodes`` of ``[[expect.nodes]]`` and ``[[expect.parts]]`` name the ranks the
-    #: backend gave, not the scenario's node indexes (for a backend that ranks nodes in its
-    #: own order, torch's c10d: by agent address and PID). A node the backend gave no rank
-    #: is judged by ``outcome`` alone.
-    by_rank: bool = False
-
-    @field_validator("outcome", mode="before")
-    @classmethod
-    def _outcomes(cls, value: Any) -> Any:
-        return one_or_more(value)
 
 
 def backend_name(value: str) -> str:

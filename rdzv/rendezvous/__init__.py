@@ -6,12 +6,14 @@ import: ``api`` reaches ``registry`` (as torch's API module does). Importing ``s
 handler imports when it is built (no process imports asyncio: the server runs its own epoll loop):
 
 * ``api``             torch's ``RendezvousHandler`` ABC, parameters and results
+* ``_config_values`` one option's value parsed and checked: timeout, rank, bool, fd (pure)
 * ``_static_config``  the ``static`` backend's options, validated once (pure)
 * ``_liveness`` ``_round_state``  is a claimant alive; store keys, identities, verdicts
 * ``_round_rules``    the round's decisions, each citing its invariant of ``_join`` (no I/O)
 * ``_round_failures`` the errors and messages users see (pure)
 * ``_connection``     a node's connections to the store: dial, a fresh one, close
 * ``_round_io``       one round's store calls: bounded by the deadline, failures raised
+* ``_verdict``        a node's part in the round's verdict: propose, read, acknowledge
 * ``_departures``     the hosting node's watch of members leaving: read, left, or gone
 * ``_exit``           the exit barriers (after a round, at shutdown)
 * ``_deadline``       past a member's deadline: one elected diagnoser names the missing ranks

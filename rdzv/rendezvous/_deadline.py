@@ -198,7 +198,7 @@ def _read_late(io: RoundIO, done: str, proposal: bytes | None = None) -> bytes |
 
     Over ``io.store`` first; when the client closed that connection (its store did not
     answer a cancelled wait in time), over a fresh one, which also carries this member's
-    acknowledgement (see ``RoundProtocol._act_on``) and is closed afterwards; ``io`` then
+    acknowledgement (see ``RoundVerdict.act_on``) and is closed afterwards; ``io`` then
     counts its own connection as lost, so the node dials again for its next round.
     """
     began = io.clock()

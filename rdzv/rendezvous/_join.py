@@ -10,7 +10,8 @@ the node that completes the round spends one more (a CHECK of every rank's confi
 and so do the first ``WATCHMEN`` members to join (a CHECK of ``arbiter``, invariant 11).
 Failure paths may spend more (past its deadline, a member joins the election of the
 round's diagnoser, invariant 11). How each store operation is bounded and how its failures
-are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); the exit barriers
+are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); how a node proposes,
+reads and acknowledges the verdict is :mod:`rdzv.rendezvous._verdict`'s; the exit barriers
 that follow a join are :mod:`rdzv.rendezvous._exit`'s.
 
 Invariants:
@@ -87,37 +88,24 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 
-from rdzv.errors import (
-    RendezvousClosedError,
-    RendezvousError,
-    RendezvousStateError,
-    StoreError,
-    StoreTimeoutError,
-)
+from rdzv.errors import StoreError, StoreTimeoutError
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous import _round_rules as rules
 from rdzv.rendezvous._deadline import publish_verdict, timeout_verdict, verdict_grace
 from rdzv.rendezvous._liveness import claimant_alive
-from rdzv.rendezvous._round_failures import (
-    closed_message,
-    duplicate_message,
-    mismatch_message,
-    stale_message,
-    timeout_message,
-    verdict_error,
-)
+from rdzv.rendezvous._round_failures import duplicate_message, mismatch_message, timeout_message
 from rdzv.rendezvous._round_io import RoundIO
-from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict
+from rdzv.rendezvous._round_state import Identity
 from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.rendezvous._verdict import RoundVerdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Final, NoReturn
+    from typing import Final
 
     from rdzv.rendezvous._departures import Departures
     from rdzv.rendezvous._lost_member import LostMemberWatch
@@ -144,8 +132,9 @@ class RoundProtocol:
 
     Attributes:
         io: the round's store calls (bounded, translated, reported).
+        verdict: this node's part in the round's verdict: proposing, reading and
+            acknowledging it (:class:`~rdzv.rendezvous._verdict.RoundVerdict`).
         took_over: the dead predecessor whose claim this node took over, if any.
-        reason: the reason of the failed verdict this node raised (``member_lost``, ...).
     """
 
     def __init__(
@@ -170,8 +159,13 @@ class RoundProtocol:
         self.alive = alive
         self.arbiter = arbiter
         self.took_over: Identity | None = None
+        self.verdict = RoundVerdict(self.io)
         self.watchman = True  # one of the first members to join (invariant 11)
-        self.reason: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """The reason of the failed verdict this node raised (``member_lost``, ...)."""
+        return self.verdict.reason
 
     @property
     def connection_lost(self) -> bool:
@@ -203,7 +197,7 @@ class RoundProtocol:
         first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
         if not rules.world_sizes_agree(me.world_size, first.world_size):
             message = mismatch_message(self.where, me, first)
-            self._reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
+            self.verdict.reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
@@ -270,15 +264,16 @@ class RoundProtocol:
         (invariant 10), or act on the verdict another node wrote, or on the deadline."""
         outcome = arbiter.decide(self.round, self.me.world_size, self.deadline, self.clock)
         if outcome == "complete":
-            self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
+            self.verdict.settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
         elif outcome == "verdict":
-            self._act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
+            self.verdict.act_on(self.call(self.store.get, self.keys.of(self.round, "done")))
         elif outcome == "member_deadline":  # invariant 11: named at once, from what it saw
             confirmed, claimed, rank = arbiter.members(self.round)
             waited, where = self.io.waited(), self.where
             message = timeout_message(self.cfg, where, waited, confirmed, claimed, for_rank=rank)
             self.event("diagnosing", for_rank=rank)
-            self._act_on(publish_verdict(self.io, message))  # by its hard end, not its deadline
+            # by its hard end, not its deadline
+            self.verdict.act_on(publish_verdict(self.io, message))
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:
@@ -292,12 +287,12 @@ class RoundProtocol:
             if not rules.world_sizes_agree(self.me.world_size, holder.world_size):
                 # a node of another world size claims before it rejects the round itself
                 message = mismatch_message(self.where, self.me, holder, "claimed its rank")
-                self._reject("world_size_mismatch", message)
+                self.verdict.reject("world_size_mismatch", message)
             same = self.me.same_machine(holder)
             if not rules.may_take_over(same, same and self.alive(holder.pid, holder.token)):
                 break
             if self.call(self.store.check, [done]):  # a finished round is not rejoined
-                self._refuse(self.call(self.store.get, done))
+                self.verdict.refuse(self.call(self.store.get, done))
             raw = self.call(self.store.compare_set, claim_key, raw, self.me.raw)
             if raw == self.me.raw:
                 self.took_over = holder
@@ -310,7 +305,7 @@ class RoundProtocol:
                 )
                 return
         holder = Identity.decode(raw, claim_key)
-        self._reject("duplicate_rank", duplicate_message(self.where, holder, self.me))
+        self.verdict.reject("duplicate_rank", duplicate_message(self.where, holder, self.me))
 
     def _complete_when_confirmed(self) -> None:
         """As the node whose add reached the world size: complete the round once every rank
@@ -329,13 +324,15 @@ class RoundProtocol:
             hosted = every_rank and bool(self.call(self.store.check, [arbiter]))
             completes = rules.completes(every_rank, hosted)
             if completes:
-                self._settle({"status": "complete", "by": self.me.as_dict(), "at": self.wall()})
+                self.verdict.settle(
+                    {"status": "complete", "by": self.me.as_dict(), "at": self.wall()}
+                )
                 return
             if completes is False:  # the host decides (invariant 10)
                 self._await_verdict()
                 return
             if self.call(self.store.check, [done]):
-                self._act_on(self.call(self.store.get, done))
+                self.verdict.act_on(self.call(self.store.get, done))
                 return
             if (remaining := self.deadline - self.clock()) <= 0:
                 break
@@ -358,67 +355,12 @@ class RoundProtocol:
             return
         except StoreError as exc:
             self.io.raise_store(exc, "waiting for the other nodes")
-        self._act_on(raw)
+        self.verdict.act_on(raw)
 
     def _on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
-        self._act_on(timeout_verdict(self.io, self.watchman))
-
-    def _reject(self, reason: str, message: str, claimed: bool = False) -> NoReturn:
-        """Abort the round from a node that is not (and will not be) a member of it. One
-        that ``claimed`` its rank (in the write that read ``first``) acknowledges the
-        verdict like a member: the hosting node's linger waits for every claimant's ack."""
-        done = self.keys.of(self.round, "done")
-        encoded = encode_verdict(self.io.aborted(reason, message))
-        raw = self.call(self.store.compare_set, done, "", encoded)
-        if claimed:
-            with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
-                self._acknowledge()
-        self._refuse(raw)
-
-    def _refuse(self, raw: bytes) -> NoReturn:
-        """As a non-member: raise what the round's verdict ``raw`` means for this node."""
-        status = decode_verdict(raw, self.keys.of(self.round, "done"))["status"]
-        if status == "complete":
-            closed = bool(self.call(self.store.check, [self.keys.closed]))
-            if rules.refusal(status, closed) == "closed":
-                self._raise_closed(self.call(self.store.get, self.keys.closed))
-            self.fail(RendezvousStateError(stale_message(self.where, self.me)))
-        self._raise_verdict(raw)
-
-    def _settle(self, proposal: dict[str, Any]) -> None:
-        """As a member: propose a verdict; return if the winning verdict is complete."""
-        done = self.keys.of(self.round, "done")
-        encoded = encode_verdict(proposal)
-        self._act_on(self.call(self.store.compare_set, done, "", encoded))
-
-    def _act_on(self, raw: bytes) -> None:
-        """As a member: return if ``raw`` is a complete verdict, else raise what it says.
-
-        Either way the member first acknowledges that it read the verdict: the hosting node
-        keeps the store up until its members have (see :meth:`wait_for_readers`,
-        :meth:`linger`), so a verdict that ends the round reaches every member.
-        """
-        self.io.read_verdict = True
-        if not rules.is_success(decode_verdict(raw, self.keys.of(self.round, "done"))):
-            if not self.connection_lost:  # else read (and acknowledged) over a fresh one
-                with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
-                    self._acknowledge()
-            self._raise_verdict(raw)
-        self._acknowledge()
-        self.event("complete", world_size=self.me.world_size)
-
-    def _raise_verdict(self, raw: bytes) -> NoReturn:
-        """Raise the error an aborted or closed verdict stands for."""
-        verdict = decode_verdict(raw, self.keys.of(self.round, "done"))
-        self.reason = str(verdict.get("reason", verdict["status"]))
-        if verdict["status"] == "closed":
-            self._raise_closed(raw)
-        self.fail(verdict_error(verdict, self.me, self.io.waited()))
-
-    def _acknowledge(self) -> None:
-        self.call(self.store.set, self.keys.of(self.round, f"ack/{self.me.rank}"), b"1")
+        self.verdict.act_on(timeout_verdict(self.io, self.watchman))
 
     def wait_for_readers(self, timeout: float, departures: Departures | None = None) -> None:
         """Exit barrier of the hosting node whose round completed: return once every node
@@ -437,7 +379,3 @@ class RoundProtocol:
         error = _exit.linger(self.store, keys, self.round, world_size, timeout, self.clock)
         if error is not None:
             self.event("linger_ended", error=error)
-
-    def _raise_closed(self, raw: bytes) -> NoReturn:
-        by = Identity(**decode_verdict(raw, self.keys.closed)["by"])
-        self.fail(RendezvousClosedError(closed_message(self.cfg, by, self.me, self.round)))

@@ -38,7 +38,6 @@ the seconds until the next check of that claim, None after the last of
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -50,7 +49,12 @@ from rdzv.rendezvous._connection import close_store, fresh_connection, hosted_se
 from rdzv.rendezvous._departures import ServerKeys
 from rdzv.rendezvous._round_failures import member_lost_message
 from rdzv.rendezvous._round_rules import host_decision, loss_watched, member_lost
-from rdzv.rendezvous._round_state import Identity, RoundKeys, encode_verdict
+from rdzv.rendezvous._round_state import (
+    Identity,
+    RoundKeys,
+    confirmation_due,
+    encode_verdict,
+)
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.store.base import Store
 
@@ -247,34 +251,9 @@ class LostMemberWatch:
 
     def _due_in(self, value: bytes | None) -> float | None:
         """The join deadline, on ``clock``, of the member whose confirmation is ``value``
-        (``b"29.812 81234.567890 {identity}"``: the seconds it had left when it sent it, its
-        deadline on its machine's monotonic clock -- the same clock as this one when its
-        identity says it runs on this machine, kernel and pid namespace, and this watch's
-        clock is ``time.monotonic`` -- and its identity); None for anything else.
-
-        From another machine the deadline is the seconds left counted from now: never
-        earlier than the member's own, later by the time the confirmation took to arrive.
-        """
-        parts = (value or b"").split(b" ", 2)
-        try:
-            left = float(parts[0])
-        except ValueError:
-            return None
-        if not math.isfinite(left):
-            return None
-        due = self._clock() + max(left, 0.0)
-        if len(parts) == 3 and self._clock is time.monotonic and self._me.machine:
-            try:
-                at = float(parts[1])
-                # an identity as this version writes it starts with its host and machine
-                same = parts[2].startswith(self._machine_head) or (
-                    Identity.decode(parts[2], "confirmed").same_machine(self._me)
-                )
-            except (ValueError, RendezvousStateError):
-                return due
-            if same and math.isfinite(at):
-                return min(due, at)
-        return due
+        (:func:`~rdzv.rendezvous._round_state.confirmation_due`)."""
+        same_clock = self._clock is time.monotonic
+        return confirmation_due(value, self._clock(), self._me, self._machine_head, same_clock)
 
     def _member_due(self, round_index: int, rank: int, due: float) -> bool:
         """Rank ``rank``'s deadline is ``due``: a restarted rank replaces its predecessor's

@@ -1,4 +1,5 @@
-"""Rendezvous state in the store: key names, node identities, verdicts (no network I/O).
+"""Rendezvous state in the store: key names, node identities, verdicts, a confirmation's
+deadline (no network I/O).
 
 Keys (all under ``__rdzv__/<run_id, percent-quoted>/``, so runs never see each other's keys
 and a user's ``PrefixStore(run_id)`` keys never collide with them)::
@@ -29,6 +30,7 @@ and a user's ``PrefixStore(run_id)`` keys never collide with them)::
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 
@@ -43,6 +45,7 @@ __all__ = [
     "Identity",
     "RoundKeys",
     "closed_record",
+    "confirmation_due",
     "decode_verdict",
     "encode_verdict",
     "format_ranks",
@@ -235,3 +238,39 @@ def encode_verdict(verdict: dict[str, Any]) -> bytes:
 def closed_record(me: Identity, at: float) -> bytes:
     """The JSON written to ``closed`` and to an open round's ``done`` by ``set_closed``."""
     return encode_verdict({"status": "closed", "by": me.as_dict(), "at": at})
+
+
+def confirmation_due(
+    value: bytes | None, now: float, me: Identity, head: bytes, same_clock: bool
+) -> float | None:
+    """The join deadline, on the watching node's clock (which reads ``now``), of the member
+    whose confirmation is ``value`` (``b"29.812 81234.567890 {identity}"``: the seconds it
+    had left when it sent it, its deadline on its machine's monotonic clock -- the same clock
+    as the watcher's when its identity says it runs on the machine, kernel and pid namespace
+    of ``me`` (whose identity starts with ``head``, its host and machine), and the watcher's
+    clock is ``time.monotonic`` (``same_clock``) -- and its identity); None for anything
+    else (invariant 11 of :mod:`rdzv.rendezvous._join`).
+
+    From another machine the deadline is the seconds left counted from now: never
+    earlier than the member's own, later by the time the confirmation took to arrive.
+    """
+    parts = (value or b"").split(b" ", 2)
+    try:
+        left = float(parts[0])
+    except ValueError:
+        return None
+    if not math.isfinite(left):
+        return None
+    due = now + max(left, 0.0)
+    if len(parts) == 3 and same_clock and me.machine:
+        try:
+            at = float(parts[1])
+            # an identity as this version writes it starts with its host and machine
+            same = parts[2].startswith(head) or (
+                Identity.decode(parts[2], "confirmed").same_machine(me)
+            )
+        except (ValueError, RendezvousStateError):
+            return due
+        if same and math.isfinite(at):
+            return min(due, at)
+    return due

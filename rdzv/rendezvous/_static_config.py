@@ -18,16 +18,23 @@ Config keys of the ``static`` backend (``RendezvousParameters(**config)`` /
   binding the port itself, for race-free port hand-over (torch's ``master_listen_fd``); the
   store server takes ownership of the descriptor.
 
-Unknown keys are rejected: a misspelt key must not silently fall back to a default.
+Unknown keys are rejected: a misspelt key must not silently fall back to a default. Each
+value is parsed by :mod:`rdzv.rendezvous._config_values`; this module picks the options,
+checks them against each other and the endpoint, and builds the :class:`StaticConfig`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from datetime import timedelta
 
 from rdzv.endpoint import parse_rendezvous_endpoint
+from rdzv.rendezvous._config_values import (
+    parse_bool,
+    parse_listen_fd,
+    parse_rank,
+    parse_timeout,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,8 +58,6 @@ DEFAULT_TIMEOUT: Final = timedelta(seconds=600)
 ACCEPTED_KEYS: Final = frozenset(
     {"rank", "timeout", "join_timeout", "read_timeout", "start_daemon", "is_host", "listen_fd"}
 )
-_TRUE = frozenset({"1", "true", "t", "yes", "y"})
-_FALSE = frozenset({"0", "false", "f", "no", "n"})
 
 
 class StaticConfig:
@@ -138,86 +143,6 @@ class StaticConfig:
 def _msg(*parts: str) -> str:
     """Join message parts with single spaces (no implicit string concatenation)."""
     return " ".join(parts)
-
-
-def parse_timeout(value: Any, where: str) -> timedelta:
-    """Return ``value`` (seconds as int/float/decimal string, or a timedelta) as a timedelta.
-
-    Raises:
-        ValueError: not a number, not finite, or not positive; the message quotes ``where``.
-    """
-    rule = "must be a positive number of seconds or a datetime.timedelta"
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"{where} {rule}; got {value!r} ({type(value).__name__}).")
-    else:
-        try:
-            seconds = float(value)
-        except ValueError:
-            raise ValueError(f"{where} {rule}; got {value!r}, which is not a number.") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{where} {rule}; got {value!r}.")
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise ValueError(f"{where} {rule}; got {value!r}, which is too large.") from None
-
-
-def parse_rank(value: Any, world_size: int, where: str) -> int:
-    """Return ``value`` as a rank in ``0 .. world_size - 1``.
-
-    Unlike torch, a decimal string is converted (torch keeps ``"0"`` as a string, so the
-    node that should host the store does not).
-
-    Raises:
-        ValueError: not an integer, or out of range for ``world_size``; names ``where``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        kind = type(value).__name__
-        raise ValueError(f"{where} must be an integer rank; got {value!r} ({kind}).")
-    if isinstance(value, str):
-        text = value.strip()
-        if not text.lstrip("-").isdecimal() or not text.isascii():
-            raise ValueError(f"{where} must be an integer rank; got {value!r}.")
-        value = int(text)
-    rank: int = value
-    if not 0 <= rank < world_size:
-        ranks = "0" if world_size == 1 else f"0..{world_size - 1}"
-        raise ValueError(
-            f"{where} is {rank}, outside the ranks {ranks} of a world of size {world_size}."
-        )
-    return rank
-
-
-def parse_bool(value: Any, where: str) -> bool:
-    """Return ``value`` as a bool, accepting torch's spellings (see ``get_as_bool``).
-
-    Raises:
-        ValueError: any other value; names ``where``.
-    """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return value == 1
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    spellings = "true/false, 1/0, yes/no, t/f or y/n"
-    raise ValueError(f"{where} must be a boolean ({spellings}); got {value!r}.")
-
-
-def parse_listen_fd(value: Any, where: str) -> int:
-    """Return ``value`` as a file descriptor number.
-
-    Raises:
-        ValueError: not a non-negative integer; names ``where``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"{where} must be a file descriptor number; got {value!r}.")
-    text = str(value).strip()
-    if not text.isdecimal() or not text.isascii():
-        raise ValueError(f"{where} must be a non-negative file descriptor number; got {value!r}.")
-    return int(text)
 
 
 def _pick(config: Mapping[str, Any], names: tuple[str, str], where: str) -> tuple[str, Any] | None:

@@ -6,6 +6,7 @@ squatters and the DNS shim count their own effects; the runner counts signals an
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 import socket
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from proxy_helpers import UpstreamServer, connect, recv_exactly, recv_until_closed
 
+from harness.errors import HarnessError
 from harness.proxy.api import ToxiproxyServer
 from harness.proxy.client import ToxiproxyClient
 from harness.proxy.events import link_cuts, toxic_effects
@@ -21,7 +23,7 @@ from harness.run.model import FaultRecord
 from harness.run.suite import embedded_proxy, run_one
 from harness.scenario.load import parse
 from harness.scenario.model import Scenario
-from harness.world.process.dns import DnsShim, install_dns_shim
+from harness.world.process.dns import DnsShim, EndpointName, install_dns_shim, names_down
 from harness.world.proxied.squatters import HTTP_REPLY, Squatter
 from harness.world.proxied.store_faults import matches
 from harness.world.specs import StoreRule
@@ -222,6 +224,25 @@ def test_the_dns_shim_counts_each_lookup_it_failed(monkeypatch: pytest.MonkeyPat
     up.set()
     assert socket.getaddrinfo("store.rdzv.test", 80, socket.AF_INET)[0][4][0] == "127.0.0.1"
     assert failures == [0, 1]
+
+
+def test_names_down_counts_only_the_lookups_failed_since_it_went_down(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(socket, "getaddrinfo", socket.getaddrinfo)  # restored afterwards
+    name = EndpointName(multiprocessing.get_context("spawn"), "store.rdzv.test", "127.0.0.1", 2)
+    install_dns_shim(name.shim(1))
+    first = names_down(name, "store.rdzv.test")
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("store.rdzv.test", 80)
+    first.up()
+    assert socket.getaddrinfo("store.rdzv.test", 80, socket.AF_INET)[0][4][0] == "127.0.0.1"
+    second = names_down(name, "store.rdzv.test")
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("store.rdzv.test", 80)
+    assert (first.failed(), second.failed(), list(name.failures)) == (2, 1, [0, 2])
+    with pytest.raises(HarnessError, match=r"'127\.0\.0\.1' is an IP address.*host name"):
+        names_down(None, "127.0.0.1")
 
 
 # --- a whole run ------------------------------------------------------------------------

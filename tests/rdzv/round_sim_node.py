@@ -195,7 +195,7 @@ def read_late(sim: Any, p: Proc, rules: Any) -> NodeGen:
 
 
 def refuse(sim: Any, p: Proc, rules: Any) -> NodeGen:
-    """``RoundProtocol._refuse``: a non-member reads the verdict and reports it."""
+    """``RoundVerdict.refuse``: a non-member reads the verdict and reports it."""
     raw = yield ("get", "done", p.hard_end)
     if raw is TIMEOUT:
         return ("refused", "no_verdict")
@@ -203,7 +203,7 @@ def refuse(sim: Any, p: Proc, rules: Any) -> NodeGen:
 
 
 def act_on(p: Proc, raw: Any, rules: Any) -> tuple[str, Any]:
-    """``RoundProtocol._act_on``: success exactly on a complete verdict (invariants 1, 3)."""
+    """``RoundVerdict.act_on``: success exactly on a complete verdict (invariants 1, 3)."""
     return ("ok", raw) if rules.is_success(raw) else ("failed", raw)
 
 

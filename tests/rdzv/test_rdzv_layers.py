@@ -36,6 +36,7 @@ SANS_IO_MORE = [
     "rdzv.store.client._retry",
     "rdzv.rendezvous._round_failures",
     "rdzv.rendezvous._round_rules",
+    "rdzv.rendezvous._config_values",
     "rdzv.rendezvous._static_config",
 ]
 IO_MODULES = {"socket", "asyncio", "time", "random", "selectors", "select", "ssl"}

@@ -28,8 +28,8 @@ from rdzv.errors import RendezvousConnectionError
 from rdzv.events import EventCollector
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous._departures import Departures
-from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._round_state import Identity, RoundKeys
+from rdzv.rendezvous._verdict import RoundVerdict
 from rdzv.rendezvous.static import StaticTCPRendezvous
 
 READ_TIMEOUT = 900.0  # torchrun's default: the tests would hit pytest's timeout first
@@ -41,12 +41,12 @@ JOIN_TIMEOUT = 60.0
 # its store connection open, so only the process dies (the child ends when stdin closes).
 _MEMBER = """
 import os, signal, sys
-from rdzv.rendezvous import _join
+from rdzv.rendezvous import _verdict
 from rdzv.rendezvous.static import StaticTCPRendezvous
 
 port, rank, world_size, how = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if how == "ack":
-    _join.RoundProtocol._acknowledge = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+    _verdict.RoundVerdict.acknowledge = lambda self: os.kill(os.getpid(), signal.SIGKILL)
 handler = StaticTCPRendezvous("127.0.0.1", port, rank, world_size, "run", 60)
 handler.next_rendezvous()
 if how == "fork":
@@ -200,15 +200,15 @@ def test_node_0_keeps_the_world_when_a_member_dies_before_confirming_it_read_the
 
 
 def _reset_instead_of_confirming(rank: int) -> Any:
-    """``RoundProtocol._acknowledge`` for the test's nodes: rank ``rank`` resets its store
+    """``RoundVerdict.acknowledge`` for the test's nodes: rank ``rank`` resets its store
     connection (``SO_LINGER`` 0) instead of confirming; its process lives on."""
-    confirm = RoundProtocol._acknowledge
+    confirm = RoundVerdict.acknowledge
 
-    def acknowledge(self: RoundProtocol) -> None:
-        if self.me.rank != rank:
+    def acknowledge(self: RoundVerdict) -> None:
+        if self.io.me.rank != rank:
             confirm(self)
             return
-        sock = self.store._channel.sock  # type: ignore[attr-defined]
+        sock = self.io.store._channel.sock  # type: ignore[attr-defined]
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
         raise RendezvousConnectionError("connection reset (the test's doing)")
@@ -221,7 +221,7 @@ def test_node_0_keeps_the_world_when_a_members_connection_resets_before_it_confi
     listen: tuple[int, int], events: EventCollector, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fd, port = listen
-    monkeypatch.setattr(RoundProtocol, "_acknowledge", _reset_instead_of_confirming(2))
+    monkeypatch.setattr(RoundVerdict, "acknowledge", _reset_instead_of_confirming(2))
     nodes = [_node(port, 0, 4, fd), *(_node(port, rank, 4) for rank in (1, 2, 3))]
     try:
         joining = _joined(nodes)

@@ -28,7 +28,7 @@ from typing import Any
 from harness.proxy.client import ToxiproxyClient
 from harness.proxy.process import START_WAIT, ProxyProcess, stop_all
 from harness.world.base import Layout, is_ip
-from harness.world.process.dns import DnsShim
+from harness.world.process.dns import DnsShim, EndpointName
 from harness.world.proxied.links import LINKS_PER_PROXY, make_links, shares
 from harness.world.proxied.squatters import Squatter
 from harness.world.proxied.store_faults import StoreFaultProxy
@@ -57,8 +57,7 @@ class Topology:
     store_faults: StoreFaultProxy | None = None
     proxies: dict[int, str] = field(default_factory=dict)
     proxy_ports: dict[int, int] = field(default_factory=dict)
-    dns_up: Any = None
-    dns_failures: Any = None
+    endpoint_name: EndpointName | None = None
     _torn_down: bool = False
 
     def build(self) -> Topology:
@@ -92,9 +91,8 @@ class Topology:
         elif self.store_faults is not None:
             self.proxy_ports = {i: upstream[i] for i in range(1, layout.nodes)}
         if not is_ip(layout.host):
-            self.dns_up = self.ctx.Event()
-            self.dns_up.set()
-            self.dns_failures = self.ctx.Array("q", layout.nodes, lock=False)
+            address = self._bind_address
+            self.endpoint_name = EndpointName(self.ctx, layout.host, address, layout.nodes)
 
     def _make_links(self, dials: dict[int, str]) -> None:
         """The links, shared out: the world's own proxy makes its share while the proxy
@@ -135,14 +133,7 @@ class Topology:
 
     def dns_shim(self, node: int) -> DnsShim | None:
         """The resolver shim node ``node`` installs, when the endpoint host is a name."""
-        if self.dns_up is None:
-            return None
-        host = self.layout.host
-        return DnsShim(host, self._bind_address, self.dns_up, self.dns_failures, node)
-
-    def lookups_failed(self) -> int:
-        """How many lookups of the endpoint name the shims have failed so far (all nodes)."""
-        return 0 if self.dns_failures is None else sum(self.dns_failures)
+        return None if self.endpoint_name is None else self.endpoint_name.shim(node)
 
     def take_listen_socket(self) -> socket.socket | None:
         """The socket node 0 serves on, handed over once (None afterwards, and when node 0

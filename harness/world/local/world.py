@@ -43,6 +43,7 @@ from harness.world.base import (
 )
 from harness.world.local.topology import Topology
 from harness.world.process.cluster import LocalCluster
+from harness.world.process.dns import NameDown, names_down
 from harness.world.process.leaks import leaks, ours
 from harness.world.process.node import NodeSpec
 from harness.world.process.nodes import ProcessNodes
@@ -149,14 +150,8 @@ class LocalWorld(ProcessNodes):
     def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
         return self.links.link_down(nodes)
 
-    def names_down(self) -> _Names:
-        if self.topo.dns_up is None:
-            raise HarnessError(
-                f"names_down: the endpoint host {self.layout.host!r} is an IP address, so "
-                "there is no name to stop resolving (give the endpoint a host name)"
-            )
-        self.topo.dns_up.clear()
-        return _Names(self.topo, self.topo.lookups_failed())
+    def names_down(self) -> NameDown:
+        return names_down(self.topo.endpoint_name, self.layout.host)
 
     def squatter(self) -> _Squatter:
         if self._squatter is None:
@@ -178,18 +173,6 @@ class LocalWorld(ProcessNodes):
         """The proxy's events of every link a toxic or link_down acted on, in order (read
         once, after teardown; None when the proxy keeps no log)."""
         return self.links.log()
-
-
-@dataclass
-class _Names:
-    topo: Topology
-    base: int
-
-    def up(self) -> None:
-        self.topo.dns_up.set()
-
-    def failed(self) -> int:
-        return self.topo.lookups_failed() - self.base
 
 
 @dataclass

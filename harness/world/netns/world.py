@@ -61,7 +61,7 @@ from harness.world.netns.network import SECOND_ADDRESS, Network, sweep
 from harness.world.netns.rules import NftRule, RateLimit, Rules
 from harness.world.netns.shell import why_not
 from harness.world.process.cluster import LocalCluster
-from harness.world.process.dns import DnsShim
+from harness.world.process.dns import EndpointName, NameDown, names_down
 from harness.world.process.leaks import leaks
 from harness.world.process.node import NodeSpec
 from harness.world.process.nodes import ProcessNodes
@@ -116,12 +116,10 @@ class NetnsWorld(ProcessNodes):
         self.rules = Rules(self.network.switch, self.network.names, self.network.address)
         self.cluster = LocalCluster(on_message=on_message, backends=layout.backends)
         self.host = self._host(host)
-        self.dns_up: Any = None
-        self.dns_failures: Any = None
+        self.endpoint_name: EndpointName | None = None
         if not is_ip(layout.host):
-            self.dns_up = self.cluster.ctx.Event()
-            self.dns_up.set()
-            self.dns_failures = self.cluster.ctx.Array("q", layout.nodes, lock=False)
+            address = self.network.address(0)
+            self.endpoint_name = EndpointName(self.cluster.ctx, self.host, address, layout.nodes)
         self._leftovers: list[int] = []
         linked = layout.via_links and bool(layout.needs & _LINKED)
         self.paths: StorePaths | None = None
@@ -177,9 +175,7 @@ class NetnsWorld(ProcessNodes):
 
     def start(self, launch: Launch) -> None:
         node = launch.node
-        shim = None
-        if self.dns_up is not None:
-            shim = DnsShim(self.host, self.network.address(0), self.dns_up, self.dns_failures, node)
+        shim = None if self.endpoint_name is None else self.endpoint_name.shim(node)
         if launch.job is not None:
             env = {**_GLOO_ON_ETH0, **launch.job.env}
             # the agent advertises its own address, as a host name resolving to it would
@@ -204,17 +200,8 @@ class NetnsWorld(ProcessNodes):
     def limit_bandwidth(self, nodes: Sequence[int], rate_kbit: int, direction: str) -> RateLimit:
         return self.rules.limit(nodes, rate_kbit, direction)
 
-    def names_down(self) -> _Names:
-        if self.dns_up is None:
-            raise HarnessError(
-                f"names_down: the endpoint host {self.layout.host!r} is an IP address, so "
-                "there is no name to stop resolving (give the endpoint a host name)"
-            )
-        self.dns_up.clear()
-        return _Names(self, self._failed())
-
-    def _failed(self) -> int:
-        return 0 if self.dns_failures is None else sum(self.dns_failures)
+    def names_down(self) -> NameDown:
+        return names_down(self.endpoint_name, self.layout.host)
 
     def add_toxic(self, nodes: Sequence[int], toxic: ToxicSpec) -> ProxiedToxic:
         return self._links(TOXICS).add_toxic(nodes, toxic)
@@ -239,15 +226,3 @@ class NetnsWorld(ProcessNodes):
         if self.paths is None or self.paths.links is None:
             return None
         return self.paths.links.log()
-
-
-@dataclass
-class _Names:
-    world: NetnsWorld
-    base: int
-
-    def up(self) -> None:
-        self.world.dns_up.set()
-
-    def failed(self) -> int:
-        return self.world._failed() - self.base

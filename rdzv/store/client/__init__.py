@@ -7,6 +7,7 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_transport``  one socket: deadlines, requests and replies
 * ``_connect``    the dial: retries until a store answers, then the handshake
 * ``_waits``      WAIT and the read pipelined behind it
+* ``_requests``   one connection's requests and replies, in step, by a deadline
 * ``_hosting``    a master's side: the server it shares per port, the wait for workers
 * ``_client``     ``TCPStore`` (torch's surface)
 

@@ -22,23 +22,20 @@ Differences from torch's client, all deliberate:
 
 from __future__ import annotations
 
-import threading
-import time
 import weakref
 from collections.abc import Sequence
 from datetime import timedelta
 
 from rdzv.errors import (
     QueueEmptyError,
-    StoreClosedError,
-    StoreTimeoutError,
 )
 from rdzv.store.base import Store
 from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._replies import bytes_list_reader, bytes_reader, queue_pop_reader
-from rdzv.store.client._transport import Channel, Expired, closed_error
-from rdzv.store.client._waits import Wait
+from rdzv.store.client._requests import Requests
+from rdzv.store.client._requests import deadline_in as _deadline
+from rdzv.store.client._transport import Channel
 from rdzv.store.wire import _wire
 from rdzv.store.wire._convert import (
     DEFAULT_TIMEOUT,
@@ -120,7 +117,6 @@ class TCPStore(Store):
         self._use_libuv = use_libuv
         self._limits = limits or _DEFAULT_LIMITS
         self._rng = LazyRandom(seed)
-        self._lock = threading.Lock()
         self.server: StoreServer | None = None
         self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
         connect_host = host_name
@@ -144,7 +140,7 @@ class TCPStore(Store):
             self.close()
             raise
         self._channel: Channel = conn.channel
-        self._pipelined = conn.pipelined
+        self._requests = Requests(conn.channel, self._endpoint, conn.pipelined)
         self.connect_attempts = conn.attempts
         if world_size is not None and wait_for_workers:
             self._raw_add(_INIT_KEY, 1)
@@ -215,7 +211,7 @@ class TCPStore(Store):
     def get(self, key: str) -> bytes:
         raw = self._key(key)
         seconds = self._timeout
-        value = self._wait_then(
+        value = self._requests.wait_then(
             (raw,),
             _wire.Get(raw),
             bytes_reader(self._limits),
@@ -268,13 +264,16 @@ class TCPStore(Store):
             for k, expected, desired in items
         )
         read = bytes_list_reader(self._limits, len(items))
-        return self._call_data(data, read, "COMPARE_SET", _deadline(self._timeout))
+        return self._requests.call(
+            data, read, "COMPARE_SET", _deadline(self._timeout), self._timeout
+        )
 
     def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
         seconds = self._timeout if timeout is None else to_seconds(timeout)
         raw = tuple(self._key(k) for k in keys)
         if raw:
-            self._wait_then(raw, None, None, "WAIT", list(keys), seconds, _deadline(seconds))
+            deadline = _deadline(seconds)
+            self._requests.wait_then(raw, None, None, "WAIT", list(keys), seconds, deadline)
 
     def check(self, keys: Sequence[str]) -> bool:
         req = _wire.Check(tuple(self._key(k) for k in keys))
@@ -292,7 +291,7 @@ class TCPStore(Store):
             return []
         read = bytes_list_reader(self._limits, len(raw))
         seconds = self._timeout
-        values = self._wait_then(
+        values = self._requests.wait_then(
             raw, _wire.MultiGet(raw), read, "MULTI_GET", list(keys), seconds, _deadline(seconds)
         )
         assert values is not None
@@ -326,7 +325,7 @@ class TCPStore(Store):
         while True:
             if block:
                 # One deadline for the whole pop, even when another popper wins a race.
-                value = self._wait_then(
+                value = self._requests.wait_then(
                     (raw,), _wire.QueuePop(raw), read, "QUEUE_POP", [key], seconds, deadline
                 )
             else:
@@ -346,10 +345,8 @@ class TCPStore(Store):
         return _PREFIX + to_bytes(key, "key")
 
     def _send(self, req: _wire.Request, op: str) -> None:
-        """Send a request that has no reply (checked against a known EOF/reset first)."""
-        data = _wire.encode_request(req)
-        with self._lock:
-            self._channel.submit(data, op, _deadline(self._timeout), self._timeout)
+        """Send a request that has no reply (see :meth:`Requests.send`)."""
+        self._requests.send(_wire.encode_request(req), op, self._timeout)
 
     def _call(
         self,
@@ -361,39 +358,11 @@ class TCPStore(Store):
     ) -> _T:
         """Send ``req`` (followed, in the same write, by ``then``: encoded requests that have
         no reply) and read its reply, both by ``deadline`` (default: the store timeout from
-        now). A reply that never comes closes the connection: later replies could no longer
-        be matched to their requests."""
+        now; see :meth:`Requests.call`)."""
         if deadline is None:
             deadline = _deadline(self._timeout)
-        return self._call_data(_wire.encode_request(req) + then, read, op, deadline)
-
-    def _call_data(
-        self, data: bytes, read: _wire.Reader[_T], op: str, deadline: float | None
-    ) -> _T:
-        """Send the encoded requests ``data`` and read what ``read`` parses (every reply
-        they have), both by ``deadline`` (see :meth:`_call`)."""
-        with self._lock:
-            self._channel.submit(data, op, deadline, self._timeout)
-            try:
-                return self._read(read, deadline, op)
-            except Expired:
-                self._channel.close(f"no reply to {op} arrived in time")
-                raise StoreTimeoutError(
-                    f"no reply to {op} from the store at {self._endpoint} within "
-                    f"{format_ms(self._timeout)}; the connection was closed"
-                ) from None
-
-    def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
-        try:
-            return self._channel.read(read, deadline, op)
-        except StoreClosedError as exc:
-            if op == "ADD" and exc.seen == "eof":  # a clean close right after ADD
-                raise closed_error(
-                    f"{exc}; the request was an ADD, which a TCPStore server rejects by "
-                    "closing the connection when the key's value is not an integer",
-                    "eof",
-                ) from exc
-            raise
+        data = _wire.encode_request(req) + then
+        return self._requests.call(data, read, op, deadline, self._timeout)
 
     def _raw_add(
         self, raw: bytes, amount: int, deadline: float | None = None, then: bytes = b""
@@ -403,24 +372,3 @@ class TCPStore(Store):
         if not -(2**63) <= amount < 2**63:
             raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
         return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline, then)
-
-    def _wait_then(
-        self,
-        keys: tuple[bytes, ...],
-        follow: _wire.Request | None,
-        read: _wire.Reader[_T] | None,
-        op: str,
-        names: list[str],
-        seconds: float | None,
-        deadline: float | None,
-    ) -> _T | None:
-        """WAIT for ``keys`` until ``deadline`` (set ``seconds`` from the call's start)
-        then, if given, send ``follow`` and read its reply with ``read`` (see ``_waits``)."""
-        wait = Wait(self._channel, keys, names, op, seconds, deadline)
-        with self._lock:
-            return wait.then(follow, read, self._pipelined)
-
-
-def _deadline(seconds: float | None) -> float | None:
-    """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
-    return None if seconds is None else time.monotonic() + seconds

@@ -1,0 +1,102 @@
+"""One connection's requests and their replies, in step, by a deadline.
+
+:class:`Requests` is what every ``TCPStore`` operation goes through once it has encoded its
+request: the write and the read of its reply under one lock (a TCPStore connection answers
+in the order it was asked, so a reply is matched to its request by position), both bounded
+by the caller's deadline. A reply that never comes closes the connection, since a later
+reply could no longer be matched to its request; a WAIT and the request that follows it go
+through :class:`~rdzv.store.client._waits.Wait` under the same lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rdzv.errors import StoreClosedError, StoreTimeoutError
+from rdzv.store.client._transport import Channel, Expired, closed_error
+from rdzv.store.client._waits import Wait
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import format_ms
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
+
+__all__ = ["Requests", "deadline_in"]
+
+
+def deadline_in(seconds: float | None) -> float | None:
+    """The ``time.monotonic()`` instant ``seconds`` from now (None: no deadline)."""
+    return None if seconds is None else time.monotonic() + seconds
+
+
+class Requests:
+    """The requests of one connection (``channel`` to the store at ``endpoint``), one at a
+    time; ``pipelined``: the store serves a request behind a WAIT in order (one round trip
+    for WAIT and GET). ``timeout`` in each call is the store's configured timeout, which the
+    messages name."""
+
+    def __init__(self, channel: Channel, endpoint: str, pipelined: bool) -> None:
+        self.channel = channel
+        self.endpoint = endpoint
+        self.pipelined = pipelined
+        self.lock = threading.Lock()
+
+    def send(self, data: bytes, op: str, timeout: float | None) -> None:
+        """Send encoded requests that have no reply (checked against a known EOF/reset
+        first), by ``timeout`` from now."""
+        with self.lock:
+            self.channel.submit(data, op, deadline_in(timeout), timeout)
+
+    def call(
+        self,
+        data: bytes,
+        read: _wire.Reader[_T],
+        op: str,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> _T:
+        """Send the encoded requests ``data`` and read what ``read`` parses (every reply
+        they have), both by ``deadline``. A reply that never comes closes the connection:
+        later replies could no longer be matched to their requests."""
+        with self.lock:
+            self.channel.submit(data, op, deadline, timeout)
+            try:
+                return self._read(read, deadline, op)
+            except Expired:
+                self.channel.close(f"no reply to {op} arrived in time")
+                raise StoreTimeoutError(
+                    f"no reply to {op} from the store at {self.endpoint} within "
+                    f"{format_ms(timeout)}; the connection was closed"
+                ) from None
+
+    def wait_then(
+        self,
+        keys: tuple[bytes, ...],
+        follow: _wire.Request | None,
+        read: _wire.Reader[_T] | None,
+        op: str,
+        names: list[str],
+        seconds: float | None,
+        deadline: float | None,
+    ) -> _T | None:
+        """WAIT for ``keys`` until ``deadline`` (set ``seconds`` from the call's start)
+        then, if given, send ``follow`` and read its reply with ``read`` (see ``_waits``)."""
+        wait = Wait(self.channel, keys, names, op, seconds, deadline)
+        with self.lock:
+            return wait.then(follow, read, self.pipelined)
+
+    def _read(self, read: _wire.Reader[_T], deadline: float | None, op: str) -> _T:
+        try:
+            return self.channel.read(read, deadline, op)
+        except StoreClosedError as exc:
+            if op == "ADD" and exc.seen == "eof":  # a clean close right after ADD
+                raise closed_error(
+                    f"{exc}; the request was an ADD, which a TCPStore server rejects by "
+                    "closing the connection when the key's value is not an integer",
+                    "eof",
+                ) from exc
+            raise
