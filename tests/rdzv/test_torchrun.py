@@ -161,8 +161,10 @@ def test_the_survivor_fails_with_the_closed_connection_named_when_the_store_host
     # use of the store (its num_nodes_waiting() poll), not through a failing worker
     with torchrun_job(tmp_path, 2, join_timeout=30, env={"JOB_HOLD": "1"}) as job:
         host = job.agents[0]
-        # wait for the round to complete on node 1 (its rdzv event), then kill node 0's agent
-        _wait_for_line(job.agents[1].log, "complete run_id='test-job' round=0")
+        # wait until node 1's agent started its worker (so it is past the round and the
+        # ranks' assignment, which read the round's store through torch's own client, whose
+        # failure would be torch's raw DistNetworkError), then kill node 0's agent
+        _wait_for_line(job.agents[1].log, "WORKER_HELD")
         host.process.send_signal(signal.SIGKILL)
         survivor = job.agents[1].process.wait(JOB_SECONDS)
         output = job.agents[1].output()

@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 if os.environ.get("JOB_HOLD"):  # a healthy worker that never finishes (the agent decides)
     import threading
+    print("WORKER_HELD", os.environ["RANK"], flush=True)  # its agent is past the round
     threading.Event().wait()
 die_on = os.environ.get("JOB_DIE_ON")  # "GROUP_RANK:RESTART_COUNT": exit 3 after init
 dist.init_process_group("gloo")
