@@ -34,7 +34,7 @@ from raw_peer import (
 )
 
 from conftest import InThread
-from rdzv.store.client import TCPStore
+from rdzv.store.client import TCPStore, _connect
 from rdzv.store.server import StoreServer
 from rdzv.store.server._bounds import BUDGET_BOUND, READ_SIZE
 from rdzv.store.wire import _wire
@@ -96,6 +96,33 @@ def test_a_connection_that_never_completes_its_first_request_is_dropped_after_th
     assert re.search(logged, line), line
     with TCPStore("127.0.0.1", strict_server.port, timeout=10.0) as client:
         assert client.add("n", 1) == 1
+
+
+def test_a_client_held_between_connect_and_handshake_past_the_bound_is_served_on_its_retry(
+    strict_server: StoreServer, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A legitimate client descheduled (a loaded machine, a thread among 512 in one process)
+    # between its connect and its first send: the handshake deadline, the only bound in time
+    # alone, drops it, the drop is logged naming why, and the client's retry is served.
+    caplog.set_level(logging.DEBUG, logger="rdzv")
+    handshake = _connect._handshake
+    held: list[int] = []
+
+    def held_once(channel: Any, timeout: float | None, deadline: float | None) -> bool:
+        if not held:  # the first attempt sends only once the server has closed on it
+            held.append(channel.sock.getsockname()[1])
+            assert read_until_closed(channel.sock, timeout=60) == b""
+        return handshake(channel, timeout, deadline)
+
+    monkeypatch.setattr(_connect, "_handshake", held_once)
+    with TCPStore("127.0.0.1", strict_server.port, timeout=60.0) as client:
+        assert client.add("n", 1) == 1
+    (line,) = drop_lines(caplog.records)
+    assert line.startswith(f"dropping store connection from 127.0.0.1:{held[0]}: "), line
+    assert "sent no request within 0.3 s of connecting" in line, line
+    events = [getattr(r, "rdzv_event", {}) for r in caplog.records]
+    (connected,) = (e for e in events if e.get("event") == "connected")
+    assert connected["attempts"] == 2
 
 
 def test_a_first_request_that_is_not_validate_is_dropped_at_once_holding_nothing(
