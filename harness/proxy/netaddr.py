@@ -44,6 +44,9 @@ async def resolve_listen(listen: str) -> tuple[socket.AddressFamily, tuple[str, 
         ProxyStartError: malformed address or a host name that does not resolve.
     """
     host, port = split_address(listen, "listen tcp")
+    numeric = _numeric(host)
+    if numeric is not None:  # no lookup to do: no trip to the loop's resolver thread
+        return numeric[0], (numeric[1], port)
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(
@@ -53,6 +56,19 @@ async def resolve_listen(listen: str) -> tuple[socket.AddressFamily, tuple[str, 
         raise ProxyStartError(f"listen tcp: lookup {host}: {exc.strerror or exc}") from exc
     family, _, _, _, sockaddr = next((i for i in infos if i[0] == socket.AF_INET), infos[0])
     return family, (str(sockaddr[0]), int(sockaddr[1]))
+
+
+def _numeric(host: str) -> tuple[socket.AddressFamily, str] | None:
+    """``host`` as an IP address in the text getaddrinfo would give back, with its family;
+    None when it is a name (or empty, or scoped) and must be looked up. A link is made per
+    node: at 10,240 nodes a lookup each, on the loop's resolver thread, cost a thread
+    switch per link, seconds on a loaded machine."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return family, socket.inet_ntop(family, socket.inet_pton(family, host))
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 async def bind_listen(listen: str) -> socket.socket:
@@ -125,9 +141,17 @@ def relisten(sock: socket.socket) -> socket.socket:
 
 
 def _listen_socket(family: socket.AddressFamily, address: tuple[str, int]) -> socket.socket:
-    sock = _reusable(family)
+    # Port 0: bound first, made reusable after. Linux's search for a free port for a
+    # reusable socket scans the ports in use: ~1.3 ms a bind once 7,000 were bound here
+    # (12,000 links: 6.3 s), against 6 us for a socket that does not offer to share. Made
+    # reusable before it listens, the listener (and the connections it accepts) end as if
+    # it had been from the start: a held port can be bound again past TIME_WAIT.
+    explicit = address[1] != 0
+    sock = _reusable(family) if explicit else socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.bind(address)
+        if not explicit:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.listen(4096)
         sock.setblocking(False)
     except OSError as exc:

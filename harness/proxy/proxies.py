@@ -137,16 +137,19 @@ class Proxy:
         self.enabled = True
         self._log("enabled", f"listening on {self.listen}")
 
-    def stop(self) -> None:
-        """Stop listening (the port stays reserved: see :func:`hold_port`) and drop every
-        connection (no-op when already disabled)."""
+    def stop(self, *, hold: bool = True) -> None:
+        """Stop listening (the port stays reserved unless ``hold`` is false: see
+        :func:`hold_port`) and drop every connection (no-op when already disabled)."""
         if not self.enabled:
             return
         self.enabled = False
         listener, self._listener = self._listener, None
         if listener is not None:
             asyncio.get_running_loop().remove_reader(listener.fileno())
-            self._held = hold_port(listener)  # the same socket, no longer listening
+            if hold:
+                self._held = hold_port(listener)  # the same socket, no longer listening
+            else:
+                listener.close()
         for task in list(self._tasks):
             task.cancel()
         for conn in list(self.connections.values()):
@@ -154,8 +157,9 @@ class Proxy:
         self._log("disabled")
 
     def close(self) -> None:
-        """Stop, and give the port back (the proxy is being deleted)."""
-        self.stop()
+        """Stop, and give the port back (the proxy is being deleted: the port is not held
+        on the way, three system calls a link saved in a run's teardown)."""
+        self.stop(hold=False)
         if self._held is not None:
             self._held.close()
             self._held = None
