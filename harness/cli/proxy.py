@@ -1,142 +1,20 @@
-"""``harness proxy``: the embedded fault proxy as a standalone Toxiproxy-compatible server."""
+"""``harness proxy``: the embedded fault proxy as a standalone Toxiproxy-compatible server
+(:mod:`harness.proxy.server`, which ``python -m harness.proxy`` runs too)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
-import os
-import resource
-import secrets
-import signal
-import sys
-from pathlib import Path
 
 from harness.cli.common import say
-from harness.errors import HarnessError, ProxyApiError
-from harness.proxy.api import serve
-from harness.proxy.collection import ProxyCollection
-from harness.proxy.loop import new_event_loop
+from harness.proxy.server import DESCRIPTION, add_arguments, port_number, run
 
 __all__ = ["add_command", "port_number"]
-
-_PROXY_DESCRIPTION = """A TCP fault proxy speaking the Toxiproxy 2.x HTTP API (like
-toxiproxy-server), with reproducible randomness (--seed) and an event log (GET /events)."""
-
-
-def port_number(text: str) -> int:
-    """argparse type of ``--port``: 0..65535 (0 picks a free port), else a usage error."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = -1
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(
-            f"a port is a whole number from 0 to 65535 (0 picks a free one), got {text!r}"
-        )
-    return port
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``proxy`` to the top-level subparsers."""
     proxy = commands.add_parser(
-        "proxy",
-        help="run the embedded Toxiproxy-compatible fault proxy",
-        description=_PROXY_DESCRIPTION,
+        "proxy", help="run the embedded Toxiproxy-compatible fault proxy", description=DESCRIPTION
     )
-    proxy.add_argument("--host", default="127.0.0.1", help="API address (default 127.0.0.1)")
-    proxy.add_argument(
-        "--port", type=port_number, default=8474, help="API port (default 8474); 0 picks a free one"
-    )
-    proxy.add_argument("--seed", type=int, help="seed for every random choice (default: random)")
-    proxy.add_argument(
-        "--config", type=Path, help="JSON array of proxies to create at start (as /populate)"
-    )
-    proxy.add_argument(
-        "--until-stdin-closes",
-        action="store_true",
-        help="stop once standard input reaches its end (a parent that started it with a pipe"
-        " ended, however it ended)",
-    )
-    proxy.set_defaults(func=_proxy_command)
-
-
-class _ConfigError(HarnessError):
-    """The --config file cannot be used (exit status 2, like a usage error)."""
-
-
-def _load_config(path: Path) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise _ConfigError(f"--config {path}: cannot read it: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise _ConfigError(f"--config {path}: not JSON: {exc}") from exc
-
-
-async def _serve_proxy(args: argparse.Namespace) -> None:
-    seed = secrets.randbits(32) if args.seed is None else args.seed
-    hub = ProxyCollection(seed)
-    if args.config is not None:
-        config = _load_config(args.config)
-        _, error = await hub.populate(config)
-        if error is not None:
-            await hub.close()
-            raise _ConfigError(f"--config {args.config}: {error.detail}") from error
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    if args.until_stdin_closes:
-        _stop_at_end_of_stdin(loop, stop)
-
-    def ready(host: str, port: int) -> None:
-        shown = f"[{host}]" if ":" in host else host
-        say(f"harness proxy: API on http://{shown}:{port} seed {seed}")
-
-    try:
-        runner = await serve(args.host, args.port, hub, ready)
-    except ProxyApiError:
-        await hub.close()
-        raise
-    try:
-        await stop.wait()
-    finally:
-        await hub.close()
-        await runner.cleanup()
-
-
-def _open_files_up_to_the_limit() -> None:
-    """Raise this process's soft limit of open files to the hard one: each link holds three
-    descriptors (its listener, the client's connection, the dial upstream)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def _stop_at_end_of_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    fd = sys.stdin.fileno()
-
-    def readable() -> None:
-        try:
-            data = os.read(fd, 4096)
-        except OSError:
-            data = b""
-        if not data:
-            loop.remove_reader(fd)
-            stop.set()
-
-    loop.add_reader(fd, readable)
-
-
-def _proxy_command(args: argparse.Namespace) -> int:
-    _open_files_up_to_the_limit()
-    try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            runner.run(_serve_proxy(args))
-    except HarnessError as exc:
-        print(f"harness proxy: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, _ConfigError) else 1
-    return 0
+    add_arguments(proxy)
+    proxy.set_defaults(func=lambda args: run(args, say))

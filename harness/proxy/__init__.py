@@ -12,6 +12,7 @@
 * ``api_json``  JSON bodies in and out of the control plane, as Toxiproxy reads and writes them
 * ``bulk_api``  the bulk extension: one request acts on many proxies
 * ``bulk_client`` ``client.bulk``: many proxies in one call (falls back to one per request)
+* ``server``    the embedded proxy as a standalone server (``harness proxy``, ``-m harness.proxy``)
 * ``process``   the embedded proxy in a process of its own (more links than one holds)
 * ``client_errors`` the errors a client call ends in: the server's refusal, no answer
 * ``client``    ``ToxiproxyClient``: one typed client, whichever server is behind it

@@ -1,4 +1,5 @@
-"""The embedded proxy in a process of its own (``harness proxy --port 0``), for more links
+"""The embedded proxy in a process of its own (``python -m harness.proxy --port 0``: the
+server of ``harness proxy`` without the rest of the command line's imports), for more links
 than one process can hold.
 
 Each proxied link holds three descriptors in the proxy's process (its listener, the
@@ -33,7 +34,7 @@ from harness.proxy.client import ToxiproxyClient
 __all__ = ["START_WAIT", "ProxyProcess", "start_all", "stop_all"]
 
 _READY = re.compile(r"API on http://\[?([^\]\s]+?)\]?:(\d+) seed")
-#: Seconds a proxy process gets to print its address (it imports aiohttp: ~1 s when idle).
+#: Seconds a proxy process gets to print its address (it imports aiohttp: ~0.2 s when idle).
 START_WAIT = 60.0
 #: Seconds a proxy process gets to stop after SIGTERM before it is killed.
 STOP_WAIT = 10.0
@@ -58,7 +59,7 @@ class ProxyProcess:
         """Start the process (returns at once; :meth:`ready` waits for its address)."""
         fd, name = tempfile.mkstemp(prefix="harness-proxy-", suffix=".log")
         self.log = Path(name)
-        command = [sys.executable, "-m", "harness", "proxy", "--host", self.host, "--port", "0"]
+        command = [sys.executable, "-m", "harness.proxy", "--host", self.host, "--port", "0"]
         command += ["--seed", str(self.seed), "--until-stdin-closes"]
         try:  # its stdin is a pipe from here: it ends with this process, however this ends
             self._proc = subprocess.Popen(
