@@ -155,6 +155,8 @@ class Topology:
             return []
         self._torn_down = True
         problems = []
+        for process in self.processes:  # they end while this proxy deletes its own share
+            process.terminate()
         mine = [name for node, name in self.proxies.items() if node not in self.routes]
         try:
             problems += self.client.delete_proxies(mine)
