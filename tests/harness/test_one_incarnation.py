@@ -76,6 +76,31 @@ def test_two_restarts_of_a_node_on_one_event_start_one_replacement(pack: int | N
     assert effects[2] == {"restarts merged with fault[1]'s (the node starts once)": 1}
 
 
+@pytest.mark.parametrize("pack", [None, 2], ids=["local", "packed"])
+def test_process_fault_pairs_at_one_instant_act_in_file_order_on_what_the_first_left(
+    pack: int | None,
+) -> None:
+    scenario = load(DATA / "process-faults-meet-on-one-node.toml").packed(pack)
+
+    report = run_one(scenario, embedded_proxy, 0)
+
+    assert report.passed, _problems(report)  # node 1 killed: its restart cancelled
+    assert _effects(report) == {
+        0: {"nodes killed": 1},  # node 1: a restart, then a kill
+        1: {"restarts cancelled (fault[0]'s: the node stays down)": 1},
+        2: {"nodes killed": 1},  # node 2: a kill, then a restart
+        3: {"nodes restarted": 1},
+        4: {"nodes killed": 1, "nodes restarted": 1},  # node 3: a restart, then a pause
+        5: {},
+        6: {"nodes paused": 1},  # node 4: a pause, then a restart
+        7: {"nodes killed": 1, "nodes restarted": 1},
+        8: {"nodes paused": 1},  # node 5: a pause, then a kill
+        9: {"nodes killed": 1},
+    }
+    assert report.faults[5].note == "node 3 was down, fault[4]'s start pending"
+    assert not any("duplicate rank" in (o.message or "") for o in report.outcomes)
+
+
 def test_a_kill_of_a_node_whose_restart_is_pending_cancels_the_restart() -> None:
     restart = {"kind": "restart", "nodes": [NODE], "on": "joined", "on_node": NODE}
     kill = {"kind": "kill", "nodes": [NODE], "on": "joined", "on_node": NODE, "after": 0.1}
