@@ -148,6 +148,7 @@ class _Watch:
         self.problems: list[str] = []
         self.pids: dict[int, list[int]] = {}  # node -> the PIDs of its incarnations, in order
         self.killed: set[int] = set()  # PIDs the harness killed through the world
+        self.resumed: list[int] = []  # the nodes resumed through the world, in order
 
     def saw(self, problem: str) -> None:
         with self.lock:
@@ -191,6 +192,8 @@ class _Watched:
         return paused
 
     def resume(self, node: int) -> bool:
+        with self._watch.lock:
+            self._watch.resumed.append(node)
         resumed: bool = self._checked("resume", node, lambda: self._inner.resume(node))
         return resumed
 
@@ -290,3 +293,25 @@ def test_process_faults_meeting_on_a_node_never_leave_it_two_live_incarnations(
         report
     )
     assert report.outcomes[NODE].status != "hung", _problems(report)
+
+
+@pytest.mark.parametrize("pack", [None, 2], ids=["local", "packed"])
+def test_two_pauses_of_a_node_that_overlap_hold_it_until_the_later_one_ends(
+    pack: int | None,
+) -> None:
+    pause = {"kind": "pause", "nodes": [NODE], "on": "joined", "on_node": NODE}
+    data = {
+        "name": "overlapping-pauses",
+        "description": "two pauses of one node on one event, 0.2 s and 1 s",
+        "nodes": 3,
+        "timeouts": {"join": 2.0},
+        "fault": [{**pause, "duration": 0.2}, {**pause, "duration": 1.0}],
+    }
+    with _watched(pack) as (worlds, watch):
+        report = run_scenario(parse(data, "<overlapping pauses>"), worlds, seed=1)
+
+    # the shorter pause's end left the node to the longer one: resumed once, at its end
+    # (it was resumed at both ends, the first 0.8 s early)
+    assert watch.resumed == [NODE]
+    assert report.outcomes[NODE].status != "hung", _problems(report)
+    assert _effects(report) == {0: {"nodes paused": 1}, 1: {"nodes paused": 1}}
