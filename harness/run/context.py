@@ -50,6 +50,8 @@ class NodeState:
     launch: Launch | None = None
     #: A job node's parts' outcomes, of its last incarnation.
     parts: list[PartOutcome] = field(default_factory=list)
+    #: How many pauses hold an incarnation of the node (part None) or a part of it still.
+    holds: dict[tuple[int, str | None], int] = field(default_factory=dict)
 
     @property
     def pending_start(self) -> bool:
@@ -142,6 +144,17 @@ class FaultContext:
 
     def never_start(self, nodes: Sequence[int]) -> int:
         return self._run.never_start(nodes)
+
+    def hold(self, node: int, part: str | None) -> Callable[[], bool]:
+        state = self._run.nodes[node]
+        key = (state.incarnation, part)
+        state.holds[key] = state.holds.get(key, 0) + 1
+
+        def release() -> bool:
+            state.holds[key] -= 1
+            return state.holds[key] == 0 and state.incarnation == key[0]
+
+        return release
 
     def launch(self, node: int) -> Launch | None:
         return self._run.nodes[node].launch

@@ -53,12 +53,15 @@ def _effects(report: Report) -> dict[int, dict[str, int]]:
 
 
 def _run(faults: list[dict[str, Any]], seed: int = 1) -> Report:
+    """Run ``faults`` on 4 nodes, node 3 absent (after them: their indexes stay): the round
+    cannot complete, so node 1 is still running when its own ``joined`` triggers them (the
+    last to join, it could return and exit before a restart's kill reached it)."""
     data = {
         "name": "one-incarnation",
         "description": "process faults meeting on one node",
-        "nodes": 3,
+        "nodes": 4,
         "timeouts": {"join": 2.0},
-        "fault": faults,
+        "fault": [*faults, {"kind": "absent", "nodes": [3]}],
     }
     return run_one(parse(data, "<one incarnation>"), embedded_proxy, seed)
 
@@ -74,6 +77,31 @@ def test_two_restarts_of_a_node_on_one_event_start_one_replacement(pack: int | N
     effects = _effects(report)
     assert effects[1] == {"nodes killed": 1, "nodes restarted": 1}
     assert effects[2] == {"restarts merged with fault[1]'s (the node starts once)": 1}
+
+
+@pytest.mark.parametrize("pack", [None, 2], ids=["local", "packed"])
+def test_process_fault_pairs_at_one_instant_act_in_file_order_on_what_the_first_left(
+    pack: int | None,
+) -> None:
+    scenario = load(DATA / "process-faults-meet-on-one-node.toml").packed(pack)
+
+    report = run_one(scenario, embedded_proxy, 0)
+
+    assert report.passed, _problems(report)  # node 1 killed: its restart cancelled
+    assert _effects(report) == {
+        0: {"nodes killed": 1},  # node 1: a restart, then a kill
+        1: {"restarts cancelled (fault[0]'s: the node stays down)": 1},
+        2: {"nodes killed": 1},  # node 2: a kill, then a restart
+        3: {"nodes restarted": 1},
+        4: {"nodes killed": 1, "nodes restarted": 1},  # node 3: a restart, then a pause
+        5: {},
+        6: {"nodes paused": 1},  # node 4: a pause, then a restart
+        7: {"nodes killed": 1, "nodes restarted": 1},
+        8: {"nodes paused": 1},  # node 5: a pause, then a kill
+        9: {"nodes killed": 1},
+    }
+    assert report.faults[5].note == "node 3 was down, fault[4]'s start pending"
+    assert not any("duplicate rank" in (o.message or "") for o in report.outcomes)
 
 
 def test_a_kill_of_a_node_whose_restart_is_pending_cancels_the_restart() -> None:
@@ -123,6 +151,7 @@ class _Watch:
         self.problems: list[str] = []
         self.pids: dict[int, list[int]] = {}  # node -> the PIDs of its incarnations, in order
         self.killed: set[int] = set()  # PIDs the harness killed through the world
+        self.resumed: list[int] = []  # the nodes resumed through the world, in order
 
     def saw(self, problem: str) -> None:
         with self.lock:
@@ -166,6 +195,8 @@ class _Watched:
         return paused
 
     def resume(self, node: int) -> bool:
+        with self._watch.lock:
+            self._watch.resumed.append(node)
         resumed: bool = self._checked("resume", node, lambda: self._inner.resume(node))
         return resumed
 
@@ -265,3 +296,25 @@ def test_process_faults_meeting_on_a_node_never_leave_it_two_live_incarnations(
         report
     )
     assert report.outcomes[NODE].status != "hung", _problems(report)
+
+
+@pytest.mark.parametrize("pack", [None, 2], ids=["local", "packed"])
+def test_two_pauses_of_a_node_that_overlap_hold_it_until_the_later_one_ends(
+    pack: int | None,
+) -> None:
+    pause = {"kind": "pause", "nodes": [NODE], "on": "joined", "on_node": NODE}
+    data = {
+        "name": "overlapping-pauses",
+        "description": "two pauses of one node on one event, 0.2 s and 1 s",
+        "nodes": 3,
+        "timeouts": {"join": 2.0},
+        "fault": [{**pause, "duration": 0.2}, {**pause, "duration": 1.0}],
+    }
+    with _watched(pack) as (worlds, watch):
+        report = run_scenario(parse(data, "<overlapping pauses>"), worlds, seed=1)
+
+    # the shorter pause's end left the node to the longer one: resumed once, at its end
+    # (it was resumed at both ends, the first 0.8 s early)
+    assert watch.resumed == [NODE]
+    assert report.outcomes[NODE].status != "hung", _problems(report)
+    assert _effects(report) == {0: {"nodes paused": 1}, 1: {"nodes paused": 1}}

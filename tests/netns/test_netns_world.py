@@ -244,15 +244,26 @@ def test_process_faults_work_as_in_the_local_world() -> None:
     assert acted["pause"] == {"nodes paused": 1}
 
 
+FUZZ_DATA = Path(__file__).resolve().parents[1] / "harness/fuzz_data"
+
+
 def test_two_restarts_of_a_node_on_one_event_start_one_replacement_in_namespaces() -> None:
-    found = load(
-        Path(__file__).resolve().parents[1] / "harness/fuzz_data/two-restarts-one-event.toml"
-    )
+    found = load(FUZZ_DATA / "two-restarts-one-event.toml")
 
     report = run_one(found.in_world("netns"), embedded_proxy, 0)
 
     assert report.passed, report.violations  # issue 30: rank 2 claimed by two replacements
     assert report.faults[2].acted == {"restarts merged with fault[1]'s (the node starts once)": 1}
+
+
+def test_process_fault_pairs_at_one_instant_act_on_what_the_first_left_in_namespaces() -> None:
+    found = load(FUZZ_DATA / "process-faults-meet-on-one-node.toml")
+
+    report = run_one(found.in_world("netns"), embedded_proxy, 0)
+
+    assert report.passed, report.violations  # node 1 killed: a kill cancels its restart
+    assert report.faults[1].acted == {"restarts cancelled (fault[0]'s: the node stays down)": 1}
+    assert report.faults[5].note == "node 3 was down, fault[4]'s start pending"
 
 
 _SLOW = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 200}}

@@ -113,6 +113,12 @@ class Context(Protocol):
     def never_start(self, nodes: Sequence[int]) -> int:
         """Keep ``nodes`` from starting (outcome ``absent``); how many were not already."""
 
+    def hold(self, node: int, part: str | None) -> Callable[[], bool]:
+        """Count one more pause holding the node's current incarnation (or its ``part``)
+        still. Returns its release: it ends this hold and says whether the pause is to
+        resume the node now -- no other pause holds that incarnation, and it is still the
+        node's (pauses that overlap hold a node until the last one ends)."""
+
     def launch(self, node: int) -> Launch | None:
         """How the node's current incarnation was launched (None: not yet)."""
 

@@ -10,6 +10,7 @@ agent's: ``job.max_restarts``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -126,7 +127,8 @@ class PauseFault(_OnNodes):
     """The nodes freeze (SIGSTOP), and go on (SIGCONT) after ``duration``.
 
     Triggered by a node's own ``started`` event with no ``after``, that node is launched
-    paused: it freezes itself before doing anything, so nothing races the pause.
+    paused: it freezes itself before doing anything, so nothing races the pause. Pauses
+    that overlap on a node hold it until the last one ends (``Context.hold``).
     """
 
     kind: Literal["pause"]
@@ -170,14 +172,19 @@ class PauseFault(_OnNodes):
         targets = ctx.targets(self.nodes)
         record = ctx.record(targets, "")
         part = self.one_part
+        # each node it holds, with the release of its hold: pauses that overlap on a node
+        # hold it until the last one ends, and none resumes a replacement it never paused
+        held: dict[int, Callable[[], bool]] = {}
         if part is not None:
             for node in targets:
                 if world.pause_part(node, part):
                     record.count(f"{part.split()[0]}s paused")
+                    held[node] = ctx.hold(node, part)
 
             def heal_part() -> None:
-                for node in targets:
-                    world.resume_part(node, part)
+                for node, release in held.items():
+                    if release():
+                        world.resume_part(node, part)
 
             return heal_part
         for node in targets:
@@ -186,14 +193,17 @@ class PauseFault(_OnNodes):
                 # (a node paused at start stops itself; a pause from here could land before
                 # its own and be undone first, leaving it stopped for good)
                 record.count("nodes paused")
+                held[node] = ctx.hold(node, None)
             elif world.pause(node):
                 record.count("nodes paused")
+                held[node] = ctx.hold(node, None)
             else:
                 record.note = "; ".join(filter(None, [record.note, _down(ctx, node)]))
 
         def heal() -> None:
-            for node in targets:
-                _resume(world, ctx, node, _RESUME_TRIES)
+            for node, release in held.items():
+                if release():
+                    _resume(world, ctx, node, _RESUME_TRIES)
 
         return heal
 
