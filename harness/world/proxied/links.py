@@ -20,6 +20,7 @@ read the proxy's event log (None when it cannot be read: the effects are then
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -116,16 +117,56 @@ class ProxiedLink:
 
 @dataclass
 class Downs:
-    """How many times each node's link has gone down in a run."""
+    """Each node's link in a run: how many times it was disabled, and how many ``link_down``
+    faults hold it down now. Downs that overlap on a link hold it down until the last of
+    them ends: the first to end does not bring it up under the others (a count per node,
+    as :meth:`~harness.run.context.Context.hold` keeps for pauses)."""
 
     _count: dict[int, int] = field(default_factory=dict)
+    _held: dict[int, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, nodes: Iterable[int]) -> dict[int, int]:
-        """Count one more time down for each of ``nodes``; return how many each had before."""
-        before = {node: self._count.get(node, 0) for node in nodes}
-        for node, count in before.items():
-            self._count[node] = count + 1
-        return before
+        """Hold each of ``nodes`` down once more. Returns, for each node this take disables
+        (no other down held it), how many times its link had been disabled before: which
+        of the link's disablings is this one (a node already down is left out: the
+        connections it had were cut by the down that holds it)."""
+        with self._lock:
+            disabled: dict[int, int] = {}
+            for node in nodes:
+                if self._held.get(node, 0) == 0:
+                    disabled[node] = self._count.get(node, 0)
+                    self._count[node] = disabled[node] + 1
+                self._held[node] = self._held.get(node, 0) + 1
+            return disabled
+
+    def release(self, nodes: Iterable[int]) -> list[int]:
+        """Let go of one hold on each of ``nodes``; the nodes no down holds any more (the
+        links to bring up), in order."""
+        with self._lock:
+            up = []
+            for node in nodes:
+                self._held[node] = max(self._held.get(node, 0) - 1, 0)
+                if self._held[node] == 0:
+                    up.append(node)
+            return sorted(up)
+
+    def bring_up(
+        self, nodes: Sequence[int], enable: Callable[[list[int]], None]
+    ) -> Callable[[], None]:
+        """The heal of a down of ``nodes``: once (a second call does nothing), let go of its
+        holds and ``enable`` the links no other down holds."""
+        done = threading.Event()
+
+        def up() -> None:
+            if done.is_set():
+                return
+            done.set()
+            free = self.release(nodes)
+            if free:
+                enable(free)
+
+        return up
 
 
 #: Links made in one ``POST /populate``: a request stays short on a loaded host (the
@@ -215,16 +256,16 @@ class ProxyLinks:
         return ProxiedToxic(toxic, take_off, self.log, self.no_log)
 
     def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
-        groups = self.by_proxy(nodes)
         downs = self._downs.take(nodes)
-        for client, links in groups:
+        for client, links in self.by_proxy(downs):
             client.bulk.set_enabled(links, False)
         self._touched.update(nodes)
 
-        def bring_up() -> None:
-            for client, links in groups:
+        def enable(free: list[int]) -> None:
+            for client, links in self.by_proxy(free):
                 client.bulk.set_enabled(links, True)
 
+        bring_up = self._downs.bring_up(nodes, enable)
         return ProxiedLink(downs, bring_up, self.log, self.names.__getitem__, self.no_log)
 
     def log(self) -> LogRows:

@@ -135,12 +135,11 @@ class RayNetwork:
     def link_down(self, nodes: Sequence[int]) -> ProxiedLink:
         """Take the links of ``nodes`` down (open connections cut, new ones refused)."""
         downs = self._downs.take(nodes)
-        for client, names in self._by_agent(nodes):
+        for client, names in self._by_agent(downs):
             client.bulk.set_enabled(names, False)
         self._touched.update(nodes)
-        return ProxiedLink(
-            downs, lambda: self.set_up(downs), self.log, lambda node: self.links[node][1], NO_LOG
-        )
+        bring_up = self._downs.bring_up(nodes, self.set_up)
+        return ProxiedLink(downs, bring_up, self.log, lambda node: self.links[node][1], NO_LOG)
 
     def set_up(self, nodes: Iterable[int]) -> None:
         for client, names in self._by_agent(nodes):
