@@ -114,7 +114,7 @@ def _late_member(port: int, clock: _AfterTheWait, watchmen_before: int) -> Round
     return member
 
 
-def test_a_member_that_wakes_past_the_overshoot_reads_the_verdict_published_meanwhile(
+def test_invariant_9_a_member_that_wakes_past_the_overshoot_reads_the_verdict_published(
     server_process: ServerProcess, events: EventCollector
 ) -> None:
     # Its wait ends with no verdict; before it looks again the host publishes one and the
@@ -134,7 +134,7 @@ def test_a_member_that_wakes_past_the_overshoot_reads_the_verdict_published_mean
         writer.close()
 
 
-def test_a_member_that_finds_no_verdict_late_writes_its_own_so_no_node_completes_without_it(
+def test_invariant_9_a_member_that_finds_no_verdict_late_writes_its_own_so_none_completes(
     server_process: ServerProcess, events: EventCollector
 ) -> None:
     # Nobody publishes: its wait ends with no verdict and its clock jumps past the

@@ -58,7 +58,9 @@ def _steps(nodes: Cluster, name: str, kind: str) -> list[dict]:
     return [s for s in nodes.nodes[name].steps if s["step"] == kind]
 
 
-def test_set_closed_fails_waiting_and_later_rounds_on_every_node(nodes: Cluster) -> None:
+def test_invariant_4_set_closed_fails_waiting_and_later_rounds_on_every_node(
+    nodes: Cluster,
+) -> None:
     _start(
         nodes,
         {

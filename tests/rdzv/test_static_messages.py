@@ -167,7 +167,7 @@ def test_a_connection_reset_after_the_deadline_says_reset_and_nothing_more() -> 
         _protocol(store, clock).join()
 
 
-def test_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
+def test_invariant_9_naming_the_missing_ranks_stops_when_the_overshoot_is_spent() -> None:
     clock = _Clock()
     store = _DeadlineStore(clock, at=3.0, check_cost=0.2)  # a busy store: 0.2 s per CHECK
 
