@@ -207,7 +207,32 @@ class ProxyAgent:
             return False
         return True
 
+    def end(self, pid: int, within: float) -> bool:
+        """SIGKILL process ``pid`` on this host and wait, at most ``within`` seconds, until
+        it has exited (gone, or a zombie its parent has not reaped): True once it has.
+        ``ray.kill`` returns before the actor's process ends (a stopped one ends only when
+        Ray's own kill gets to it), and a replacement must not start beside it."""
+        deadline = time.monotonic() + within
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return True
+        while _running(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     def stop(self) -> None:
         """Stop the server and the proxy processes (their links close with them)."""
         stop_all(self._processes)
         self._server.stop()
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False

@@ -71,6 +71,7 @@ __all__ = ["RayWorld", "RayWorlds"]
 
 _RELEASE_WAIT: Final = 60.0  # seconds for the actors to open their start gates
 _START_WAIT: Final = 120.0  # seconds for an actor to start a node (it may be coming up)
+_END_WAIT: Final = 30.0  # seconds for a killed actor's process to exit (SIGKILL: at once)
 _KERNEL: Final = "the harness sets no kernel rules on a cluster's hosts; the netns world can"
 
 
@@ -161,7 +162,9 @@ class RayWorld:
         """Kill ``group``'s actor; its host's spare takes its place (warm, for a restart),
         and a new spare starts in the group's bundle (what the killed actor held)."""
         with group.lock:
-            self._place.kill(group)
+            pid = 0 if group.dead else group.pid  # died on its own: its pid is not ours
+            self._place.kill(group)  # dead from now on: the pump reports no loss of it
+            self._end_process(group, pid)
             spare = self._spares.pop(group.host, None)
             if spare is None:
                 self._place.spawn(group, store=False)
@@ -312,6 +315,20 @@ class RayWorld:
 
     def live(self, node: int) -> int:
         return self._book.live(node)
+
+    def _end_process(self, group: Group, pid: int) -> None:
+        """SIGKILL ``group``'s actor process ``pid`` through its host's agent and wait until
+        it has exited: ``ray.kill`` returns before the process ends, and a paused actor
+        outlived it and claimed its rank beside its replacement (issue 30 on Ray)."""
+        if pid <= 0 or self.network is None:
+            return
+        agent = self.network.agents[group.host]
+        if not ray.get(agent.actor.end.remote(pid, _END_WAIT), timeout=_END_WAIT + 60):
+            first, last = group.nodes.start, group.nodes.stop - 1
+            raise HarnessError(
+                f"the Ray actor of nodes {first}-{last} (pid {pid}) did not exit within "
+                f"{_END_WAIT:g} s of SIGKILL"
+            )
 
     def _signal(self, group: Group, signum: int) -> None:
         agent = self._network().agents[group.host]
