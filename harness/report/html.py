@@ -199,7 +199,8 @@ def _parts(report: Report) -> list[_Part]:
             color=STATUS_COLORS.get(p.status, "#64748b"),
             exitcode=_opt(p.exitcode),
             rank=_opt(p.rank) if p.rank is None else f"{p.rank} of {p.world_size}",
-            restarts=_opt(p.restarts),
+            restarts=_opt(p.restarts)
+            + (f" ({p.membership_restarts} membership)" if p.membership_restarts else ""),
             result=_opt(p.result) if p.result is None else f"{p.result:g}",
             error_class=p.error_class or "",
             message=p.message or "",

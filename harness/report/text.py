@@ -167,6 +167,8 @@ def part_line(part: PartOutcome) -> str:
         said.append(f"rank {part.rank} of {part.world_size}")
     if part.restarts:
         said.append(f"restarts {part.restarts}" if part.part == "agent" else "restarted")
+    if part.membership_restarts:
+        said.append(f"{part.membership_restarts} of them for a membership change")
     if part.result is not None:
         said.append(f"result {part.result:g}")
     line = ", ".join(said)

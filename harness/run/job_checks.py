@@ -164,12 +164,13 @@ def _expectations(sc: Scenario, parts: Sequence[PartView]) -> list[Violation]:
                             (node,),
                         )
                     )
-                if entry.restarts is not None and p.restarts != entry.restarts:
+                allowed = entry.allowed_restarts
+                if allowed is not None and p.restarts not in allowed:
+                    expected = " or ".join(str(n) for n in allowed)
                     found.append(
                         Violation(
                             "restarts",
-                            f"{who} {p.part} restarted {p.restarts} time(s), expected "
-                            f"{entry.restarts}",
+                            f"{who} {p.part} restarted {p.restarts} time(s), expected {expected}",
                             (node,),
                         )
                     )

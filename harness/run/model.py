@@ -42,6 +42,8 @@ class PartOutcome:
         world_size: a worker's WORLD_SIZE, the agent's group world size.
         result: a worker's all-reduce result.
         restarts: the agent's restarts; a worker's: the attempt it ran in.
+        membership_restarts: how many of the agent's restarts were for a membership change
+            (other agents waited to rendezvous; not counted against ``--max-restarts``).
     """
 
     node: int
@@ -53,6 +55,7 @@ class PartOutcome:
     world_size: int | None = None
     result: float | None = None
     restarts: int | None = None
+    membership_restarts: int | None = None
     error_class: str | None = None
     message: str | None = None
 

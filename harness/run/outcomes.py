@@ -61,6 +61,7 @@ def part_outcome(said: Outcome, t: float) -> PartOutcome:
         world_size=said.world_size,
         result=said.result,
         restarts=said.restarts,
+        membership_restarts=said.membership_restarts,
         error_class=said.error_class,
         message=said.message,
     )

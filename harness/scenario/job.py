@@ -9,7 +9,8 @@ default to the join timeout).
 
 ``[[expect.parts]]`` says what a part of some nodes must report: ``part`` is ``agent``,
 ``workers`` (each of them) or ``worker N``; ``outcome`` one or several of
-:data:`PART_OUTCOMES`; ``message`` a pattern; ``exitcode``; ``restarts`` (the agent's).
+:data:`PART_OUTCOMES`; ``message`` a pattern; ``exitcode``; ``restarts`` (the agent's
+restarts, for a failure or a membership change; one count or a list meaning "any of these").
 
 Imports: pydantic, :mod:`harness.scenario.format`.
 """
@@ -17,7 +18,7 @@ Imports: pydantic, :mod:`harness.scenario.format`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator
 
@@ -32,6 +33,7 @@ PartOutcome = Literal[
 ]
 #: What one part of a job node can report.
 PART_OUTCOMES: tuple[str, ...] = get_args(PartOutcome)
+Count = Annotated[int, Field(ge=0)]
 
 
 class Job(FormatModel):
@@ -78,9 +80,9 @@ class PartExpect(FormatModel):
     outcome: PartOutcome | tuple[PartOutcome, ...] | None = None
     message: str | None = None
     exitcode: int | None = None
-    restarts: int | None = Field(default=None, ge=0)
+    restarts: Count | tuple[Count, ...] | None = None
 
-    @field_validator("outcome", mode="before")
+    @field_validator("outcome", "restarts", mode="before")
     @classmethod
     def _outcomes(cls, value: Any) -> Any:
         return one_or_more(value)
@@ -96,6 +98,13 @@ class PartExpect(FormatModel):
         if self.outcome is None:
             return None
         return (self.outcome,) if isinstance(self.outcome, str) else tuple(self.outcome)
+
+    @property
+    def allowed_restarts(self) -> tuple[int, ...] | None:
+        """The restart counts it accepts (None: any)."""
+        if self.restarts is None:
+            return None
+        return (self.restarts,) if isinstance(self.restarts, int) else tuple(self.restarts)
 
     def names(self, part: str) -> bool:
         """Whether ``part`` (``agent``, ``worker N``) is one this entry's ``part`` names."""

@@ -124,6 +124,8 @@ class Outcome:
         exitcode: a job part's exit code (a worker's; the agent's 0 or 1).
         result: a job worker's all-reduce result.
         restarts: a job agent's restarts (a worker's: the attempt it ran in).
+        membership_restarts: how many of a job agent's restarts were for a membership
+            change (not counted against ``--max-restarts``).
     """
 
     node: int
@@ -145,6 +147,7 @@ class Outcome:
     exitcode: int | None = None
     result: float | None = None
     restarts: int | None = None
+    membership_restarts: int | None = None
     part: str = NODE
 
     @property

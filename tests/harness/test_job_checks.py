@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from harness.errors import ScenarioError
 from harness.run.checks import check
 from harness.run.model import NodeOutcome
 from harness.scenario.load import parse
@@ -109,6 +112,23 @@ def test_expected_parts_judge_outcome_message_exit_code_and_restarts() -> None:
         ("part_message", "node 1 worker 0's message does not match /exited 3/: 'exited 1'"),
         ("part_exitcode", "node 1 worker 0 exited 1, expected 3"),
     ]
+
+
+def test_restarts_may_be_a_list_of_counts_and_a_count_outside_it_is_named() -> None:
+    # torch's c10d: an agent may restart for a failure and again for a membership change
+    expect = {"parts": [{"nodes": "all", "part": "agent", "restarts": [1, 2]}]}
+    sc = job(expect=expect)
+    parts = healthy(sc)[1]
+    parts[0] = Part(0, "agent", restarts=2)
+    parts[1] = Part(1, "agent", restarts=3)
+    assert checks(sc, parts) == [("restarts", "node 1 agent restarted 3 time(s), expected 1 or 2")]
+    assert sc.expect.parts[0].allowed_restarts == (1, 2)
+
+
+def test_a_negative_or_empty_restarts_expectation_is_refused() -> None:
+    for bad in (-1, [], [1, -2]):
+        with pytest.raises(ScenarioError, match="restarts"):
+            job(expect={"parts": [{"nodes": "all", "part": "agent", "restarts": bad}]})
 
 
 def test_workers_of_a_node_expected_ok_must_end_ok_and_a_missing_part_is_named() -> None:

@@ -69,3 +69,33 @@ def test_a_crashed_worker_restarts_its_group_and_the_job_completes_on_rdzv(tmp_p
     agent, worker = ends[1][1]
     assert (agent["status"], agent["restarts"]) == ("ok", 1), ends[1][1]
     assert (worker["status"], worker["rank"], worker["result"]) == ("ok", 1, 3.0)
+
+
+@pytest.mark.torch
+def test_the_reporting_agent_says_which_restarts_were_for_a_membership_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch restarts a failed group (against --max-restarts) and a healthy one when other
+    agents wait to rendezvous (not counted); the report must tell them apart."""
+    pytest.importorskip("torch")
+    from torch.distributed.elastic.agent.server.api import SimpleElasticAgent, WorkerState
+
+    from harness.world.process.jobs.agent import reporting_agent
+
+    told: list[tuple[str, str, dict[str, object]]] = []
+    agent_class = reporting_agent(lambda part, stage, fields: told.append((part, stage, fields)), 1)
+    monkeypatch.setattr(SimpleElasticAgent, "_restart_workers", lambda self, group: None)
+    agent = agent_class.__new__(agent_class)  # no launch: only the restart bookkeeping
+    agent.harness_restarts = agent.harness_membership_restarts = 0
+
+    class Group:
+        state = WorkerState.HEALTHY
+
+    agent._restart_workers(Group())  # another agent came back to rendezvous
+    Group.state = WorkerState.FAILED
+    agent._restart_workers(Group())  # a worker failed
+    assert [fields for _, _, fields in told] == [
+        {"restart": 1, "membership_restarts": 1, "cause": "membership"},
+        {"restart": 2, "membership_restarts": 1, "cause": "failure"},
+    ]
+    assert [(part, stage) for part, stage, _ in told] == [("agent", "restart")] * 2

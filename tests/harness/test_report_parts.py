@@ -5,6 +5,7 @@ exit code, rank, restarts, result and message -- in the console's failure panel 
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 from report_samples import scenario
@@ -13,6 +14,7 @@ from rich.console import Console
 from harness.report.console import detail_panel, print_summary
 from harness.report.html import render_html
 from harness.report.junit import junit_xml
+from harness.report.text import part_line
 from harness.run.checks import check
 from harness.run.model import NodeOutcome, PartOutcome, Report
 
@@ -96,3 +98,12 @@ def test_a_report_without_a_job_shows_no_parts() -> None:
     report = Report(scenario("plain", 1), 1, [NodeOutcome(0, "ok", rank=0, world_size=1)])
     assert "job parts" not in render_html([report])
     assert " agent:" not in _console(detail_panel(report))
+
+
+def test_a_part_line_says_how_many_restarts_were_for_a_membership_change() -> None:
+    agent = PartOutcome(0, "agent", "ok", exitcode=0, rank=0, world_size=2, restarts=2)
+    assert part_line(agent) == "node 0 agent: ok, exit 0, rank 0 of 2, restarts 2"
+    agent = replace(agent, membership_restarts=1)
+    assert part_line(agent) == (
+        "node 0 agent: ok, exit 0, rank 0 of 2, restarts 2, 1 of them for a membership change"
+    )

@@ -144,7 +144,8 @@ def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("exit_barrier_timeout", exit_barrier)
             super().__init__(*args, **kwargs)
-            self.harness_restarts = 0
+            self.harness_restarts = 0  # every restart of the worker group
+            self.harness_membership_restarts = 0  # those for a membership change
 
         def _rendezvous(self, worker_group: Any) -> None:
             super()._rendezvous(worker_group)
@@ -166,8 +167,23 @@ def reporting_agent(sink: AgentSink, exit_barrier: float) -> type:
             return started
 
         def _restart_workers(self, worker_group: Any) -> None:
+            # torch restarts a FAILED/UNHEALTHY group (counted against --max-restarts) and
+            # a HEALTHY one when other agents wait to rendezvous (a membership change,
+            # not counted): the group's state tells them apart.
             self.harness_restarts += 1
-            sink(AGENT, "restart", {"restart": self.harness_restarts})
+            cause = "failure"
+            if getattr(worker_group.state, "name", None) == "HEALTHY":
+                self.harness_membership_restarts += 1
+                cause = "membership"
+            sink(
+                AGENT,
+                "restart",
+                {
+                    "restart": self.harness_restarts,
+                    "membership_restarts": self.harness_membership_restarts,
+                    "cause": cause,
+                },
+            )
             super()._restart_workers(worker_group)
 
     return ReportingAgent

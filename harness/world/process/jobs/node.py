@@ -86,5 +86,6 @@ def _said(node: int, start: float, result: PartResult, **extra: Any) -> Outcome:
         exitcode=result.exitcode,
         result=result.result,
         restarts=result.restarts,
+        membership_restarts=result.membership_restarts,
         **extra,
     )

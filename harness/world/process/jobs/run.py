@@ -67,6 +67,7 @@ class _Seen:
     lock: threading.Lock = field(default_factory=threading.Lock)
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     restarts: int = 0
+    membership_restarts: int = 0
     agent_rank: int | None = None
     agent_world: int | None = None
 
@@ -74,7 +75,10 @@ class _Seen:
         with self.lock:
             if part == AGENT:
                 if stage == "restart":
-                    self.restarts = int(fields.get("restart", self.restarts + 1))
+                    self.restarts = int(fields.get("restart", self.restarts))
+                    self.membership_restarts = int(
+                        fields.get("membership_restarts", self.membership_restarts)
+                    )
                     self.workers.clear()  # a new attempt: its workers start afresh
                 elif stage == "rendezvous_done":
                     self.agent_rank, self.agent_world = fields.get("rank"), fields.get("world_size")
@@ -147,7 +151,13 @@ def _agent_failed(exc: BaseException) -> tuple[PartResult, dict[int, Any]]:
 
 
 def _with_rendezvous(agent: PartResult, seen: _Seen) -> PartResult:
-    return replace(agent, rank=seen.agent_rank, world_size=seen.agent_world, restarts=seen.restarts)
+    return replace(
+        agent,
+        rank=seen.agent_rank,
+        world_size=seen.agent_world,
+        restarts=seen.restarts,
+        membership_restarts=seen.membership_restarts,
+    )
 
 
 _TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)

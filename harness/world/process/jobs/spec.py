@@ -10,7 +10,11 @@ Stages (each an event a fault can fire on):
 ``rendezvous_done``  (agent)  the agent's ``next_rendezvous()`` returned: group rank,
                               group world size, the workers' store, restart count
 ``workers_started``  (agent)  the agent started its workers (their PIDs)
-``restart``          (agent)  the agent restarts its worker group (``restart``: k)
+``restart``          (agent)  the agent restarts its worker group (the k-th:
+                              ``restart``), for its ``cause``: ``failure`` or
+                              ``membership`` (other agents wait to rendezvous; the k-th
+                              such: ``membership_restarts``; torch does not count these
+                              against ``--max-restarts``)
 ``pg_ready``         (worker) ``init_process_group`` returned: RANK, WORLD_SIZE
 ``collective_done``  (worker) the all-reduce returned (``result``)
 ``worker_failed``    (worker) the worker's script raised (``message``)
@@ -91,7 +95,11 @@ class PartResult:
         rank: the worker's RANK, or the agent's group rank (None: never got one).
         world_size: the worker's WORLD_SIZE, or the agent's group world size.
         result: the worker's all-reduce result (None: none).
-        restarts: the agent's restarts (workers: the restart count they ran in).
+        restarts: the agent's restarts of its worker group (workers: the restart count
+            they ran in).
+        membership_restarts: how many of the agent's restarts were for a membership change
+            (other agents waited to rendezvous; torch does not count them against
+            ``--max-restarts``).
         error_class: the qualified class of what it failed with.
         message: what it failed with.
     """
@@ -105,6 +113,7 @@ class PartResult:
     restarts: int | None = None
     error_class: str | None = None
     message: str | None = None
+    membership_restarts: int | None = None
 
 
 @dataclass(frozen=True)
