@@ -45,8 +45,9 @@ _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
 class LazyRandom:
-    """A ``random.Random(seed)`` made at its first draw: a connect that succeeds at its
-    first attempt draws nothing, and seeding one costs a fresh process tens of µs."""
+    """A ``random.Random(seed)`` made at its first draw (seeding one costs a fresh process
+    tens of µs): a client that never connects draws nothing; a connect draws once per
+    attempt (the attempt's bound) and once per pause."""
 
     __slots__ = ("_random", "_seed")
 
