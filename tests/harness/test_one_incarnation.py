@@ -99,9 +99,12 @@ def test_process_fault_pairs_at_one_instant_act_in_file_order_on_what_the_first_
         7: {"nodes killed": 1, "nodes restarted": 1},
         8: {"nodes paused": 1},  # node 5: a pause, then a kill
         9: {"nodes killed": 1},
+        10: {"nodes never started": 1},  # node 6: the round cannot complete before they act
     }
     assert report.faults[5].note == "node 3 was down, fault[4]'s start pending"
     assert not any("duplicate rank" in (o.message or "") for o in report.outcomes)
+    (node1,) = [o for o in report.outcomes if o.node == 1]  # the runner's own SIGKILL
+    assert node1.status == "killed" and "fault[0]'s restart cancelled" in (node1.message or "")
 
 
 def test_a_kill_of_a_node_whose_restart_is_pending_cancels_the_restart() -> None:

@@ -264,6 +264,8 @@ def test_process_fault_pairs_at_one_instant_act_on_what_the_first_left_in_namesp
     assert report.passed, report.violations  # node 1 killed: a kill cancels its restart
     assert report.faults[1].acted == {"restarts cancelled (fault[0]'s: the node stays down)": 1}
     assert report.faults[5].note == "node 3 was down, fault[4]'s start pending"
+    (node1,) = [o for o in report.outcomes if o.node == 1]
+    assert node1.status == "killed" and "fault[0]'s restart cancelled" in (node1.message or "")
 
 
 _SLOW = {"kind": "toxic", "nodes": [1], "type": "latency", "attributes": {"latency": 200}}

@@ -82,8 +82,9 @@ def test_process_fault_pairs_at_one_instant_act_on_what_the_first_left_on_ray(
 
     report = run(found.packed(pack), seed=0)
 
-    # node 1 killed, its restart cancelled; the runner may see a node's joined after the
-    # node ended (a Ray kill holds it), so only what does not depend on that is asserted
+    # node 1's restart is cancelled by its kill; its outcome is the oracle's: a kill through
+    # the actor's host can land after the round's own failure reached node 1 (the local,
+    # packed and netns tests pin 'killed'), so only what does not depend on that is asserted
     assert report.passed, problems(report)
     assert report.faults[1].acted == {"restarts cancelled (fault[0]'s: the node stays down)": 1}
     assert report.faults[3].acted == {"nodes restarted": 1}
