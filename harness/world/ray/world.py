@@ -320,9 +320,9 @@ class RayWorld:
         """SIGKILL ``group``'s actor process ``pid`` through its host's agent and wait until
         it has exited: ``ray.kill`` returns before the process ends, and a paused actor
         outlived it and claimed its rank beside its replacement (issue 30 on Ray)."""
-        if pid <= 0 or self.network is None:
+        if pid <= 0:
             return
-        agent = self.network.agents[group.host]
+        agent = self._network().agents[group.host]
         if not ray.get(agent.actor.end.remote(pid, _END_WAIT), timeout=_END_WAIT + 60):
             first, last = group.nodes.start, group.nodes.stop - 1
             raise HarnessError(
