@@ -40,37 +40,76 @@ class Tenancy:
 
     This is process-wide state on purpose: torch's semantics are "a second multi-tenant
     master on the same port in the same process reuses the first one's server".
+
+    A master's release also runs from a finalizer, which the garbage collector may run in
+    this very thread while it updates the table (any allocation there can collect a
+    master that was dropped unclosed). Such a re-entered release is deferred to the end of
+    the update instead of waiting on a lock its own thread holds.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._busy = False  # the lock's holder is updating the table
+        self._deferred: list[StoreServer] = []  # releases that re-entered an update
         self._shared: dict[int, tuple[StoreServer, int]] = {}
 
     def acquire(
         self, host: str, port: int, shared: bool, make: Callable[[], StoreServer]
     ) -> StoreServer:
-        with self._lock:
-            if shared and port in self._shared:
-                server, users = self._shared[port]
-                if server.running:
-                    self._shared[port] = (server, users + 1)
+        closing: list[StoreServer] = []
+        try:
+            with self._lock:
+                self._busy = True
+                try:
+                    if shared and port in self._shared:
+                        server, users = self._shared[port]
+                        if server.running:
+                            self._shared[port] = (server, users + 1)
+                            return server
+                    server = make().start()
+                    if shared:
+                        self._shared[server.port] = (server, 1)
                     return server
-            server = make().start()
-            if shared:
-                self._shared[server.port] = (server, 1)
-            return server
+                finally:
+                    closing = self._take_deferred()
+                    self._busy = False
+        finally:
+            for done in closing:
+                done.close()
 
     def release(self, server: StoreServer) -> None:
         with self._lock:
-            shared, users = self._shared.get(server.port, (None, 1))
-            users -= 1
-            if shared is server:
-                if users > 0:
-                    self._shared[server.port] = (server, users)
-                else:
-                    del self._shared[server.port]
-        if users <= 0:
-            server.close()
+            if self._busy:  # re-entered from a finalizer during this thread's update
+                self._deferred.append(server)
+                return
+            self._busy = True
+            try:
+                closing = [server] if self._forget(server) else []
+                closing += self._take_deferred()
+            finally:
+                self._busy = False
+        for done in closing:
+            done.close()
+
+    def _forget(self, server: StoreServer) -> bool:
+        """Count one user of ``server`` less; True when none is left (close it)."""
+        shared, users = self._shared.get(server.port, (None, 1))
+        users -= 1
+        if shared is server:
+            if users > 0:
+                self._shared[server.port] = (server, users)
+            else:
+                del self._shared[server.port]
+        return users <= 0
+
+    def _take_deferred(self) -> list[StoreServer]:
+        """Apply the deferred releases; the servers they leave without users."""
+        closing = []
+        while self._deferred:
+            server = self._deferred.pop()
+            if self._forget(server):
+                closing.append(server)
+        return closing
 
 
 #: This process's shared servers.
