@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from rdzv._event_collector import EventCollector
 
 __all__ = [
+    "COPY_ATTR",
     "DEBUG",
     "ERROR",
     "EVENT_ATTR",
@@ -60,6 +61,9 @@ __all__ = [
 ]
 
 EVENT_ATTR: Final = "rdzv_event"
+#: Set (True) on a copy of an rdzv record logged again on another logger (the torchrun
+#: plugin shows rdzv's events on torch's): a handler on both loggers skips the copy.
+COPY_ATTR: Final = "rdzv_copy"
 
 #: ``logging``'s level numbers, without importing it.
 DEBUG: Final = 10

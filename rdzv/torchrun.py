@@ -52,6 +52,7 @@ from torch.distributed import TCPStore  # type: ignore[attr-defined, unused-igno
 from torch.distributed.elastic.rendezvous import api as torch_api
 
 from rdzv import errors as rdzv_errors
+from rdzv.events import COPY_ATTR
 from rdzv.rendezvous.api import RendezvousParameters
 from rdzv.rendezvous.static import StaticTCPRendezvous
 from rdzv.store.server import StoreServer
@@ -312,6 +313,7 @@ class _ToTorchLog(logging.Handler):
         if target.isEnabledFor(record.levelno):
             copy = logging.makeLogRecord(record.__dict__)
             copy.name = target.name
+            setattr(copy, COPY_ATTR, True)  # rdzv's own handlers saw the original
             target.handle(copy)
 
 

@@ -14,6 +14,7 @@ handler imports when it is built (no process imports asyncio: the server runs it
 * ``_connection``     a node's connections to the store: dial, a fresh one, close
 * ``_round_io``       one round's store calls: bounded by the deadline, failures raised
 * ``_verdict``        a node's part in the round's verdict: propose, read, acknowledge
+* ``_count``          a member counts itself in (and, on an rdzv store, waits for the verdict)
 * ``_departures``     the hosting node's watch of members leaving: read, left, or gone
 * ``_exit``           the exit barriers (after a round, at shutdown)
 * ``_deadline``       past a member's deadline: one elected diagnoser names the missing ranks

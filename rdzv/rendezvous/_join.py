@@ -1,16 +1,19 @@
 """The static join protocol: one round of a fixed-size rendezvous over a shared store.
 
 The keys it uses are described in :mod:`rdzv.rendezvous._round_state`. A member's happy
-path costs three round trips after connecting over an rdzv ``TCPStore``:
-compare_set(first) with compare_set(claim) (one write, ``compare_sets``), add(count) with
-set(confirmed) and append(joined) (one write, ``add_then_set``: the store has every
-confirmation by the time ``count`` is full), and get(done) (a blocking WAIT+GET); the ack
-is a one-way message (over another store, each of those is a request of its own), and
-the node that completes the round spends one more (a CHECK of every rank's confirmation),
-and so do the first ``WATCHMEN`` members to join (a CHECK of ``arbiter``, invariant 11).
-Failure paths may spend more (past its deadline, a member joins the election of the
-round's diagnoser, invariant 11). How each store operation is bounded and how its failures
-are raised is :mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); how a node proposes,
+path costs two round trips after connecting to an rdzv store server: compare_set(first)
+with compare_set(claim) (one write, ``compare_sets``), then add(count) with
+set(confirmed) and append(joined) (the store has every confirmation by the time ``count``
+is full), a CHECK of ``arbiter`` (invariant 11) and the verdict's blocking WAIT+GET, in one
+write (``add_then_get``, :mod:`rdzv.rendezvous._count`); the ack is a one-way message.
+Over a store that cannot serve a request sent behind a WAIT (torch's), the verdict's
+WAIT+GET is a round trip of its own and only the first ``WATCHMEN`` members CHECK
+``arbiter`` (one more); over other stores each request is its own. The node whose add
+filled ``count`` cancels the held wait when it must complete the round itself, and spends
+one more (a CHECK of every rank's confirmation). Failure paths may spend more (past its
+deadline, a member joins the election of the round's diagnoser, invariant 11). How each
+store operation is bounded and how its failures are raised is
+:mod:`rdzv.rendezvous._round_io`'s (invariants 7 and 9); how a node proposes,
 reads and acknowledges the verdict is :mod:`rdzv.rendezvous._verdict`'s; the exit barriers
 that follow a join are :mod:`rdzv.rendezvous._exit`'s.
 
@@ -95,6 +98,7 @@ from rdzv.errors import StoreError, StoreTimeoutError
 from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous import _round_rules as rules
+from rdzv.rendezvous._count import count_and_wait, count_in, read_held
 from rdzv.rendezvous._deadline import publish_verdict, timeout_verdict, verdict_grace
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import duplicate_message, mismatch_message, timeout_message
@@ -110,6 +114,7 @@ if TYPE_CHECKING:
     from rdzv.rendezvous._departures import Departures
     from rdzv.rendezvous._lost_member import LostMemberWatch
     from rdzv.store.base import Store
+    from rdzv.store.client import HeldGet
 
 __all__ = ["RoundProtocol"]
 
@@ -194,10 +199,11 @@ class RoundProtocol:
         k, me = self.round, self.me
         first_key, claim_key = self.keys.of(k, "first"), self.keys.claim(k, me.rank)
         raw_first, raw_holder = self._first_and_claim(first_key, claim_key)
-        first = me if raw_first == me.raw else Identity.decode(raw_first, first_key)
-        if not rules.world_sizes_agree(me.world_size, first.world_size):
-            message = mismatch_message(self.where, me, first)
-            self.verdict.reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
+        if raw_first != me.raw and not Identity.of_world_size(raw_first, me.world_size):
+            first = Identity.decode(raw_first, first_key)
+            if not rules.world_sizes_agree(me.world_size, first.world_size):
+                message = mismatch_message(self.where, me, first)
+                self.verdict.reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
         if raw_holder != me.raw:
             self._take_over(claim_key, raw_holder)
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
@@ -207,27 +213,41 @@ class RoundProtocol:
         at = f" {self.deadline:.6f}" if self.clock is time.monotonic else ""
         due = f"{self.deadline - self.clock():.3f}{at} ".encode() + me.raw
         # ``joined``: the list a timeout diagnosis reads in one GET (a write with no reply).
-        joined_key, rank_text = self.keys.of(k, "joined"), f"{me.rank},"
-        add_then_set = getattr(self.store, "add_then_set", None)
-        if callable(add_then_set):  # one write: every confirmation is in when count is full
-            append = (joined_key, rank_text)
-            joined = self.call(add_then_set, count, 1, confirmed, due, append, name="add")
+        append = (self.keys.of(k, "joined"), f"{me.rank},")
+        held = None
+        counted = count_and_wait(self.io, self.arbiter is not None, count, confirmed, due, append)
+        if counted is not None:  # the verdict's WAIT+GET went in the same write
+            joined, arbitrated, held = counted
         else:
-            joined = self.call(self.store.add, count, 1)
-            self.call(self.store.set, confirmed, due)
-            self.call(self.store.append, joined_key, rank_text, name="append")
+            joined, arbitrated = count_in(self.io, count, confirmed, due, append), None
+        try:
+            self._after_joining(joined, arbitrated, held)
+        finally:
+            if held is not None:
+                held.release()  # a wait nothing ended is cancelled
+
+    def _after_joining(self, joined: int, arbitrated: bool | None, held: HeldGet | None) -> None:
+        """Counted in as the ``joined``-th: decide, complete or wait for the verdict
+        (``arbitrated``: whether ``arbiter`` was set when this node counted itself, None
+        when not asked; ``held``: the verdict's read, already sent)."""
+        world_size = self.me.world_size
         self.watchman = rules.watches(joined)  # not needed where the host arbitrates
         hosts = self.arbiter is not None
-        if rules.asks_for_arbiter(self.watchman, hosts, joined, me.world_size):
-            self.watchman = not self._arbitrated()
-        self.event("joined", joined=min(joined, me.world_size), world_size=me.world_size)
-        route = rules.after_joining(joined, me.world_size, hosts)
+        if rules.asks_for_arbiter(self.watchman, hosts, joined, world_size):
+            self.watchman = not (self._arbitrated() if arbitrated is None else arbitrated)
+        self.event("joined", joined=min(joined, world_size), world_size=world_size)
+        route = rules.after_joining(joined, world_size, hosts, arbitrated)
         if route == "decide" and self.arbiter is not None:
             self._decide(self.arbiter)
         elif route == "complete_when_confirmed":
+            if held is not None:  # the connection is needed: end the wait first
+                raw = read_held(self.io, held, None)
+                if raw is not None:  # a verdict came first
+                    self.verdict.act_on(raw)
+                    return
             self._complete_when_confirmed()
         else:
-            self._await_verdict()
+            self._await_verdict(held)
 
     def _first_and_claim(self, first_key: str, claim_key: str) -> tuple[bytes, bytes]:
         """compare_set("", own identity) on ``first`` and on this rank's claim: the world
@@ -340,21 +360,26 @@ class RoundProtocol:
             pause = min(pause * 2, _CONFIRM_POLL)
         self._on_deadline()
 
-    def _await_verdict(self) -> None:
+    def _await_verdict(self, held: HeldGet | None = None) -> None:
         """Block (bounded by the deadline; a member that does not watch it, invariant 11:
-        by ``WAIT_FOR_DIAGNOSER`` past it) until the round's verdict exists; act on it."""
+        by ``WAIT_FOR_DIAGNOSER`` past it) until the round's verdict exists; act on it.
+        ``held``: the WAIT+GET already went out."""
         done = self.keys.of(self.round, "done")
         remaining = self.deadline + verdict_grace(self.watchman) - self.clock()
         try:
-            if remaining <= 0:
+            if held is not None:  # a verdict already there is read even past the deadline
+                raw = read_held(self.io, held, max(remaining, 0.0))
+            elif remaining <= 0:
                 raise StoreTimeoutError(f"join deadline of {self.where} passed before waiting")
-            self.store.set_timeout(remaining)
-            raw = self.store.get(done)  # one round trip: WAIT + GET
+            else:
+                self.store.set_timeout(remaining)
+                raw = self.store.get(done)  # one round trip: WAIT + GET
         except StoreTimeoutError:
             self._on_deadline()
             return
         except StoreError as exc:
             self.io.raise_store(exc, "waiting for the other nodes")
+        assert raw is not None
         self.verdict.act_on(raw)
 
     def _on_deadline(self) -> None:

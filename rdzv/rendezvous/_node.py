@@ -186,6 +186,8 @@ class Node:
         **fields: Any,
     ) -> None:
         """Emit event ``name`` of round ``round_index`` (see :mod:`rdzv.events`)."""
+        if not _log.isEnabledFor(level):  # skip building the fields when nobody listens
+            return
         cfg = self.cfg
         emit(
             _log,

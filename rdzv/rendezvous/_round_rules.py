@@ -85,13 +85,17 @@ def asks_for_arbiter(watchman: bool, hosts: bool, joined: int, world_size: int) 
     return watchman and not hosts and joined < world_size
 
 
-def after_joining(joined: int, world_size: int, hosts: bool) -> Route:
+def after_joining(
+    joined: int, world_size: int, hosts: bool, arbitrated: bool | None = None
+) -> Route:
     """Invariants 2 and 10: what a member does once it counted itself: the hosting node that
     arbitrates decides (``decide``); the node whose ``add`` filled ``count`` completes the
-    round once every rank confirmed; every other member waits for the verdict."""
+    round once every rank confirmed, unless it already knows that a hosting node arbitrates
+    (``arbitrated``: ``arbiter`` was set when it counted itself; it is never unset); every
+    other member waits for the verdict."""
     if hosts:
         return "decide"
-    if joined >= world_size:
+    if joined >= world_size and not arbitrated:
         return "complete_when_confirmed"
     return "await_verdict"
 

@@ -33,13 +33,14 @@ import json
 import math
 import os
 import socket
+from json.encoder import encode_basestring_ascii
 
 from rdzv.errors import RendezvousStateError
 from rdzv.rendezvous._liveness import local_machine
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Final
 
 __all__ = [
     "Identity",
@@ -49,12 +50,29 @@ __all__ = [
     "decode_verdict",
     "encode_verdict",
     "format_ranks",
+    "is_complete",
     "name_ranks",
 ]
 
 
 def _msg(*parts: str) -> str:
     return " ".join(parts)
+
+
+def _encode_identity(me: Identity) -> bytes:
+    """``json.dumps(me.as_dict(), sort_keys=True, separators=(",", ":"))``, encoded: by hand
+    when the fields have the types this version gives them (the same bytes, without
+    building a ``JSONEncoder``: a cold process pays most of a join's JSON for it)."""
+    str_, int_ = str, int
+    fields = (me.host, me.machine, me.token, me.pid, me.rank, me.world_size)
+    if [type(value) for value in fields] != [str_, str_, str_, int_, int_, int_]:
+        return json.dumps(me.as_dict(), sort_keys=True, separators=(",", ":")).encode()
+    quote = encode_basestring_ascii
+    host, machine, token = quote(me.host), quote(me.machine), quote(me.token)
+    return (
+        f'{{"host":{host},"machine":{machine},"pid":{me.pid},"rank":{me.rank},'
+        f'"token":{token},"world_size":{me.world_size}}}'
+    ).encode()
 
 
 class Identity:
@@ -130,7 +148,7 @@ class Identity:
     def raw(self) -> bytes:
         """The stored form, computed on first use."""
         if self._raw is None:
-            self._raw = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":")).encode()
+            self._raw = _encode_identity(self)
         return self._raw
 
     @classmethod
@@ -152,6 +170,13 @@ class Identity:
 
     def describe(self) -> str:
         return f"rank {self.rank} ({self.host} pid {self.pid})"
+
+    @staticmethod
+    def of_world_size(raw: bytes, world_size: int) -> bool:
+        """Whether ``raw`` is an identity of ``world_size`` nodes as :attr:`raw` encodes it
+        (compact, keys sorted: ``world_size`` comes last), told without parsing it; False
+        means "parse it to know"."""
+        return raw.endswith(b',"world_size":%d}' % world_size)
 
 
 #: What ``urllib.parse.quote(text, safe="")`` leaves as it is.
@@ -228,6 +253,18 @@ def decode_verdict(raw: bytes, key: str) -> dict[str, Any]:
     if status not in ("complete", "aborted", "closed"):
         raise RendezvousStateError(f"the store key {key!r} holds an unknown status {status!r}")
     return dict(value)
+
+
+#: How a complete verdict as :func:`encode_verdict` writes it begins and ends (keys sorted:
+#: ``at``, ``by``, ``status``; only a failed verdict has more).
+_COMPLETE: Final = (b'{"at": ', b', "status": "complete"}')
+
+
+def is_complete(raw: bytes) -> bool:
+    """Whether ``raw`` is a complete verdict as :func:`encode_verdict` writes it, told by its
+    first and last bytes (every member reads one per round; parsing it costs a cold process
+    more than the rest of reading it); False means "decode it to know"."""
+    return raw.startswith(_COMPLETE[0]) and raw.endswith(_COMPLETE[1])
 
 
 def encode_verdict(verdict: dict[str, Any]) -> bytes:

@@ -17,7 +17,7 @@ from rdzv.errors import RendezvousClosedError, RendezvousError, RendezvousStateE
 from rdzv.rendezvous import _round_rules as rules
 from rdzv.rendezvous._round_failures import closed_message, stale_message, verdict_error
 from rdzv.rendezvous._round_io import RoundIO
-from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict
+from rdzv.rendezvous._round_state import Identity, decode_verdict, encode_verdict, is_complete
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class RoundVerdict:
         """
         io = self.io
         io.read_verdict = True
-        if not rules.is_success(decode_verdict(raw, self.done)):
+        if not is_complete(raw) and not rules.is_success(decode_verdict(raw, self.done)):
             if not io.connection_lost:  # else read (and acknowledged) over a fresh one
                 with contextlib.suppress(RendezvousError):  # the verdict matters, not the ack
                     self.acknowledge()

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.world.messages import Event
 from harness.world.process.reporting import forward_logs
+from rdzv.events import COPY_ATTR
 from rdzv.store.server import StoreServer
 from rdzv.store.wire import _wire
 
@@ -75,3 +76,28 @@ def test_a_client_cut_by_node_0s_store_is_in_node_0s_record_with_the_bound_and_w
     assert cut.node == 0
     assert (cut.fields["bound"], cut.fields["peer"]) == ("requests held behind a WAIT", peer)
     assert "more than 4096 requests pipelined behind a pending WAIT" in cut.fields["message"]
+
+
+def test_an_rdzv_event_shown_on_torchs_logger_too_is_forwarded_once() -> None:
+    """The torchrun plugin logs a copy of every rdzv record on torch's elastic logger
+    (``rdzv.torchrun``), and a node forwards both "rdzv" and "torch.distributed": the copy
+    (marked ``COPY_ATTR``) is not forwarded again."""
+    with _forwarded(0) as events:
+        record = logging.makeLogRecord(
+            {
+                "name": "rdzv.server",
+                "levelno": logging.WARNING,
+                "msg": "cut",
+                "rdzv_event": {"event": "store_client_cut", "peer": "p"},
+            }
+        )
+        logging.getLogger("rdzv.server").handle(record)
+
+        copy = logging.makeLogRecord(dict(record.__dict__, name="torch.distributed.elastic"))
+        setattr(copy, COPY_ATTR, True)
+        logging.getLogger("torch.distributed.elastic").handle(copy)
+        logging.getLogger("torch.distributed.elastic").handle(
+            logging.makeLogRecord(dict(record.__dict__, name="torch.distributed.elastic"))
+        )  # torch's own record of an event (no copy): forwarded
+    forwarded = [events.get_nowait().name for _ in range(events.qsize())]
+    assert forwarded == ["store_client_cut", "store_client_cut"]

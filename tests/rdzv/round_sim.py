@@ -38,12 +38,15 @@ MAX_STEPS = 600
 @dataclass(frozen=True)
 class Config:
     """One simulated round: ``n`` ranks, whether rank 0 hosts the store and arbitrates, the
-    watchmen, rdzv's one-write confirmation or torch's two, and the fault budgets."""
+    watchmen, rdzv's one-write confirmation or torch's two, whether a member CHECKs
+    ``arbiter`` with its count and routes on it (``held``: rdzv's ``add_then_get``), and
+    the fault budgets."""
 
     n: int = 3
     hosted: bool = True
     watchmen: int = 8
     atomic_confirm: bool = True
+    held: bool = True
     crashes: int = 1
     restarts: int = 1
     duplicates: int = 0
@@ -67,6 +70,7 @@ class Sim:
     def __init__(self, cfg: Config, choose: Callable[[list[Any]], int], rules: Any) -> None:
         self.cfg, self.choose, self.rules = cfg, choose, rules
         self.n, self.watchmen, self.atomic_confirm = cfg.n, cfg.watchmen, cfg.atomic_confirm
+        self.held = cfg.held
         self.grace = MEMBER_GRACE
         self.now = 0.0
         self.kv: dict[str, Any] = {}

@@ -90,10 +90,15 @@ def member(sim: Any, p: Proc, rules: Any) -> NodeGen:
         joined = yield ("add", "count", 1)
         yield ("set", f"confirmed/{r}", due)
     yield ("append", "joined", r)
+    arbitrated = None
+    if sim.held and not p.hosts:  # rdzv's add_then_get: the CHECK rides with the count
+        arbitrated = bool((yield ("check", ["arbiter"])))
     p.watchman = rules.watches(joined, sim.watchmen)
     if rules.asks_for_arbiter(p.watchman, p.hosts, joined, n) and sim.now < p.deadline:
-        p.watchman = not (yield ("check", ["arbiter"]))
-    route = rules.after_joining(joined, n, p.hosts)
+        if arbitrated is None:
+            arbitrated = bool((yield ("check", ["arbiter"])))
+        p.watchman = not arbitrated
+    route = rules.after_joining(joined, n, p.hosts, arbitrated)
     if route == "decide":
         return (yield from decide(sim, p, rules))
     if route == "complete_when_confirmed":

@@ -241,7 +241,7 @@ def test_no_module_imports_itself_back_at_import_time() -> None:
 RENDEZVOUS = [m for m in MODULES if _within(m, "rdzv.rendezvous")]
 #: What the rendezvous may ask of a store by name (a store of another kind, torch's or a
 #: user's, may lack them): rdzv's TCPStore has each, torch's Store ABC not all.
-OPTIONAL_STORE_METHODS = {"add_then_set", "clone", "close", "compare_sets", "port"}
+OPTIONAL_STORE_METHODS = {"add_then_get", "add_then_set", "clone", "close", "compare_sets", "port"}
 _STORE_LIKE = re.compile(r"store|server", re.IGNORECASE)
 
 

@@ -32,7 +32,7 @@ GRID = [
     Config(n=3),
     Config(n=2, hosted=False, breaks=1),
     Config(n=3, hosted=False, watchmen=1),
-    Config(n=3, hosted=False, atomic_confirm=False, duplicates=1),
+    Config(n=3, hosted=False, atomic_confirm=False, held=False, duplicates=1),
     Config(n=3, duplicates=1, crashes=2),
 ]
 
@@ -92,6 +92,7 @@ configs = st.builds(
     hosted=st.booleans(),
     watchmen=st.integers(1, 8),
     atomic_confirm=st.booleans(),
+    held=st.booleans(),
     crashes=st.integers(0, 2),
     restarts=st.integers(0, 2),
     duplicates=st.integers(0, 1),
@@ -244,7 +245,7 @@ def test_the_simulated_node_sends_the_requests_of_round_protocol_in_its_order() 
         thread.join(35.0)
     assert not errors and not thread.is_alive()
 
-    cfg = Config(n=2, hosted=False, atomic_confirm=False, crashes=0, restarts=0)
+    cfg = Config(n=2, hosted=False, atomic_confirm=False, held=False, crashes=0, restarts=0)
     sim = Sim(cfg, lambda options: 0, _round_rules)
     assert sim.run() == []
     simulated = []

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from harness.world.messages import Event, Message
-from rdzv.events import EVENT_ATTR
+from rdzv.events import COPY_ATTR, EVENT_ATTR
 
 __all__ = ["PipeReporter", "Queue", "classify", "forward_logs", "redirect_output"]
 
@@ -59,6 +59,8 @@ class _Forward(logging.Handler):
         self.queue = queue
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, COPY_ATTR, False):  # the original came through "rdzv" already
+            return
         payload = getattr(record, EVENT_ATTR, None)
         if isinstance(payload, dict):
             fields = {k: v for k, v in payload.items() if k != "event"}

@@ -7,7 +7,9 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_transport``  one socket: deadlines, requests and replies
 * ``_connect``    the dial: retries until a store answers, then the handshake
 * ``_waits``      WAIT and the read pipelined behind it
-* ``_requests``   one connection's requests and replies, in step, by a deadline
+* ``_requests``   one connection's requests and replies, in step, by a deadline; a GET
+  whose reply is read after the replies sent before it (``HeldGet``)
+* ``_extensions`` rdzv's extensions of the client: requests sent together in one write
 * ``_hosting``    a master's side: the server it shares per port, the wait for workers
 * ``_client``     ``TCPStore`` (torch's surface)
 
@@ -20,5 +22,6 @@ not host never imports the server), never at import time.
 from __future__ import annotations
 
 from rdzv.store.client._client import TCPStore
+from rdzv.store.client._requests import HeldGet
 
-__all__ = ["TCPStore"]
+__all__ = ["HeldGet", "TCPStore"]

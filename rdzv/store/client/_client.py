@@ -31,6 +31,7 @@ from rdzv.errors import (
 )
 from rdzv.store.base import Store
 from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
+from rdzv.store.client._extensions import Extensions, amount_of
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._replies import bytes_list_reader, bytes_reader, queue_pop_reader
 from rdzv.store.client._requests import Requests
@@ -61,7 +62,7 @@ _INIT_KEY: Final = b"init/"
 _DEFAULT_LIMITS: Final = _wire.Limits()  # made once, at import: never changed
 
 
-class TCPStore(Store):
+class TCPStore(Extensions, Store):
     """A client of a TCPStore-protocol server; with ``is_master`` it also hosts one.
 
     Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
@@ -226,47 +227,9 @@ class TCPStore(Store):
     def add(self, key: str, amount: int) -> int:
         return self._raw_add(self._key(key), amount)
 
-    def add_then_set(
-        self,
-        key: str,
-        amount: int,
-        set_key: str,
-        value: str | bytes,
-        append: tuple[str, str | bytes] | None = None,
-    ) -> int:
-        """``add(key, amount)`` then ``set(set_key, value)`` (then, if given,
-        ``append(*append)``) in one write; return the sum.
-
-        An rdzv extension: the store applies them in order, as if called one after the
-        other, but the writes do not wait for the ADD's reply (one round trip, one write).
-        Fails like ``add``; when it fails, the writes may or may not have been applied.
-        """
-        then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
-        if append is not None:
-            then += _wire.encode_request(_wire.Append(self._key(append[0]), to_bytes(append[1])))
-        return self._raw_add(self._key(key), amount, then=then)
-
     def compare_set(self, key: str, expected: str | bytes, desired: str | bytes) -> bytes:
         req = _wire.CompareSet(self._key(key), to_bytes(expected), to_bytes(desired))
         return self._call(req, bytes_reader(self._limits), "COMPARE_SET")
-
-    def compare_sets(self, items: Sequence[tuple[str, str | bytes, str | bytes]]) -> list[bytes]:
-        """``compare_set(key, expected, desired)`` of each item, in order, in one write; the
-        replies, read together (one round trip).
-
-        An rdzv extension: the store applies them in order, as if called one after the
-        other, except that no item waits for the one before it to be answered. Fails like
-        ``compare_set``; when it fails, any of the items may or may not have been applied.
-        """
-        key, encode = self._key, _wire.encode_request
-        data = b"".join(
-            encode(_wire.CompareSet(key(k), to_bytes(expected), to_bytes(desired)))
-            for k, expected, desired in items
-        )
-        read = bytes_list_reader(self._limits, len(items))
-        return self._requests.call(
-            data, read, "COMPARE_SET", _deadline(self._timeout), self._timeout
-        )
 
     def wait(self, keys: Sequence[str], timeout: Timeout | None = None) -> None:
         seconds = self._timeout if timeout is None else to_seconds(timeout)
@@ -367,8 +330,4 @@ class TCPStore(Store):
     def _raw_add(
         self, raw: bytes, amount: int, deadline: float | None = None, then: bytes = b""
     ) -> int:
-        if isinstance(amount, bool) or not isinstance(amount, int):
-            raise TypeError(f"add amount must be an int, got {amount!r}")
-        if not -(2**63) <= amount < 2**63:
-            raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
-        return self._call(_wire.Add(raw, amount), _wire.read_i64, "ADD", deadline, then)
+        return self._call(_wire.Add(raw, amount_of(amount)), _wire.read_i64, "ADD", deadline, then)

@@ -45,9 +45,10 @@ _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
 class LazyRandom:
-    """A ``random.Random(seed)`` made at its first draw (seeding one costs a fresh process
-    tens of µs): a client that never connects draws nothing; a connect draws once per
-    attempt (the attempt's bound) and once per pause."""
+    """The connect's jitter: a ``random.Random(seed)`` made at its first draw, or, without a
+    seed, the process's own generator (``random`` reseeds it in a forked child), since
+    seeding one costs a fresh process tens of µs. A connect draws once per attempt (the
+    attempt's bound) and once per pause."""
 
     __slots__ = ("_random", "_seed")
 
@@ -56,6 +57,8 @@ class LazyRandom:
         self._random: random.Random | None = None
 
     def uniform(self, a: float, b: float, /) -> float:
+        if self._seed is None:  # the process's generator: reseeded in a forked child
+            return random.uniform(a, b)
         if self._random is None:
             self._random = random.Random(self._seed)
         return self._random.uniform(a, b)
@@ -179,7 +182,8 @@ def connect(
                     foreign = exc
             else:
                 elapsed = time.monotonic() - start
-                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
+                if _log.isEnabledFor(DEBUG):
+                    emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
                 return Connected(channel, pipelined, attempts, elapsed)
         if _log.isEnabledFor(DEBUG):  # describing the cause costs on every attempt
             emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))

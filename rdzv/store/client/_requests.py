@@ -10,10 +10,11 @@ through :class:`~rdzv.store.client._waits.Wait` under the same lock.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
-from rdzv.errors import StoreClosedError, StoreTimeoutError
+from rdzv.errors import StoreClosedError, StoreError, StoreTimeoutError
 from rdzv.store.client._transport import Channel, Expired, closed_error
 from rdzv.store.client._waits import Wait
 from rdzv.store.wire import _wire
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     _T = TypeVar("_T")
 
-__all__ = ["Requests", "deadline_in"]
+__all__ = ["HeldGet", "Requests", "deadline_in"]
 
 
 def deadline_in(seconds: float | None) -> float | None:
@@ -63,15 +64,48 @@ class Requests:
         they have), both by ``deadline``. A reply that never comes closes the connection:
         later replies could no longer be matched to their requests."""
         with self.lock:
-            self.channel.submit(data, op, deadline, timeout)
-            try:
-                return self._read(read, deadline, op)
-            except Expired:
-                self.channel.close(f"no reply to {op} arrived in time")
-                raise StoreTimeoutError(
-                    f"no reply to {op} from the store at {self.endpoint} within "
-                    f"{format_ms(timeout)}; the connection was closed"
-                ) from None
+            return self._exchange(data, read, op, deadline, timeout)
+
+    def call_then_hold(
+        self,
+        data: bytes,
+        read: _wire.Reader[_T],
+        op: str,
+        deadline: float | None,
+        timeout: float | None,
+        get_key: bytes,
+        get_name: str,
+        get_read: _wire.Reader[bytes],
+    ) -> tuple[_T, HeldGet]:
+        """:meth:`call` for ``data`` that ends with WAIT+GET of ``get_key``: read what
+        ``read`` parses (the replies before the WAIT's) and return it with the
+        :class:`HeldGet` that reads the rest. The connection stays locked until that ends
+        (a pipelined store only: it serves the GET once the wait ends)."""
+        self.lock.acquire()
+        try:
+            value = self._exchange(data, read, op, deadline, timeout)
+        except BaseException:
+            self.lock.release()
+            raise
+        return value, HeldGet(self, get_key, get_name, get_read)
+
+    def _exchange(
+        self,
+        data: bytes,
+        read: _wire.Reader[_T],
+        op: str,
+        deadline: float | None,
+        timeout: float | None,
+    ) -> _T:
+        self.channel.submit(data, op, deadline, timeout)
+        try:
+            return self._read(read, deadline, op)
+        except Expired:
+            self.channel.close(f"no reply to {op} arrived in time")
+            raise StoreTimeoutError(
+                f"no reply to {op} from the store at {self.endpoint} within "
+                f"{format_ms(timeout)}; the connection was closed"
+            ) from None
 
     def wait_then(
         self,
@@ -100,3 +134,72 @@ class Requests:
                     "eof",
                 ) from exc
             raise
+
+
+class HeldGet:
+    """The reply to a WAIT+GET that went out in one write behind requests whose replies
+    were read first (:meth:`Requests.call_then_hold`). The connection stays locked (no
+    other request can be matched to a reply meanwhile) until :meth:`get` or :meth:`cancel`
+    ends the wait, or :meth:`release` does: a wait nobody ended is cancelled, so the
+    connection is left in step or closed, never with a reply outstanding."""
+
+    __slots__ = ("_ended", "_key", "_name", "_read", "_requests")
+
+    def __init__(
+        self, requests: Requests, key: bytes, name: str, read: _wire.Reader[bytes]
+    ) -> None:
+        self._requests = requests
+        self._key = key
+        self._name = name
+        self._read = read
+        self._ended = False
+
+    def get(self, seconds: float | None) -> bytes:
+        """The value, once the key exists, waiting ``seconds`` from now at most (None: no
+        bound).
+
+        Raises:
+            StoreTimeoutError: the key did not arrive in time (the wait was cancelled, or
+                the connection closed).
+            StoreClosedError: the connection ended, or the store shut down.
+        """
+        if self._ended:
+            raise RuntimeError("this held GET already ended")
+        requests = self._requests
+        wait = Wait(
+            requests.channel, (self._key,), [self._name], "GET", seconds, deadline_in(seconds)
+        )
+        try:
+            value = wait.then(_wire.Get(self._key), self._read, True, sent=True)
+        finally:
+            self._end()
+        assert value is not None
+        return value
+
+    def cancel(self) -> bytes | None:
+        """End the wait now: the value if the key had already arrived, else None (the wait
+        was cancelled; the connection is usable).
+
+        Raises:
+            StoreTimeoutError: the store did not answer the cancel (the connection closed).
+            StoreClosedError: the connection ended, or the store shut down.
+        """
+        try:
+            return self.get(0.0)
+        except StoreTimeoutError:
+            if self._requests.channel.closed:
+                raise
+            return None
+
+    def release(self) -> None:
+        """End the wait if nothing did (cancelling it; a failure closes the connection and
+        is not raised: the caller is already on its way out). Idempotent."""
+        if self._ended:
+            return
+        with contextlib.suppress(StoreError):
+            self.cancel()
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._requests.lock.release()

@@ -91,10 +91,14 @@ class Channel:
             StoreClosedError: the connection is known to be dead, or was found dead now;
                 ``data`` was not (entirely) sent.
         """
-        self._ensure_open(op)
+        if self.closed_because is not None:
+            self._ensure_open(op)
         self._probe(op)
         try:
-            sent = self._send_now(data, 0)
+            try:
+                sent = self.sock.send(data, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                sent = 0
             while sent < len(data):
                 if not _ready(self._writable, deadline):
                     self.close(f"sending {op} did not finish before the deadline")
@@ -146,9 +150,13 @@ class Channel:
             StoreClosedError: the peer closed or reset the connection, or it failed.
             StoreProtocolError: the reply exceeds the limits (the connection is closed).
         """
+        buf = self._buf
         while True:
+            if len(buf) == self._pos:  # nothing to parse yet
+                self._recv(deadline, op)
+                continue
             try:
-                value, pos = parse(self._buf, self._pos)
+                value, pos = parse(buf, self._pos)
             except _wire.Incomplete:
                 pass
             except StoreProtocolError:
@@ -164,7 +172,8 @@ class Channel:
             self._recv(deadline, op)
 
     def _recv(self, deadline: float | None, op: str) -> None:
-        self._ensure_open(op)
+        if self.closed_because is not None:
+            self._ensure_open(op)
         # Past the deadline, still take what has already arrived (a poll that does not wait).
         if not _ready(self._readable, deadline):
             raise Expired

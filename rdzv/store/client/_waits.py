@@ -78,11 +78,17 @@ class Wait:
         return f"wait timeout after {format_ms(self.seconds)}, keys: {shown} (store at {where})"
 
     def then(
-        self, follow: _wire.Request | None, read: _wire.Reader[T] | None, pipelined: bool
+        self,
+        follow: _wire.Request | None,
+        read: _wire.Reader[T] | None,
+        pipelined: bool,
+        sent: bool = False,
     ) -> T | None:
         """Wait, then (if given) send ``follow`` and return its reply, parsed by ``read``.
 
-        With ``pipelined`` (an rdzv server) WAIT and ``follow`` go out in one write.
+        With ``pipelined`` (an rdzv server) WAIT and ``follow`` go out in one write;
+        ``sent``: they already went out (with ``pipelined`` and ``follow``), the replies are
+        read from here.
 
         Raises:
             StoreTimeoutError: the keys did not all arrive by the deadline, or the store did
@@ -92,14 +98,15 @@ class Wait:
         """
         op, end, channel = self.op, self._end, self.channel
         pipelined = pipelined and follow is not None
-        payload = _wire.encode_request(_wire.Wait(self.keys))
-        if pipelined and follow is not None:
-            if isinstance(follow, _wire.MultiGet) and follow.keys == self.keys:
-                # The same key list as the WAIT's: reuse its encoding, change the opcode.
-                payload += _MULTI_GET + payload[1:]
-            else:
-                payload += _wire.encode_request(follow)
-        channel.submit(payload, op, self.deadline, self.seconds)
+        if not sent:
+            payload = _wire.encode_request(_wire.Wait(self.keys))
+            if pipelined and follow is not None:
+                if isinstance(follow, _wire.MultiGet) and follow.keys == self.keys:
+                    # The same key list as the WAIT's: reuse its encoding, change the opcode.
+                    payload += _MULTI_GET + payload[1:]
+                else:
+                    payload += _wire.encode_request(follow)
+            channel.submit(payload, op, self.deadline, self.seconds)
         try:
             first: int | None = channel.read(_wire.read_u8, self.deadline, op)
         except Expired:

@@ -1,0 +1,139 @@
+"""rdzv's extensions of torch's client: requests that go out in one write (one round trip)
+where torch's client sends them one at a time. The rendezvous uses them when a store has
+them (``getattr``), and does without on any other store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rdzv.store.client._replies import bytes_list_reader, bytes_reader
+from rdzv.store.client._requests import HeldGet, Requests
+from rdzv.store.client._requests import deadline_in as _deadline
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import to_bytes
+
+TYPE_CHECKING = False
+
+__all__ = ["Extensions", "amount_of"]
+
+
+class Extensions:
+    """The extensions, over what :class:`~rdzv.store.client._client.TCPStore` provides."""
+
+    _requests: Requests
+    _timeout: float | None
+    _limits: _wire.Limits
+    if TYPE_CHECKING:  # TCPStore's
+
+        @staticmethod
+        def _key(key: str) -> bytes: ...
+
+        def _raw_add(
+            self, raw: bytes, amount: int, deadline: float | None = None, then: bytes = b""
+        ) -> int: ...
+
+    def add_then_set(
+        self,
+        key: str,
+        amount: int,
+        set_key: str,
+        value: str | bytes,
+        append: tuple[str, str | bytes] | None = None,
+    ) -> int:
+        """``add(key, amount)`` then ``set(set_key, value)`` (then, if given,
+        ``append(*append)``) in one write; return the sum.
+
+        An rdzv extension: the store applies them in order, as if called one after the
+        other, but the writes do not wait for the ADD's reply (one round trip, one write).
+        Fails like ``add``; when it fails, the writes may or may not have been applied.
+        """
+        then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        if append is not None:
+            then += _wire.encode_request(_wire.Append(self._key(append[0]), to_bytes(append[1])))
+        return self._raw_add(self._key(key), amount, then=then)
+
+    def add_then_get(
+        self,
+        key: str,
+        amount: int,
+        set_key: str,
+        value: str | bytes,
+        append: tuple[str, str | bytes],
+        check_key: str,
+        get_key: str,
+    ) -> tuple[int, bool, HeldGet] | None:
+        """``add_then_set(key, amount, set_key, value, append)``, ``check([check_key])`` and
+        ``get(get_key)`` in one write: the sum and the check are returned at once, with the
+        :class:`HeldGet` that waits for ``get_key``'s value. None, with nothing sent, when
+        the store cannot serve a request sent behind a WAIT (torch's server).
+
+        An rdzv extension (one round trip for a join's count, confirmation and verdict).
+        The connection is busy until the :class:`HeldGet` ends: call its ``get``,
+        ``cancel`` or ``release``. Fails like ``add``.
+        """
+        requests = self._requests
+        if not requests.pipelined:
+            return None
+        k = self._key
+        raw_get = k(get_key)
+        data = b"".join(
+            (
+                _wire.encode_request(_wire.Add(k(key), amount_of(amount))),
+                _wire.encode_request(_wire.Set(k(set_key), to_bytes(value))),
+                _wire.encode_request(_wire.Append(k(append[0]), to_bytes(append[1]))),
+                _wire.encode_request(_wire.Check((k(check_key),))),
+                _wire.encode_request(_wire.Wait((raw_get,))),
+                _wire.encode_request(_wire.Get(raw_get)),
+            )
+        )
+        (added, checked), held = requests.call_then_hold(
+            data,
+            _add_and_check,
+            "ADD",
+            _deadline(self._timeout),
+            self._timeout,
+            raw_get,
+            get_key,
+            bytes_reader(self._limits),
+        )
+        return added, checked == _wire.READY, held
+
+    def compare_sets(self, items: Sequence[tuple[str, str | bytes, str | bytes]]) -> list[bytes]:
+        """``compare_set(key, expected, desired)`` of each item, in order, in one write; the
+        replies, read together (one round trip).
+
+        An rdzv extension: the store applies them in order, as if called one after the
+        other, except that no item waits for the one before it to be answered. Fails like
+        ``compare_set``; when it fails, any of the items may or may not have been applied.
+        """
+        key, encode = self._key, _wire.encode_request
+        data = b"".join(
+            encode(_wire.CompareSet(key(k), to_bytes(expected), to_bytes(desired)))
+            for k, expected, desired in items
+        )
+        read = bytes_list_reader(self._limits, len(items))
+        return self._requests.call(
+            data, read, "COMPARE_SET", _deadline(self._timeout), self._timeout
+        )
+
+
+def amount_of(amount: int) -> int:
+    """``amount`` if an ADD can carry it.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: it does not fit in a signed 64-bit integer.
+    """
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise TypeError(f"add amount must be an int, got {amount!r}")
+    if not -(2**63) <= amount < 2**63:
+        raise ValueError(f"add amount {amount} does not fit in a signed 64-bit integer")
+    return amount
+
+
+def _add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
+    """The replies of an ADD and a CHECK (:meth:`TCPStore.add_then_get`)."""
+    added, pos = _wire.read_i64(buf, pos)
+    checked, pos = _wire.read_u8(buf, pos)
+    return (added, checked), pos
