@@ -199,8 +199,14 @@ def _peer_causes(
                 + (op["op"] if op else "*")
             )
             recovered = None
+        elif connected is not None:
+            # Down at its last failed attempt, up when it connected: the fault ends at the
+            # earliest the log allows, so that a replay's own backoff (random, up to a second
+            # apart) finds the path open about when this node's did, not a pause later.
+            healed = when if when is not None and when < connected else connected
+            recovered = _t(plan, facts, healed)
         else:
-            recovered = _t(plan, facts, connected) if connected is not None else None
+            recovered = None
         groups.setdefault((kind, recovered is not None, last.data.get("key", "")), []).append(
             (node.node, last, recovered)
         )
@@ -219,7 +225,9 @@ def _peer_causes(
         if recovered and entry["kind"] in ("dns", "toxic", "link_down", "reject", "drop"):
             entry.setdefault("at", 0)
             entry["duration"] = max(0.1, recovered)
-            why += f", until about {recovered} s (they connected then)"
+            why += (
+                f", until about {recovered} s (their last failed attempt; they connected after it)"
+            )
         plan.faults.append(PlannedFault(entry, why, lines))
 
 

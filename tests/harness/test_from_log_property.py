@@ -90,3 +90,26 @@ def test_twenty_drawn_scenarios_logs_replay_with_the_same_outcomes(data: dict[st
 def test_a_drawn_netns_scenarios_logs_replay_in_the_netns_world(data: dict[str, Any]) -> None:
     with no_namespace_left():
         replays_the_same(data)
+
+
+def test_a_heal_read_from_the_logs_is_replayed_no_later_than_it_happened() -> None:
+    """A node refused until its link heals connects on its next retry, up to a backoff pause
+    (a second at most) after the heal; the log shows its last refused attempt and its
+    connect. The replay ends the fault at the earliest the log allows (the last refused
+    attempt), never at the connect: the replay's own, random, pause would then come on top
+    and could push its connect past the deadline the original met (a flaky example of the
+    property above: healed at 1.7 s, connected at 1.9 s, replayed healing at 1.9 s)."""
+    data = {
+        "name": "heal",
+        "description": "node 1 refused for 1.7 s of a 6 s join",
+        "nodes": 2,
+        "timeouts": {"join": 6.0},
+        "fault": [{"kind": "link_down", "nodes": [1], "at": 0.0, "duration": 1.7}],
+        "expect": {"outcome": "ok"},
+    }
+    original = run_suite([parse(data, "<heal>")])[0]
+    assert original.error is None and original.passed, original.error
+    written = tomllib.loads(convert(node_logs(original.outcomes), name="replay").text)
+    (fault,) = written["fault"]
+    assert (fault["kind"], fault["nodes"]) == ("link_down", [1])
+    assert 0.5 <= fault["duration"] <= 1.7, fault  # the last refusal came before the heal

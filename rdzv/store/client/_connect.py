@@ -44,10 +44,14 @@ _PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
 _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
+_SYSTEM: Final = random.SystemRandom()
+
+
 class LazyRandom:
     """The connect's jitter: a ``random.Random(seed)`` made at its first draw, or, without a
-    seed, the process's own generator (``random`` reseeds it in a forked child), since
-    seeding one costs a fresh process tens of µs. A connect draws once per attempt (the
+    seed, the operating system's randomness (``random.SystemRandom``: nothing to seed,
+    which costs a fresh process tens of µs, and never the same on two nodes, even when a
+    program seeded ``random`` alike everywhere). A connect draws once per attempt (the
     attempt's bound) and once per pause."""
 
     __slots__ = ("_random", "_seed")
@@ -57,8 +61,8 @@ class LazyRandom:
         self._random: random.Random | None = None
 
     def uniform(self, a: float, b: float, /) -> float:
-        if self._seed is None:  # the process's generator: reseeded in a forked child
-            return random.uniform(a, b)
+        if self._seed is None:
+            return _SYSTEM.uniform(a, b)
         if self._random is None:
             self._random = random.Random(self._seed)
         return self._random.uniform(a, b)
