@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import glob
 import logging
 import multiprocessing
 import os
@@ -287,8 +288,24 @@ def _split(before: Any, built: float, collections: int) -> dict[str, float]:
     }
 
 
+_CPUIDLE = sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/time"))
+
+
 def _idle_seconds() -> float:
-    """Seconds every CPU of the machine spent idle since boot (``/proc/stat``)."""
+    """Seconds every CPU of the machine spent idle since boot.
+
+    From the cpuidle states' residency (microseconds, ``/sys/devices/system/cpu/cpu*/
+    cpuidle``) where the kernel has them, else ``/proc/stat`` (clock ticks: 10 ms per CPU,
+    too coarse for a window of tens of milliseconds, where it read 20-40 % idle for trials a
+    scheduler trace showed 93 % busy). An idle period is counted when it ends, so the CPUs
+    that went idle after the last node returned add nothing to the window.
+    """
+    if _CPUIDLE:
+        total = 0
+        for path in _CPUIDLE:
+            with open(path, "rb") as state:
+                total += int(state.read())
+        return total / 1e6
     with open("/proc/stat") as stat:
         fields = stat.readline().split()
     return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")

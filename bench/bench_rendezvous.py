@@ -46,9 +46,10 @@ from T to the last node's return from ``next_rendezvous()``. A node notes its re
 in shared memory (one write) and reports its figures only after the last node returned, so
 reporting does not compete with nodes still joining; node processes stay alive until then,
 so interpreter teardown is not timed either. ``idle %`` is the share of the machine's CPU
-time left idle in that window (``/proc/stat``; near 0: the run was CPU-bound). Trials of the
-backends are interleaved (load drift hits every backend alike); medians are printed with
-every run's time.
+time left idle in that window (the cpuidle states' residency, in microseconds, else
+``/proc/stat``, whose 10 ms ticks are too coarse for such a window; near 0: the run was
+CPU-bound). Trials of the backends are interleaved (load drift hits every backend alike);
+medians are printed with every run's time.
 
 torch's start is bimodal: when no worker's first connect races node 0's bind it returns in
 0.01-0.2 s, otherwise its refused client backs off and it takes 0.4-0.8 s. Each torch trial

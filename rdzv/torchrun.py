@@ -203,7 +203,7 @@ class TorchrunRendezvous(torch_api.RendezvousHandler):  # type: ignore[misc, unu
         server = None
         if cfg.start_daemon:
             try:
-                server = StoreServer(cfg.host, 0).start()
+                server = StoreServer(cfg.host, 0, expected_clients=cfg.world_size).start()
             except rdzv_errors.StoreError as exc:  # out of ports or descriptors
                 raise torch_api.RendezvousConnectionError(
                     f"rank {cfg.rank}: node 0 could not open round {round_index}'s store: {exc}"

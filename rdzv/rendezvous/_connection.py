@@ -50,7 +50,7 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
     return TCPStore(
         cfg.host,
         cfg.port,
-        None,
+        cfg.world_size,  # the server grows its descriptor table for them up front
         cfg.start_daemon,
         cfg.read_timeout,
         wait_for_workers=False,

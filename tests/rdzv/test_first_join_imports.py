@@ -114,6 +114,7 @@ _SERVER_SIDE = {
     "rdzv.store.server._bounds",
     "rdzv.store.wire._decoder",
     "rdzv.store.server._droplog",
+    "rdzv.store.server._descriptors",
     "rdzv.store.state._fast",
     "rdzv.store.state._kv",
     "rdzv.store.state._writers",

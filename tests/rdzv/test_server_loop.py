@@ -262,7 +262,7 @@ _FEW_FDS_SERVER = """
 import logging, resource, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 import rdzv.store.server._server as server_module
-server_module._raise_fd_limit = lambda: None  # keep the limit set here
+server_module.raise_fd_limit = lambda: None  # keep the limit set here
 resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 server = server_module.StoreServer("127.0.0.1", 0).start()
 print(server.port, flush=True)

@@ -128,7 +128,13 @@ class TCPStore(Extensions, Store):
                 host_name,
                 port,
                 multi_tenant,
-                lambda: StoreServer(host_name, port, limits=limits, listen_fd=master_listen_fd),
+                lambda: StoreServer(
+                    host_name,
+                    port,
+                    limits=limits,
+                    listen_fd=master_listen_fd,
+                    expected_clients=world_size or 0,
+                ),
             )
             self._finalizer = weakref.finalize(self, TENANTS.release, self.server)
             port = self.server.port

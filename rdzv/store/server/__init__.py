@@ -7,6 +7,7 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_droplog``  the log of dropped connections: the first in full, then a summary (pure)
 * ``_loop``     ``EventLoop``: an epoll/poll loop with timers, on a thread of its own
 * ``_bounds``   the bounds on what connections hold (buffers, a stalled request)
+* ``_descriptors`` the process's descriptors: the limit raised, the table grown ahead
 * ``_conn``     one accepted connection: reads, the fast path, the KV, replies
 * ``_server``   ``StoreServer``: the listeners, the connections, the writer watches
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import resource
 import socket
 import threading
 
@@ -36,6 +35,7 @@ from rdzv.events import WARNING, emit, get_logger
 from rdzv.store.server._bind import bind, bind_plan
 from rdzv.store.server._bounds import BUFFER_BUDGET, Bounds, release_memory
 from rdzv.store.server._conn import Connection
+from rdzv.store.server._descriptors import raise_fd_limit, reserve_descriptors
 from rdzv.store.server._droplog import DropLog
 from rdzv.store.server._loop import READ, EventLoop, Handler, Timer
 from rdzv.store.state._fast import fast_path
@@ -72,6 +72,11 @@ class StoreServer:
             cut its connection (see the module doc).
         buffer_budget: bytes of incomplete requests all connections may hold together; at
             least ``limits.max_frame``.
+        expected_clients: how many connections the server expects to hold at once (a
+            rendezvous: its world size). The process's descriptor table is grown for them
+            before the serving thread starts
+            (:func:`rdzv.store.server._descriptors.reserve_descriptors`), not one
+            accept at a time while they wait.
 
     Attributes:
         bounds: the handshake deadline and the buffer budget
@@ -97,6 +102,7 @@ class StoreServer:
         listen_fd: int | None = None,
         partial_request_timeout: float = PARTIAL_REQUEST_TIMEOUT,
         buffer_budget: int = BUFFER_BUDGET,
+        expected_clients: int = 0,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port {port!r} is outside 0..65535")
@@ -113,6 +119,7 @@ class StoreServer:
                 f"limits.max_frame ({self.limits.max_frame} bytes)"
             )
         self.buffer_budget = buffer_budget
+        self.expected_clients = expected_clients
         self.bounds = Bounds(
             partial_request_timeout,
             partial_request_timeout,
@@ -147,9 +154,10 @@ class StoreServer:
         """
         if self._thread is not None:
             raise RuntimeError("this StoreServer was already started")
-        _raise_fd_limit()
+        raise_fd_limit()
         self._sockets = bind(self.host, self._requested_port, self._listen_fd)
         self.port = self._sockets[0].getsockname()[1]
+        reserve_descriptors(self._sockets[0], self.expected_clients)
         try:
             loop = EventLoop()
             for sock in self._sockets:
@@ -352,11 +360,3 @@ def _peer(peername: object) -> tuple[str, str]:
         host = str(peername[0])
         return (f"[{host}]:{peername[1]}" if ":" in host else f"{host}:{peername[1]}"), host
     return "an unknown peer", "an unknown peer"
-
-
-def _raise_fd_limit() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = 16384 if hard == resource.RLIM_INFINITY else min(hard, 16384)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
