@@ -14,8 +14,6 @@ import pytest
 
 from tests.rdzv.conftest import REPO_ROOT
 
-CLIENTS = 1500  # far beyond the table a test process inherits (256 or so)
-
 _CHILD = """
 import json, os, re, sys, threading
 from rdzv.store.client import TCPStore
@@ -25,6 +23,8 @@ def table():
     return int(re.search(r"FDSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
 
 mode, clients = sys.argv[1], int(sys.argv[2])
+if clients < 0:  # past the table this process inherited, whatever its size
+    clients = 2 * table() + 64
 hold = threading.Event()
 other = None
 if mode != "alone":  # another thread: a growth then needs a grace period
@@ -37,6 +37,18 @@ before = table()
 if mode == "store":
     store = TCPStore("127.0.0.1", 0, clients, True, wait_for_workers=False)
     server = store.server
+elif mode == "rendezvous":  # the hosting node's connection (a world of ``clients`` nodes)
+    import socket
+    from rdzv.rendezvous._connection import dial
+    from rdzv.rendezvous._static_config import static_config
+    bound = socket.socket()
+    bound.bind(("127.0.0.1", 0))
+    port = bound.getsockname()[1]
+    config = {"rank": 0, "listen_fd": bound.detach()}  # the server adopts it
+    cfg = static_config(host="127.0.0.1", port=port,
+                        world_size=clients, run_id="r", config=config, source="test")
+    store = dial(cfg, 30.0)
+    server = store.server
 else:
     server = StoreServer("127.0.0.1", 0, expected_clients=clients).start()
 for thread in threading.enumerate():
@@ -46,21 +58,27 @@ after = table()
 listener = server._sockets[0].fileno()
 print(json.dumps({
     "before": before, "after": after, "listener": listener,
-    "marker_kept": os.fstat(high).st_ino == marker,
+    "clients": clients, "marker_kept": os.fstat(high).st_ino == marker,
     "threads_left": [t.name for t in threading.enumerate() if t.name == "rdzv-descriptors"],
 }))
-if mode == "store":
+if mode == "rendezvous":
+    from rdzv.rendezvous._connection import close_store
+    close_store(store)  # as the node does: the connection, then the server it hosts
+elif mode == "store":
     store.close()
-server.close()
+    server.close()
+else:
+    server.close()
 hold.set()
 if other is not None:
     other.join()
 """
 
 
-def _run(mode: str, clients: int = CLIENTS) -> dict[str, object]:
+def _python(source: str, *args: str) -> str:
+    """What a fresh interpreter running ``source`` printed (it must succeed)."""
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, mode, str(clients)],
+        [sys.executable, "-c", source, *args],
         cwd=REPO_ROOT,
         check=False,
         capture_output=True,
@@ -68,27 +86,32 @@ def _run(mode: str, clients: int = CLIENTS) -> dict[str, object]:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout)
+    return done.stdout
+
+
+def _run(mode: str, clients: int = -1) -> dict[str, object]:
+    """The child's account; ``clients`` -1: twice the table it inherited, and more."""
+    result: dict[str, object] = json.loads(_python(_CHILD, mode, str(clients)))
     return result
 
 
 @pytest.fixture(autouse=True)
 def _enough_descriptors() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < CLIENTS + 200:
+    if hard != resource.RLIM_INFINITY and hard < 4096:
         pytest.skip(f"the hard descriptor limit ({hard}) is below what this test grows to")
 
 
-@pytest.mark.parametrize("mode", ["alone", "threaded", "store"])
+@pytest.mark.parametrize("mode", ["alone", "threaded", "store", "rendezvous"])
 def test_the_table_holds_the_expected_clients_once_the_server_started(mode: str) -> None:
     """Alone: grown in ``start()`` itself; with another thread: by a short-lived thread;
-    a hosting ``TCPStore`` passes its world size. An open descriptor the growth passes
-    over stays what it was."""
+    a hosting ``TCPStore`` passes its world size, and so does the rendezvous's hosting
+    node. An open descriptor the growth passes over stays what it was."""
     result = _run(mode)
-    listener = result["listener"]
-    assert isinstance(listener, int)
-    assert result["before"] < CLIENTS
-    assert result["after"] >= listener + CLIENTS
+    listener, clients, before = result["listener"], result["clients"], result["before"]
+    assert isinstance(listener, int) and isinstance(clients, int) and isinstance(before, int)
+    assert before < clients
+    assert result["after"] >= listener + clients
     assert result["marker_kept"] is True
     assert result["threads_left"] == []
 
@@ -105,17 +128,12 @@ import resource, re
 import rdzv.store.server._server as server_module
 server_module.raise_fd_limit = lambda: None  # keep the limit set here
 resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))
+def table():
+    return re.search(r"FDSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1)
+before = table()
 server = server_module.StoreServer("127.0.0.1", 0, expected_clients=5000).start()
-print(re.search(r"FDSize:\\s+(\\d+)", open("/proc/self/status").read()).group(1))
+print(before, table())
 server.close()
 """
-    done = subprocess.run(
-        [sys.executable, "-c", child],
-        cwd=REPO_ROOT,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert int(done.stdout) <= 256  # 200 slots round up to 256 at most, never 8192
+    before, after = (int(size) for size in _python(child).split())
+    assert after <= max(before, 256)  # 200 slots round up to 256 at most, never 8192
