@@ -48,10 +48,18 @@ class Extensions:
         other, but the writes do not wait for the ADD's reply (one round trip, one write).
         Fails like ``add``; when it fails, the writes may or may not have been applied.
         """
-        then = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
-        if append is not None:
-            then += _wire.encode_request(_wire.Append(self._key(append[0]), to_bytes(append[1])))
+        then = self._set_then_append(set_key, value, append)
         return self._raw_add(self._key(key), amount, then=then)
+
+    def _set_then_append(
+        self, set_key: str, value: str | bytes, append: tuple[str, str | bytes] | None
+    ) -> bytes:
+        """The frames of ``set(set_key, value)`` and, if given, ``append(*append)``."""
+        frames = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        if append is not None:
+            key, tail = append
+            frames += _wire.encode_request(_wire.Append(self._key(key), to_bytes(tail)))
+        return frames
 
     def add_then_get(
         self,
@@ -80,8 +88,7 @@ class Extensions:
         data = b"".join(
             (
                 _wire.encode_request(_wire.Add(k(key), amount_of(amount))),
-                _wire.encode_request(_wire.Set(k(set_key), to_bytes(value))),
-                _wire.encode_request(_wire.Append(k(append[0]), to_bytes(append[1]))),
+                self._set_then_append(set_key, value, append),
                 _wire.encode_request(_wire.Check((k(check_key),))),
                 _wire.encode_request(_wire.Wait((raw_get,))),
                 _wire.encode_request(_wire.Get(raw_get)),
