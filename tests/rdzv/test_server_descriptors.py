@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from rdzv.store.server import StoreServer
 from tests.rdzv.conftest import REPO_ROOT
 
 _CHILD = """
@@ -137,3 +138,10 @@ server.close()
 """
     before, after = (int(size) for size in _python(child).split())
     assert after <= max(before, 256)  # 200 slots round up to 256 at most, never 8192
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "64", True])
+def test_expected_clients_that_is_not_a_count_is_refused_with_the_value(bad: object) -> None:
+    with pytest.raises(ValueError, match="expected_clients") as raised:
+        StoreServer("127.0.0.1", 0, expected_clients=bad)  # type: ignore[arg-type]
+    assert repr(bad) in str(raised.value) or str(bad) in str(raised.value)

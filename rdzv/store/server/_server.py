@@ -88,7 +88,8 @@ class StoreServer:
 
     Raises:
         ValueError: ``port`` is outside 0..65535, ``partial_request_timeout`` is not a
-            positive finite number, or ``buffer_budget`` is below ``limits.max_frame``.
+            positive finite number, ``buffer_budget`` is below ``limits.max_frame``, or
+            ``expected_clients`` is not a count (an int >= 0).
         StoreBindError: (from :meth:`start`) the port is in use or cannot be bound; the
             message names host, port and errno and says why in plain words.
     """
@@ -119,6 +120,10 @@ class StoreServer:
                 f"limits.max_frame ({self.limits.max_frame} bytes)"
             )
         self.buffer_budget = buffer_budget
+        if isinstance(expected_clients, bool) or not isinstance(expected_clients, int):
+            raise ValueError(f"expected_clients must be an int, got {expected_clients!r}")
+        if expected_clients < 0:
+            raise ValueError(f"expected_clients must be 0 or more, got {expected_clients}")
         self.expected_clients = expected_clients
         self.bounds = Bounds(
             partial_request_timeout,
