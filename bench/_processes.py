@@ -296,9 +296,9 @@ def _idle_seconds() -> float:
 
     From the cpuidle states' residency (microseconds, ``/sys/devices/system/cpu/cpu*/
     cpuidle``) where the kernel has them, else ``/proc/stat`` (clock ticks: 10 ms per CPU,
-    too coarse for a window of tens of milliseconds, where it read 20-40 % idle for trials a
-    scheduler trace showed 93 % busy). An idle period is counted when it ends, so the CPUs
-    that went idle after the last node returned add nothing to the window.
+    too coarse for a window of tens of milliseconds). An idle period is counted when it
+    ends, so the CPUs that went idle after the last node returned add nothing to the
+    window.
     """
     if _CPUIDLE:
         total = 0

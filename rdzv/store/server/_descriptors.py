@@ -42,9 +42,10 @@ def reserve_descriptors(sock: socket.socket, clients: int) -> None:
     256, eight at 10,240. Grown once here instead: at once in a process with no other
     thread (no grace period is needed), else by a short-lived thread, so that the grace
     period passes while the loop starts serving (descriptors that fit the table are
-    allocated meanwhile; only one that needs the growth waits for it). Best effort: the
-    table otherwise grows on demand as before. ``fcntl(F_DUPFD)`` takes the lowest free
-    descriptor at or above the one asked for, so no open descriptor is touched.
+    allocated meanwhile; only one that needs the growth waits for it); not at all when the
+    table already holds them. Best effort: the table otherwise grows on demand as before.
+    ``fcntl(F_DUPFD)`` takes the lowest free descriptor at or above the one asked for, so
+    no open descriptor is touched.
     """
     if clients <= 0:
         return
@@ -57,18 +58,32 @@ def reserve_descriptors(sock: socket.socket, clients: int) -> None:
     wanted = fd + clients + _SPARE_DESCRIPTORS
     if soft != resource.RLIM_INFINITY:
         wanted = min(wanted, soft - 1)
-    if wanted < 64:  # within the table every process starts with
+    size, threads = _table_and_threads()
+    if wanted < size:  # it holds them already (a server of an earlier round grew it)
         return
 
     def grow() -> None:
         with contextlib.suppress(OSError):  # a closed socket, or out of memory: on demand
             os.close(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, wanted))
 
-    try:
-        alone = len(os.listdir("/proc/self/task")) == 1
-    except OSError:
-        alone = False
-    if alone:
+    if threads == 1:
         grow()
     else:
         threading.Thread(target=grow, name="rdzv-descriptors", daemon=True).start()
+
+
+def _table_and_threads() -> tuple[int, int]:
+    """The slots of this process's descriptor table and its threads (``/proc/self/status``);
+    64 slots and 2 threads (grow, by a thread) where it cannot be read."""
+    size, threads = 64, 2
+    try:
+        with open("/proc/self/status", "rb") as status:
+            lines = status.read().splitlines()
+    except OSError:
+        return size, threads
+    for line in lines:
+        if line.startswith(b"FDSize:"):
+            size = int(line.split()[1])
+        elif line.startswith(b"Threads:"):
+            threads = int(line.split()[1])
+    return size, threads
