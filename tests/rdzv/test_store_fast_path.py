@@ -286,6 +286,40 @@ def test_one_read_of_pipelined_requests_is_answered_with_one_send() -> None:
         assert counting.sends == got.replies, f"fast path {fast}: one send for the read"
 
 
+def test_a_read_the_fast_path_serves_in_part_is_still_answered_with_one_send() -> None:
+    # rdzv's count: ADD and SET (fast), then APPEND, CHECK and a WAIT that blocks (general)
+    body = [
+        w.Add(b"c", 1),
+        w.Set(b"k", b"v"),
+        w.Append(b"q", b"x"),
+        w.Check((b"a",)),
+        w.Wait((b"n",)),
+        w.Get(b"n"),
+    ]
+    with world(2) as made:
+        made.feed(0, VALIDATE)
+        made.feed(1, VALIDATE)
+        counting = CountingSocket(made.conns[0].sock)
+        made.conns[0].sock = counting  # type: ignore[assignment]
+        made.feed(0, b"".join(w.encode_request(r) for r in body))
+        assert counting.sends == [w.encode_i64(1) + w.encode_u8(1 - w.READY)]
+        made.feed(1, w.encode_request(w.Set(b"n", b"done")))  # wakes the WAIT
+        got = made.outcome()
+    assert counting.sends[1:] == [w.encode_u8(w.STOP_WAITING) + w.encode_bytes(b"done")]
+    assert got.replies[0] == b"".join(counting.sends)
+
+
+def test_fast_replies_before_a_request_that_drops_the_connection_are_sent() -> None:
+    with world(1) as made:
+        made.feed(0, VALIDATE)
+        counting = CountingSocket(made.conns[0].sock)
+        made.conns[0].sock = counting  # type: ignore[assignment]
+        made.feed(0, w.encode_request(w.Get(b"a")) + b"\xfe")  # then an unknown opcode
+        assert made.conns[0].dropped
+        got = made.outcome()
+    assert counting.sends == got.replies == [w.encode_bytes(b"")]
+
+
 def test_a_set_on_the_fast_path_wakes_a_waiter_on_another_connection() -> None:
     with world(2) as made:
         made.feed(0, VALIDATE + w.encode_request(w.Wait((b"a",))) + w.encode_request(w.Get(b"a")))

@@ -69,6 +69,7 @@ class Connection:
         "bounds",
         "closed",
         "closing",
+        "corked",
         "decoded_any",
         "decoder",
         "dropped",
@@ -105,6 +106,7 @@ class Connection:
         self.decoder = _decoder.RequestDecoder(server.limits)
         self.pending: deque[_wire.Request] = deque()
         self.out = bytearray()  # replies the kernel did not take yet
+        self.corked = b""  # the fast path's replies, sent with the general path's first
         self.held_bytes = 0
         self.dropped = False  # no request of this connection is served any more
         self.closing = False  # reading stopped, closed in the next iteration
@@ -159,6 +161,14 @@ class Connection:
             if used:
                 self.decoded_any = True
                 self.held_bytes = 0
+                if used < len(data):
+                    # The rest goes to the general path: its first reply to this peer
+                    # carries these (one send, one wake-up of the peer, not two).
+                    self.corked = replies
+                    self.data_received(data[used:])
+                    if self.corked:  # the general path had nothing to say to this peer
+                        self.write(b"")
+                    return
                 if replies:  # self.write, inlined: nothing is kept, the socket is open
                     try:
                         sent = self.sock.send(replies)
@@ -169,9 +179,7 @@ class Connection:
                         sent = len(replies)
                     if sent != len(replies):
                         self.write_rest(replies, sent)
-                if used == len(data):
-                    return
-                data = data[used:]
+                return
         self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
@@ -297,6 +305,8 @@ class Connection:
 
     def write(self, payload: bytes) -> None:
         """Send ``payload`` now, keeping what the kernel does not take."""
+        if self.corked:  # the fast path's replies to the same read go first
+            payload, self.corked = self.corked + payload, b""
         if not payload or self.closing:
             return
         out = self.out
@@ -374,6 +384,8 @@ class Connection:
 
     def _close_soon(self) -> None:
         self.dropped = True
+        if self.corked:  # replies to the requests before the cause: sent first
+            self.write(b"")
         if not self.closing:
             self.closing = True
             self._update_events()
