@@ -220,6 +220,12 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
         w.Get(b"a"),
         w.Wait((b"a", b"b")),
         w.MultiGet((b"a", b"b")),
+        w.Append(b"b", b"y"),  # rdzv's joined list
+        w.Append(b"j", b"z"),  # a new key
+        w.CompareSet(b"c", b"", b"me"),  # rdzv's claim: set
+        w.CompareSet(b"c", b"", b"you"),  # claimed already: the current value
+        w.CompareSet(b"d", b"old", b"new"),  # missing, expected not empty: expected
+        w.CompareSet(b"a", b"2", b"3"),  # swapped
     ]
     with world(1) as made:
         made.feed(0, VALIDATE)
@@ -240,8 +246,13 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
         + w.encode_u8(w.STOP_WAITING)
         + w.encode_bytes(b"2")
         + w.encode_bytes(b"x")
+        + w.encode_bytes(b"me")
+        + w.encode_bytes(b"me")
+        + w.encode_bytes(b"old")
+        + w.encode_bytes(b"3")
     ]
-    assert got.data == {b"a": b"2", b"n": b"2", b"b": b"x"}
+    assert got.data == {b"a": b"3", b"n": b"2", b"b": b"xy", b"j": b"z", b"c": b"me"}
+    assert got.writers == dict.fromkeys([b"a", b"n", b"b", b"j", b"c"], 0)
 
 
 class CountingSocket:

@@ -7,7 +7,8 @@ requests of one read in place and applies them to the KV's table directly, and s
 first request it cannot finish the same way the general path would, leaving it (and
 everything after it) to the general path.
 
-Served here: SET, GET, ADD, CHECK, WAIT on keys that all exist, MULTI_GET, MULTI_SET.
+Served here: SET, APPEND, COMPARE_SET, GET, ADD, CHECK, WAIT on keys that all exist,
+MULTI_GET, MULTI_SET.
 
 Invariants (each keeps the replies and the KV's state byte for byte what the general path
 makes of the same bytes):
@@ -97,7 +98,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
             if start > end:
                 break
             (n,) = unpack(src, pos + 1)
-            if op == 1:  # SET
+            if op == 1 or op == 9:  # noqa: PLR1714  # SET, APPEND
                 at = start + n
                 if n > max_key or at + 8 > end:
                     break
@@ -110,6 +111,8 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                     break
                 value = src[at + 8 : stop]
                 old = get(key)
+                if op == 9 and old is not None:
+                    value = old + value
                 data[key] = value
                 if old != value:
                     if kv._watches:
@@ -211,6 +214,11 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                         last_writer[key] = conn
                 parts.append(pack_i64(total))
                 pos = stop
+            elif op == 2:  # COMPARE_SET
+                stop = _compare_set(kv, conn, src, start, n, limits, parts)
+                if stop < 0:
+                    break
+                pos = stop
             elif op == 11:  # MULTI_SET
                 stop = -1 if n > max_keys else _multi_set(kv, conn, src, start, n, limits)
                 if stop < 0:
@@ -221,6 +229,57 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
         return pos, b"".join(parts)
 
     return serve
+
+
+def _compare_set(
+    kv: WatchingKV,
+    conn: ConnId,
+    src: bytes,
+    pos: int,
+    length: int,
+    limits: Limits,
+    parts: list[bytes],
+) -> int:
+    """Apply the COMPARE_SET whose key of ``length`` bytes starts at ``pos``, append its
+    reply to ``parts`` and return where it ends; -1 (nothing applied): not all there, over a
+    limit, or a key with waiters."""
+    at = pos + length
+    if length > limits.max_key or at + 8 > len(src):
+        return -1
+    unpack = _U64.unpack_from
+    (size,) = unpack(src, at)
+    desired_at = at + 8 + size
+    if size > limits.max_value or desired_at + 8 > len(src):
+        return -1
+    (desired_size,) = unpack(src, desired_at)
+    stop = desired_at + 8 + desired_size
+    if desired_size > limits.max_value or stop > len(src):
+        return -1
+    key = src[pos:at]
+    if key in kv._waiters:
+        return -1
+    data = kv.data
+    current = data.get(key)
+    expected = src[at + 8 : desired_at]
+    # torch's rule: a missing key is set only when ``expected`` is empty, a present one only
+    # when it holds ``expected``; else nothing changes and the reply is ``expected`` (the
+    # key is missing) or the current value
+    if current is None:
+        if expected:
+            parts += (_U64.pack(len(expected)), expected)
+            return stop
+    elif current != expected:
+        parts += (_U64.pack(len(current)), current)
+        return stop
+    desired = src[desired_at + 8 : stop]
+    data[key] = desired
+    if current != desired:
+        if kv._watches:
+            kv._wrote(conn, key, current, desired)
+        else:
+            kv._last_writer[key] = conn
+    parts += (_U64.pack(len(desired)), desired)
+    return stop
 
 
 def _multi_set(
