@@ -26,9 +26,9 @@ from rdzv.store.state._kv import PROBE_KEY
 from rdzv.store.wire import _wire
 from rdzv.store.wire import _wire as w
 
-LIMITS = _wire.Limits(max_key=8, max_value=16, max_keys=4)
+LIMITS = _wire.Limits(max_key=len(PROBE_KEY), max_value=16, max_keys=4)  # the probe fits
 VALIDATE = w.encode_request(w.Validate())
-KEYS = (b"a", b"b", b"n", b"q", PROBE_KEY, b"k" * 9)  # the last one is over max_key
+KEYS = (b"a", b"b", b"n", b"q", PROBE_KEY, b"k" * 23)  # the last one is over max_key
 #: Sent first when drawn: the keys exist, so WAITs return at once more often.
 SEED = w.encode_request(w.MultiSet(((b"a", b"1"), (b"b", b"2"), (b"n", b"3"), (b"q", b"4"))))
 
@@ -42,6 +42,7 @@ class Outcome:
     queues: dict[bytes, list[bytes]]
     writers: dict[bytes, int]
     dropped: list[tuple[int, str, str]]
+    rdzv: list[bool | None]  # each connection's mark of rdzv's client (None: forgotten)
 
 
 class World:
@@ -100,6 +101,7 @@ class World:
             queues={k: list(q) for k, q in kv.queues.items()},
             writers={k: index[c] for k, c in kv._last_writer.items()},  # type: ignore[index]
             dropped=list(self.drops),
+            rdzv=[getattr(kv._sessions.get(conn), "rdzv", None) for conn in self.conns],
         )
 
     def close(self) -> None:
@@ -253,6 +255,21 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
     ]
     assert got.data == {b"a": b"3", b"n": b"2", b"b": b"xy", b"j": b"z", b"c": b"me"}
     assert got.writers == dict.fromkeys([b"a", b"n", b"b", b"j", b"c"], 0)
+
+
+def test_a_handshake_is_served_without_the_decoder() -> None:
+    nonce = w.encode_request(w.Ping(0xC0FFEE))
+    probe = w.encode_request(w.Check((PROBE_KEY,)))
+    with world(1) as made:
+        conn = made.conns[0]
+        assert conn in made.server.bounds.unvalidated
+        with mock.patch.object(conn.decoder, "feed", side_effect=AssertionError("decoder used")):
+            made.feed(0, VALIDATE + nonce + probe)
+        assert conn not in made.server.bounds.unvalidated  # the handshake deadline is off
+        got = made.outcome()
+    assert got.replies == [w.encode_u32(0xC0FFEE) + w.encode_u8(w.READY)]
+    assert got.rdzv == [True]
+    assert got.dropped == []
 
 
 class CountingSocket:
@@ -419,10 +436,10 @@ def test_an_add_on_a_non_integer_still_drops_the_connection_after_the_fast_repli
 def test_a_key_over_the_limit_is_refused_as_the_decoder_refuses_it() -> None:
     with world(1) as made:
         made.feed(0, VALIDATE)
-        made.feed(0, w.encode_request(w.Get(b"a")) + w.encode_request(w.Get(b"k" * 9)))
+        made.feed(0, w.encode_request(w.Get(b"a")) + w.encode_request(w.Get(b"k" * 23)))
         got = made.outcome()
     assert got.replies == [w.encode_bytes(b"")]
-    assert [(reason, "key length 9" in text) for _, reason, text in got.dropped] == [
+    assert [(reason, "key length 23" in text) for _, reason, text in got.dropped] == [
         ("undecodable request", True)
     ]
 

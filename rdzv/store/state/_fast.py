@@ -7,8 +7,9 @@ requests of one read in place and applies them to the KV's table directly, and s
 first request it cannot finish the same way the general path would, leaving it (and
 everything after it) to the general path.
 
-Served here: SET, APPEND, COMPARE_SET, GET, ADD, CHECK, WAIT on keys that all exist,
-MULTI_GET, MULTI_SET.
+Served here: SET, APPEND, COMPARE_SET, GET, ADD, CHECK (rdzv's probe included), WAIT on keys
+that all exist, MULTI_GET, MULTI_SET, PING. (A client's first VALIDATE, read whole with torch's
+magic, is taken by the connection before this path: :mod:`rdzv.store.server._conn`.)
 
 Invariants (each keeps the replies and the KV's state byte for byte what the general path
 makes of the same bytes):
@@ -16,18 +17,17 @@ makes of the same bytes):
 1. Only whole requests are served: a partial frame, an unknown opcode, or any length or
    count over :class:`~rdzv.store.wire._wire.Limits` stops the fast path before that request,
    so the decoder sees it and buffers it, or reports the same error.
-2. A request is served here only if it changes nothing but the table and the writer record:
-   no waiter of a written key (the general path wakes them), no wait that would block, no
-   CHECK of :data:`~rdzv.store.state._kv.PROBE_KEY` (it marks the session), no ADD on a value
-   that is not an integer or that would overflow (a protocol error). Such a request is left
-   whole, before any of its effects.
+2. A request is served here only if it changes nothing but the table, the writer record and
+   the session's rdzv mark (the probe): no waiter of a written key (the general path wakes
+   them), no wait that would block, no ADD on a value that is not an integer or that would
+   overflow (a protocol error). Such a request is left whole, before any of its effects.
 3. Every write the value of which changes records the connection as the key's writer, as
    :meth:`WatchingKV._wrote <rdzv.store.state._writers.WatchingKV._wrote>` does (which runs
    itself when a writer watch exists, so watches hear every write in order).
 4. Replies keep the order of the requests; they are returned as one payload, which the
-   caller sends before handing the rest of the read to the general path. The fast path stops
-   once that payload exceeds :data:`MAX_REPLY` bytes, so the general path's back-pressure
-   applies to the rest.
+   caller sends with the general path's first reply when it hands it the rest of the read.
+   The fast path stops once that payload exceeds :data:`MAX_REPLY` bytes, so the general
+   path's back-pressure applies to the rest.
 """
 
 from __future__ import annotations
@@ -94,6 +94,12 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
         pos = 0
         while pos < end:
             op = src[pos]
+            if op == 13:  # PING (a handshake's): its u32 nonce is sent back
+                if pos + 5 > end:
+                    break
+                parts.append(src[pos + 1 : pos + 5])
+                pos += 5
+                continue
             start = pos + 9  # after the opcode and the first length or count
             if start > end:
                 break
@@ -180,8 +186,9 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                     if size > max_reply:
                         pos = stop
                         break
-                elif n == 1 and keys[0] == PROBE_KEY:
-                    break
+                elif n == 1 and keys[0] == PROBE_KEY:  # rdzv's client: it may pipeline
+                    kv.speaks_rdzv(conn)
+                    parts.append(_READY)
                 elif all(map(has, keys)):
                     parts.append(_READY)
                 elif queues:  # a key may be a queue's

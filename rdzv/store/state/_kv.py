@@ -142,6 +142,16 @@ class KV(Table):
         session = self._sessions[conn] = _Session()
         return session
 
+    def validate(self, conn: ConnId) -> None:
+        """``conn`` sent VALIDATE with torch's magic (the server read it without decoding
+        it): as :meth:`feed` of that request."""
+        self._sessions[conn].validated = True
+
+    def speaks_rdzv(self, conn: ConnId) -> None:
+        """``conn`` sent the CHECK of :data:`PROBE_KEY` (served without decoding it): as
+        :meth:`feed` of that request, but for its reply."""
+        self._sessions[conn].rdzv = True
+
     def close(self, conn: ConnId) -> None:
         """Forget a connection and every wait it had pending."""
         session = self._sessions.pop(conn, None)
