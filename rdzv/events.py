@@ -144,9 +144,10 @@ _loggers: dict[str, Logger] = {}
 def get_logger(name: str) -> Logger:
     """rdzv's logger ``name`` (one object per name); the only way rdzv's modules log.
 
-    If ``logging`` is already imported, the ``NullHandler`` goes on ``rdzv`` at once: a module
-    imported after ``logging`` (the store server imports it) leaves no window in which a
-    record of its own could reach logging's last-resort handler.
+    If ``logging`` is already imported, the real logger is made at once (at the caller's
+    import, not in the first join that logs) and the ``NullHandler`` goes on ``rdzv``: a
+    module imported after ``logging`` (the store server imports it) leaves no window in
+    which a record of its own could reach logging's last-resort handler.
 
     Raises:
         ValueError: ``name`` is not ``rdzv`` or under it (a programming error in rdzv).
@@ -156,9 +157,10 @@ def get_logger(name: str) -> Logger:
             f"get_logger({name!r}): rdzv's loggers live under {_TOP!r}; name one"
             f" {_TOP!r} or {_TOP + '.<part>'!r} (the caller in rdzv is wrong)"
         )
-    if (logging_mod := _logging_module()) is not None:
-        _add_null_handler(logging_mod)
-    return _loggers.setdefault(name, Logger(name))
+    logger = _loggers.setdefault(name, Logger(name))
+    if _logging_module() is not None:
+        logger.real()  # made now, at import, not in a node's first join
+    return logger
 
 
 def emit(logger: Logger | logging.Logger, event: str, level: int = DEBUG, **fields: Any) -> None:
