@@ -66,19 +66,31 @@ class ServerKeys:
     TCPStore client's leading "/", torch's too): ``round/<k>/`` then ``tail`` (a regex).
 
     :meth:`selects` is the watch's predicate (called on every write: a prefix test first);
-    :meth:`match` parses a selected key (group 1: the round).
+    :meth:`match` parses a selected key (group 1: the round). Both run on the server's loop
+    thread, the watch's callback right after its predicate: the match of the key
+    :meth:`selects` saw last is kept for it.
     """
 
-    __slots__ = ("_head", "_regex")
+    __slots__ = ("_head", "_last", "_regex")
 
     def __init__(self, run_id: str, tail: bytes) -> None:
         self._head = f"/{RoundKeys(run_id).prefix}/round/".encode()
         self._regex = re.compile(re.escape(self._head) + rb"(\d+)/" + tail)
+        self._last: tuple[bytes, re.Match[bytes]] | None = None
 
     def selects(self, key: bytes) -> bool:
-        return key.startswith(self._head) and self._regex.fullmatch(key) is not None
+        if not key.startswith(self._head):
+            return False
+        match = self._regex.fullmatch(key)
+        if match is None:
+            return False
+        self._last = (key, match)
+        return True
 
     def match(self, key: bytes) -> re.Match[bytes] | None:
+        last = self._last  # one read: another thread may replace it (never change it)
+        if last is not None and last[0] is key:
+            return last[1]
         return self._regex.fullmatch(key)
 
 

@@ -213,7 +213,8 @@ class TCPStore(Extensions, Store):
     # --- operations ------------------------------------------------------------------
 
     def set(self, key: str, value: str | bytes) -> None:
-        self._send(_wire.Set(self._key(key), to_bytes(value)), "SET")
+        frame = _wire.key_value_frame(_wire.Op.SET, self._key(key), to_bytes(value))
+        self._requests.send(frame, "SET", self._timeout)
 
     def get(self, key: str) -> bytes:
         raw = self._key(key)
@@ -272,7 +273,8 @@ class TCPStore(Extensions, Store):
         self._send(_wire.MultiSet(items), "MULTI_SET")
 
     def append(self, key: str, value: str | bytes) -> None:
-        self._send(_wire.Append(self._key(key), to_bytes(value)), "APPEND")
+        frame = _wire.key_value_frame(_wire.Op.APPEND, self._key(key), to_bytes(value))
+        self._requests.send(frame, "APPEND", self._timeout)
 
     def list_keys(self) -> list[str]:
         limits = self._limits

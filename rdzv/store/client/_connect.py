@@ -212,7 +212,7 @@ def _handshake(channel: Channel, timeout: float | None, deadline: float | None) 
     hs_deadline = started + budget
     if deadline is not None:
         hs_deadline = min(hs_deadline, deadline)
-    payload = _HANDSHAKE + _wire.encode_request(_wire.Ping(nonce)) + _PROBE
+    payload = _HANDSHAKE + _wire.ping_frame(nonce) + _PROBE
     try:
         channel.send(payload, "handshake", hs_deadline)
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")

@@ -55,10 +55,11 @@ class Extensions:
         self, set_key: str, value: str | bytes, append: tuple[str, str | bytes] | None
     ) -> bytes:
         """The frames of ``set(set_key, value)`` and, if given, ``append(*append)``."""
-        frames = _wire.encode_request(_wire.Set(self._key(set_key), to_bytes(value)))
+        frame, k = _wire.key_value_frame, self._key
+        frames = frame(_wire.Op.SET, k(set_key), to_bytes(value))
         if append is not None:
             key, tail = append
-            frames += _wire.encode_request(_wire.Append(self._key(key), to_bytes(tail)))
+            frames += frame(_wire.Op.APPEND, k(key), to_bytes(tail))
         return frames
 
     def add_then_get(
@@ -87,11 +88,11 @@ class Extensions:
         raw_get = k(get_key)
         data = b"".join(
             (
-                _wire.encode_request(_wire.Add(k(key), amount_of(amount))),
+                _wire.add_frame(k(key), amount_of(amount)),
                 self._set_then_append(set_key, value, append),
-                _wire.encode_request(_wire.Check((k(check_key),))),
-                _wire.encode_request(_wire.Wait((raw_get,))),
-                _wire.encode_request(_wire.Get(raw_get)),
+                _wire.keys_frame(_wire.Op.CHECK, (k(check_key),)),
+                _wire.keys_frame(_wire.Op.WAIT, (raw_get,)),
+                _wire.key_frame(_wire.Op.GET, raw_get),
             )
         )
         (added, checked), held = requests.call_then_hold(
@@ -114,10 +115,9 @@ class Extensions:
         other, except that no item waits for the one before it to be answered. Fails like
         ``compare_set``; when it fails, any of the items may or may not have been applied.
         """
-        key, encode = self._key, _wire.encode_request
+        key, frame = self._key, _wire.compare_set_frame
         data = b"".join(
-            encode(_wire.CompareSet(key(k), to_bytes(expected), to_bytes(desired)))
-            for k, expected, desired in items
+            [frame(key(k), to_bytes(expected), to_bytes(desired)) for k, expected, desired in items]
         )
         read = bytes_list_reader(self._limits, len(items))
         return self._requests.call(

@@ -259,7 +259,7 @@ def _compare_set(
     if size > limits.max_value or desired_at + 8 > len(src):
         return -1
     (desired_size,) = unpack(src, desired_at)
-    stop = desired_at + 8 + desired_size
+    stop: int = desired_at + 8 + desired_size
     if desired_size > limits.max_value or stop > len(src):
         return -1
     key = src[pos:at]

@@ -28,6 +28,8 @@ def to_bytes(value: str | bytes, what: str = "value") -> bytes:
     Raises:
         TypeError: ``value`` is neither ``str`` nor ``bytes``.
     """
+    if type(value) is str:  # keys: the most frequent
+        return value.encode()
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -44,6 +46,8 @@ def to_seconds(timeout: Timeout, what: str = "timeout") -> float | None:
         TypeError: not a timedelta or a number.
         ValueError: a negative number of seconds (use a negative ``timedelta`` for "forever").
     """
+    if type(timeout) is float and timeout >= 0:  # what the rendezvous passes, per request
+        return timeout
     if isinstance(timeout, timedelta):
         seconds = timeout.total_seconds()
         return None if seconds < 0 else seconds

@@ -53,11 +53,17 @@ __all__ = [
     "WAIT_CANCELED",
     "Incomplete",
     "Limits",
+    "add_frame",
+    "compare_set_frame",
     "encode_bytes",
     "encode_i64",
     "encode_request",
     "encode_u8",
     "encode_u32",
+    "key_frame",
+    "key_value_frame",
+    "keys_frame",
+    "ping_frame",
     "read_bytes",
     "read_bytes_list",
     "read_bytes_pairs",
@@ -172,39 +178,78 @@ def encode_request(req: Request) -> bytes:
     return encoder(req)
 
 
-def _key_value(op: Op, key: bytes, value: bytes) -> bytes:
-    return b"".join((_U8.pack(op), _U64.pack(len(key)), key, _U64.pack(len(value)), value))
+# --- frames: a request's bytes built from its fields (what encode_request uses, and what a
+# client on a hot path calls without making a message object first) ---------------------
+
+_OPCODE: Final = tuple(bytes((op,)) for op in range(max(Op) + 1))
+
+
+def key_value_frame(op: Op, key: bytes, value: bytes) -> bytes:
+    """The frame of a SET, APPEND or QUEUE_PUSH (``op``) of ``value`` at ``key``."""
+    pack = _U64.pack
+    return b"".join((_OPCODE[op], pack(len(key)), key, pack(len(value)), value))
+
+
+def key_frame(op: Op, key: bytes) -> bytes:
+    """The frame of a GET, DELETE_KEY, QUEUE_POP or QUEUE_LEN (``op``) of ``key``."""
+    return b"".join((_OPCODE[op], _U64.pack(len(key)), key))
+
+
+def keys_frame(op: Op, keys: Sequence[bytes]) -> bytes:
+    """The frame of a CHECK, WAIT or MULTI_GET (``op``) of ``keys``."""
+    return _OPCODE[op] + _encode_list(keys)
+
+
+def add_frame(key: bytes, delta: int) -> bytes:
+    """The frame of an ADD of ``delta`` (a signed 64-bit int) to ``key``."""
+    return b"".join((_OPCODE[Op.ADD], _U64.pack(len(key)), key, _I64.pack(delta)))
+
+
+def compare_set_frame(key: bytes, expected: bytes, desired: bytes) -> bytes:
+    """The frame of a COMPARE_SET of ``key`` from ``expected`` to ``desired``."""
+    pack = _U64.pack
+    return b"".join(
+        (
+            _OPCODE[Op.COMPARE_SET],
+            pack(len(key)),
+            key,
+            pack(len(expected)),
+            expected,
+            pack(len(desired)),
+            desired,
+        )
+    )
+
+
+def ping_frame(nonce: int) -> bytes:
+    """The frame of a PING carrying ``nonce`` (a u32)."""
+    return _OPCODE[Op.PING] + _U32.pack(nonce)
 
 
 _ENCODERS: Final[dict[type, Callable[..., bytes]]] = {
     m.Validate: lambda r: _U8.pack(Op.VALIDATE) + _U32.pack(r.magic),
-    m.Set: lambda r: _key_value(Op.SET, r.key, r.value),
-    m.CompareSet: lambda r: (
-        _U8.pack(Op.COMPARE_SET)
-        + encode_bytes(r.key)
-        + encode_bytes(r.expected)
-        + encode_bytes(r.desired)
-    ),
-    m.Get: lambda r: _U8.pack(Op.GET) + encode_bytes(r.key),
-    m.Add: lambda r: _U8.pack(Op.ADD) + encode_bytes(r.key) + _I64.pack(r.delta),
-    m.Check: lambda r: _U8.pack(Op.CHECK) + _encode_list(r.keys),
-    m.Wait: lambda r: _U8.pack(Op.WAIT) + _encode_list(r.keys),
+    m.Set: lambda r: key_value_frame(Op.SET, r.key, r.value),
+    m.CompareSet: lambda r: compare_set_frame(r.key, r.expected, r.desired),
+    m.Get: lambda r: key_frame(Op.GET, r.key),
+    m.Add: lambda r: add_frame(r.key, r.delta),
+    m.Check: lambda r: keys_frame(Op.CHECK, r.keys),
+    m.Wait: lambda r: keys_frame(Op.WAIT, r.keys),
     m.GetNumKeys: lambda r: _U8.pack(Op.GETNUMKEYS),
-    m.DeleteKey: lambda r: _U8.pack(Op.DELETE_KEY) + encode_bytes(r.key),
-    m.Append: lambda r: _key_value(Op.APPEND, r.key, r.value),
-    m.MultiGet: lambda r: _U8.pack(Op.MULTI_GET) + _encode_list(r.keys),
+    m.DeleteKey: lambda r: key_frame(Op.DELETE_KEY, r.key),
+    m.Append: lambda r: key_value_frame(Op.APPEND, r.key, r.value),
+    m.MultiGet: lambda r: keys_frame(Op.MULTI_GET, r.keys),
     m.MultiSet: lambda r: (
         _U8.pack(Op.MULTI_SET)
         + _U64.pack(len(r.items))
         + b"".join([x for k, v in r.items for x in (_U64.pack(len(k)), k, _U64.pack(len(v)), v)])
     ),
     m.CancelWait: lambda r: _U8.pack(Op.CANCEL_WAIT),
-    m.Ping: lambda r: _U8.pack(Op.PING) + _U32.pack(r.nonce),
-    m.QueuePush: lambda r: _key_value(Op.QUEUE_PUSH, r.key, r.value),
-    m.QueuePop: lambda r: _U8.pack(Op.QUEUE_POP) + encode_bytes(r.key),
-    m.QueueLen: lambda r: _U8.pack(Op.QUEUE_LEN) + encode_bytes(r.key),
+    m.Ping: lambda r: ping_frame(r.nonce),
+    m.QueuePush: lambda r: key_value_frame(Op.QUEUE_PUSH, r.key, r.value),
+    m.QueuePop: lambda r: key_frame(Op.QUEUE_POP, r.key),
+    m.QueueLen: lambda r: key_frame(Op.QUEUE_LEN, r.key),
     m.ListKeys: lambda r: _U8.pack(Op.LIST_KEYS),
-    m.Barrier: lambda r: _U8.pack(Op.BARRIER) + encode_bytes(r.key) + _I64.pack(r.world_size),
+    m.Barrier: lambda r: key_frame(Op.BARRIER, r.key) + _I64.pack(r.world_size),
 }
 
 # --- primitive readers (shared by the request decoder and by clients reading replies) -----
