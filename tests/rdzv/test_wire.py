@@ -247,3 +247,25 @@ def test_a_request_cut_at_the_end_of_a_read_is_kept_and_completed_by_the_next() 
     assert decoder.buffered == 3
     assert decoder.feed(memoryview(stream[cut:])) == [second]
     assert decoder.buffered == 0
+
+
+@given(key=keys, value=values, other=values, delta=i64, nonce=u32, many=key_tuples)
+def test_a_frame_built_from_fields_is_the_encoded_request(
+    key: bytes, value: bytes, other: bytes, delta: int, nonce: int, many: tuple[bytes, ...]
+) -> None:
+    # the client's hot path builds frames without message objects: byte for byte the same,
+    # and each decodes back to its request
+    pairs = [
+        (w.key_value_frame(w.Op.SET, key, value), w.Set(key, value)),
+        (w.key_value_frame(w.Op.APPEND, key, value), w.Append(key, value)),
+        (w.key_frame(w.Op.GET, key), w.Get(key)),
+        (w.keys_frame(w.Op.CHECK, many), w.Check(many)),
+        (w.keys_frame(w.Op.WAIT, many), w.Wait(many)),
+        (w.add_frame(key, delta), w.Add(key, delta)),
+        (w.compare_set_frame(key, value, other), w.CompareSet(key, value, other)),
+        (w.ping_frame(nonce), w.Ping(nonce)),
+    ]
+    for frame, request in pairs:
+        assert frame == w.encode_request(request)
+        big = w.Limits(max_key=64, max_value=256, max_keys=8)
+        assert RequestDecoder(big).feed(frame) == [request]
