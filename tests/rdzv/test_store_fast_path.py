@@ -9,12 +9,14 @@ it, so a split is exactly the one drawn; the replies are what arrives at the oth
 from __future__ import annotations
 
 import itertools
+import logging
 import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -391,6 +393,27 @@ def test_a_fast_path_write_is_recorded_as_that_connections_and_heard_by_a_watch(
         assert heard == [(b"c/0", b"claim"), (b"c/n", b"1")]
         made.conns[0].lost()
         assert closed == [(b"c/0", b"claim")]
+
+
+def test_a_watch_whose_callback_fails_is_logged_and_the_request_still_served(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(key: bytes, value: bytes | None) -> None:
+        raise RuntimeError("a watcher's bug")
+
+    heard: list[bytes] = []
+    with world(1) as made:
+        made.server.kv.watch_writers(lambda key: True, lambda key, value: None, broken)
+        made.server.kv.watch_writers(
+            lambda key: True, lambda key, value: None, lambda key, value: heard.append(key)
+        )
+        made.feed(0, VALIDATE)
+        with caplog.at_level(logging.ERROR, logger="rdzv.server"):
+            made.feed(0, w.encode_request(w.Set(b"k", b"v")) + w.encode_request(w.Get(b"k")))
+        got = made.outcome()
+    assert got.replies == [w.encode_bytes(b"v")]
+    assert heard == [b"k"]  # the next watch still hears the write
+    assert [r.getMessage() for r in caplog.records] == ["a writer watch failed on key b'k'"]
 
 
 def test_a_connection_tells_its_server_it_opened_and_once_that_it_closed() -> None:

@@ -99,6 +99,7 @@ class Connection:
         *,
         on_open: Callable[[Connection], None],
         on_close: Callable[[Connection], None],
+        tcp: bool | None = None,
     ) -> None:
         self.server = server
         self.loop = loop
@@ -117,7 +118,9 @@ class Connection:
         self.starving = False  # the server's buffer budget is spent (rdzv.store.server._bounds)
         self.partial = 0  # bytes of the incomplete request held, once greeted
         sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+        if tcp is None:  # the listener's family says it, without a lookup per connection
+            tcp = sock.family in (socket.AF_INET, socket.AF_INET6)
+        if tcp:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.on_close = on_close

@@ -229,6 +229,7 @@ class StoreServer:
         """Accept every pending connection (until the backlog is empty)."""
         loop = self._loop
         assert loop is not None
+        tcp = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
                 sock, peer = listener.accept()
@@ -242,7 +243,13 @@ class StoreServer:
                 self._pause_accepting(listener, exc)
                 return
             Connection(
-                self, loop, sock, peer, on_open=self._conns.add, on_close=self._conns.discard
+                self,
+                loop,
+                sock,
+                peer,
+                on_open=self._conns.add,
+                on_close=self._conns.discard,
+                tcp=tcp,
             )
 
     def _pause_accepting(self, listener: socket.socket, exc: OSError) -> None:
