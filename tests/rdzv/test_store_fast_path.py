@@ -413,7 +413,9 @@ def test_a_watch_whose_callback_fails_is_logged_and_the_request_still_served(
         got = made.outcome()
     assert got.replies == [w.encode_bytes(b"v")]
     assert heard == [b"k"]  # the next watch still hears the write
-    assert [r.getMessage() for r in caplog.records] == ["a writer watch failed on key b'k'"]
+    # (rdzv's own record: the torchrun plugin, once loaded, copies it onto torch's logger)
+    logged = [r.getMessage() for r in caplog.records if r.name == "rdzv.server"]
+    assert logged == ["a writer watch failed on key b'k'"]
 
 
 def test_a_connection_tells_its_server_it_opened_and_once_that_it_closed() -> None:
