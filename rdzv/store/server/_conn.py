@@ -2,12 +2,14 @@
 
 Runs on the server's loop thread (:mod:`rdzv.store.server._loop`), on a non-blocking socket:
 
-* **Reading.** One ``recv`` per readiness event. The leading requests of a read that the
+* **Reading.** One ``recv`` per readiness event. A client's first read that starts with a
+  whole VALIDATE (torch's magic) is validated here. The leading requests of a read that the
   fast path (:mod:`rdzv.store.state._fast`) can finish are served from the received bytes in
   place; the rest, and every read while a request is incomplete, queued or waiting, goes
   through the decoder and ``WatchingKV``.
-* **Writing.** A reply is sent at once with ``send``; only what the kernel did not take is
-  kept, and the socket is watched for writability only while something is kept.
+* **Writing.** A read's replies go out in one ``send``: those of the fast path ride on the
+  general path's first reply to the same read (``corked``). Only what the kernel did not
+  take is kept, and the socket is watched for writability only while something is kept.
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
   leaves more than ``_HIGH_WATER`` bytes of replies unread; reading pauses too, and resumes
   once the peer has read all but ``_LOW_WATER`` of them. A peer may send at most
@@ -181,16 +183,7 @@ class Connection:
                     if self.corked:  # the general path had nothing to say to this peer
                         self.write(b"")
                     return
-                if replies:  # self.write, inlined: nothing is kept, the socket is open
-                    try:
-                        sent = self.sock.send(replies)
-                    except (BlockingIOError, InterruptedError):
-                        sent = 0
-                    except OSError:  # reset: closed in the next iteration, as a drop is
-                        self._close_soon()
-                        sent = len(replies)
-                    if sent != len(replies):
-                        self.write_rest(replies, sent)
+                self.write(replies)
                 return
         self.data_received(data)
 
@@ -316,13 +309,16 @@ class Connection:
                     conn.drop(_REJECTED, error)
 
     def write(self, payload: bytes) -> None:
-        """Send ``payload`` now, keeping what the kernel does not take."""
+        """Send ``payload`` now, keeping what the kernel does not take (and then watching
+        the socket for writing)."""
         if self.corked:  # the fast path's replies to the same read go first
             payload, self.corked = self.corked + payload, b""
         if not payload or self.closing:
             return
         out = self.out
-        if not out:
+        if out:
+            out += payload
+        else:
             try:
                 sent = self.sock.send(payload)
             except (BlockingIOError, InterruptedError):
@@ -330,19 +326,10 @@ class Connection:
             except OSError:  # reset: closed in the next iteration, as a drop is
                 self._close_soon()
                 return
-            if sent != len(payload):
-                self.write_rest(payload, sent)
-            return
-        out += payload
-        if len(out) > _HIGH_WATER and not self.reading_paused:
-            self._pause_reading()  # the peer is not reading its replies
-
-    def write_rest(self, payload: bytes, sent: int) -> None:
-        """Keep what the kernel did not take of ``payload`` (nothing was kept before it)
-        and watch the socket for writing."""
-        out = self.out
-        out += memoryview(payload)[sent:]
-        self._update_events()
+            if sent == len(payload):
+                return
+            out += memoryview(payload)[sent:]
+            self._update_events()
         if len(out) > _HIGH_WATER and not self.reading_paused:
             self._pause_reading()  # the peer is not reading its replies
 
