@@ -208,17 +208,8 @@ def add_frame(key: bytes, delta: int) -> bytes:
 def compare_set_frame(key: bytes, expected: bytes, desired: bytes) -> bytes:
     """The frame of a COMPARE_SET of ``key`` from ``expected`` to ``desired``."""
     pack = _U64.pack
-    return b"".join(
-        (
-            _OPCODE[Op.COMPARE_SET],
-            pack(len(key)),
-            key,
-            pack(len(expected)),
-            expected,
-            pack(len(desired)),
-            desired,
-        )
-    )
+    fields = (pack(len(key)), key, pack(len(expected)), expected, pack(len(desired)), desired)
+    return _OPCODE[Op.COMPARE_SET] + b"".join(fields)
 
 
 def ping_frame(nonce: int) -> bytes:
