@@ -213,8 +213,7 @@ class TCPStore(Extensions, Store):
     # --- operations ------------------------------------------------------------------
 
     def set(self, key: str, value: str | bytes) -> None:
-        frame = _wire.key_value_frame(_wire.Op.SET, self._key(key), to_bytes(value))
-        self._requests.send(frame, "SET", self._timeout)
+        self._send(_wire.key_value_frame(_wire.Op.SET, self._key(key), to_bytes(value)), "SET")
 
     def get(self, key: str) -> bytes:
         raw = self._key(key)
@@ -270,11 +269,11 @@ class TCPStore(Extensions, Store):
     def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:
         self._check_multi(keys, values)
         items = tuple((self._key(k), to_bytes(v)) for k, v in zip(keys, values, strict=True))
-        self._send(_wire.MultiSet(items), "MULTI_SET")
+        self._send(_wire.encode_request(_wire.MultiSet(items)), "MULTI_SET")
 
     def append(self, key: str, value: str | bytes) -> None:
         frame = _wire.key_value_frame(_wire.Op.APPEND, self._key(key), to_bytes(value))
-        self._requests.send(frame, "APPEND", self._timeout)
+        self._send(frame, "APPEND")
 
     def list_keys(self) -> list[str]:
         limits = self._limits
@@ -286,7 +285,8 @@ class TCPStore(Extensions, Store):
         return [k[1:].decode(errors="surrogateescape") for k in raw if k.startswith(_PREFIX)]
 
     def queue_push(self, key: str, value: str | bytes) -> None:
-        self._send(_wire.QueuePush(self._key(key), to_bytes(value)), "QUEUE_PUSH")
+        frame = _wire.key_value_frame(_wire.Op.QUEUE_PUSH, self._key(key), to_bytes(value))
+        self._send(frame, "QUEUE_PUSH")
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
         raw = self._key(key)
@@ -315,9 +315,10 @@ class TCPStore(Extensions, Store):
     def _key(key: str) -> bytes:
         return _PREFIX + to_bytes(key, "key")
 
-    def _send(self, req: _wire.Request, op: str) -> None:
-        """Send a request that has no reply (see :meth:`Requests.send`)."""
-        self._requests.send(_wire.encode_request(req), op, self._timeout)
+    def _send(self, frame: bytes, op: str) -> None:
+        """Send the encoded request ``frame``, which has no reply (see
+        :meth:`Requests.send`)."""
+        self._requests.send(frame, op, self._timeout)
 
     def _call(
         self,

@@ -280,11 +280,7 @@ def _compare_set(
         return stop
     desired = src[desired_at + 8 : stop]
     data[key] = desired
-    if current != desired:
-        if kv._watches:
-            kv._wrote(conn, key, current, desired)
-        else:
-            kv._last_writer[key] = conn
+    kv._wrote(conn, key, current, desired)  # the writer record and the watches, if changed
     parts += (_U64.pack(len(desired)), desired)
     return stop
 

@@ -149,12 +149,7 @@ class WatchingKV(KV):
         for watch in self._watches:
             if watch.selects(key):
                 watch.wrote(key, conn)
-                on_write = watch.on_write
-                if on_write is not None:  # _call, inlined: this runs for most writes
-                    try:
-                        on_write(key, new)
-                    except Exception:  # a watcher's bug must not take the server down
-                        _log.exception("a writer watch failed on key %r", key[:80])
+                _call(watch.on_write, key, new)
 
 
 def _call(callback: OnWrite | OnClose | None, key: bytes, value: bytes | None) -> None:

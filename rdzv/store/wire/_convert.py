@@ -32,7 +32,7 @@ def to_bytes(value: str | bytes, what: str = "value") -> bytes:
         return value.encode()
     if isinstance(value, bytes):
         return value
-    if isinstance(value, str):
+    if isinstance(value, str):  # a subclass of str
         return value.encode()
     if isinstance(value, bytearray | memoryview):
         return bytes(value)
