@@ -8,9 +8,12 @@ node 0 and the even ranks from checkout A, the odd ranks from checkout B, all re
 one instant (node 0 0.1 s ahead, listening on a socket this script bound to port 0), and
 compares the median thread CPU of A's members with B's, which shared the same run, the same
 node 0 and the same load. The figure is the median over runs of B/A (an A/A run prints
-about 1.00 +- 0.02 here).
+about 1.00 +- 0.02 here). With ``--straight`` B's members run the happy path written
+straight (:mod:`_straight_member`, both builds the same handler first): what a compact
+member path could cost at best.
 
     python bench/ab_member.py --b /path/to/other/checkout --nodes 64 --runs 8
+    python bench/ab_member.py --straight --nodes 64 --runs 8
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from pathlib import Path
 _NODE = r"""
 import os, sys, time
 from rdzv import StaticTCPRendezvous
-rank, n, port, fd = (int(a) for a in sys.argv[1:5])
+rank, n, port, fd, straight = (int(a) for a in sys.argv[1:6])
+if straight:  # --straight: this member runs bench/_straight_member.py (imported untimed)
+    sys.path.insert(0, sys.argv[6])
+    from _straight_member import join
 os.write(1, b"ready\n")
 start = float(sys.stdin.readline()) - (0.1 if rank == 0 else 0.0)
 while time.monotonic() < start - 0.002:
@@ -38,16 +44,19 @@ began = time.thread_time_ns()
 handler = StaticTCPRendezvous(
     "127.0.0.1", port, rank, n, "ab", 60, listen_fd=fd if rank == 0 else None
 )
-info = handler.next_rendezvous()
+if straight:
+    join("127.0.0.1", port, rank, n, "ab", 60)
+else:
+    info = handler.next_rendezvous()
+    assert (info.rank, info.world_size) == (rank, n)
 cpu = (time.thread_time_ns() - began) / 1e6
-assert (info.rank, info.world_size) == (rank, n)
 sys.stdin.readline()  # report after every node returned: not timed
 os.write(1, b"%.4f\n" % cpu)
 handler.shutdown()
 """
 
 
-def _run(n: int, a: str, b: str) -> tuple[float, float]:
+def _run(n: int, a: str, b: str, straight: bool) -> tuple[float, float]:
     """One run of ``n`` nodes; the median CPU (ms) of A's members and of B's."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -55,10 +64,11 @@ def _run(n: int, a: str, b: str) -> tuple[float, float]:
     nodes = []
     try:
         for rank in range(n):
+            b_straight, here = int(straight and rank % 2 == 1), Path(__file__).parent
             env = {"PYTHONPATH": b if rank % 2 else a, "PATH": os.environ.get("PATH", "")}
             nodes.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", _NODE, str(rank), str(n), str(port), str(fd)],
+                    [sys.executable, "-c", _NODE, *map(str, (rank, n, port, fd, b_straight, here))],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     env=env,
@@ -100,12 +110,18 @@ def main() -> None:
     parser.add_argument("--b", default=here, help="checkout B (odd ranks)")
     parser.add_argument("--nodes", type=int, default=64)
     parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument(
+        "--straight",
+        action="store_true",
+        help="B's members run bench/_straight_member.py (the happy path written straight, "
+        "with A's rdzv): what a compact member path could cost at best",
+    )
     args = parser.parse_args()
     if args.nodes < 5:
         parser.error("--nodes must be at least 5 (two members of each checkout)")
     ratios = []
     for run in range(1, args.runs + 1):
-        a, b = _run(args.nodes, args.a, args.b)
+        a, b = _run(args.nodes, args.a, args.b, args.straight)
         ratios.append(b / a)
         print(f"run {run}/{args.runs}: member CPU A {a:.3f} ms, B {b:.3f} ms, B/A {b / a:.3f}")
     print(f"B/A median of {len(ratios)} runs: {statistics.median(ratios):.3f} (N = {args.nodes})")
