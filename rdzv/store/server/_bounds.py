@@ -47,7 +47,7 @@ Runs on the server's loop thread. The connections are
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -59,10 +59,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BUDGET_BOUND",
     "BUFFER_BUDGET",
+    "HELD_BOUND",
+    "MAX_HELD_BYTES",
+    "OVERSENT_BOUND",
     "READ_SIZE",
     "SPENT_READ_SIZE",
     "TRIM_MARK",
     "Bounds",
+    "may_hold",
     "release_memory",
 ]
 
@@ -78,6 +82,18 @@ _TRIM_DELAY: Final = 1.0
 
 #: The name the server's log gives the budget when it cuts a connection.
 BUDGET_BOUND: Final = "buffer budget"
+#: The names it gives the bounds a connection's own requests exceed (the connection applies
+#: them: :mod:`rdzv.store.server._conn`, :class:`rdzv.store.state._kv.HeldTooMany`).
+OVERSENT_BOUND: Final = "bytes sent while waiting"
+HELD_BOUND: Final = "requests held behind a WAIT"
+#: Bytes a connection may send while it waits, besides the keys of its wait (``may_hold``).
+MAX_HELD_BYTES: Final = 1024 * 1024
+
+
+def may_hold(keys: Sequence[bytes]) -> int:
+    """Bytes a connection waiting for ``keys`` may send meanwhile: :data:`MAX_HELD_BYTES`,
+    and as much again as the keys (rdzv's client follows a WAIT with a MULTI_GET of them)."""
+    return MAX_HELD_BYTES + sum(map(len, keys)) + 8 * len(keys) + 9
 
 
 def release_memory() -> None:

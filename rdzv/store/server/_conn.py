@@ -12,13 +12,10 @@ Runs on the server's loop thread (:mod:`rdzv.store.server._loop`), on a non-bloc
   take is kept, and the socket is watched for writability only while something is kept.
 * **Bounded memory.** Requests are applied in small batches, and not at all while the peer
   leaves more than ``_HIGH_WATER`` bytes of replies unread; reading pauses too, and resumes
-  once the peer has read all but ``_LOW_WATER`` of them. A peer may send at most
-  ``_MAX_HELD_BYTES`` while it waits, and as much again as the keys it waits for.
-  ``partial`` is the size of the incomplete request the decoder holds (counted once the
-  first request completed; before that a connection holds fewer than 5 bytes: a longer
-  first request is not VALIDATE and is dropped at once). The server's
-  :class:`~rdzv.store.server._bounds.Bounds` sums it over the connections, keeps the sum within
-  its budget and applies the handshake deadline (the only bound in time alone).
+  once the peer has read all but ``_LOW_WATER`` of them. A peer sends at most
+  :func:`~rdzv.store.server._bounds.may_hold` bytes while it waits. ``partial``, the size of
+  the incomplete request the decoder holds once the first request completed, is what the
+  server's :class:`~rdzv.store.server._bounds.Bounds` sums and bounds (see there).
 * **Closing.** A dropped connection stops reading at once and is closed in the next loop
   iteration (never inside another connection's batch); then the KV forgets its session and
   the writer watches hear of the close (:meth:`Connection.lost`), and every buffer it held
@@ -35,6 +32,8 @@ from collections.abc import Callable
 from time import monotonic
 
 from rdzv.errors import StoreProtocolError
+from rdzv.store.server._bounds import HELD_BOUND, MAX_HELD_BYTES, OVERSENT_BOUND, may_hold
+from rdzv.store.server._droplog import INCOMPLETE, REJECTED, UNDECODABLE
 from rdzv.store.server._loop import READ, WRITE, EventLoop
 from rdzv.store.state._kv import HeldTooMany
 from rdzv.store.wire import _decoder, _wire
@@ -49,18 +48,9 @@ __all__ = ["Connection"]
 
 _HIGH_WATER: Final = 4 * 1024 * 1024
 _LOW_WATER: Final = _HIGH_WATER // 4
-_MAX_HELD_BYTES: Final = 1024 * 1024
 _BATCH: Final = 16
-# Why a connection was dropped, as counted in the summaries of rdzv.store.server._droplog.
-_UNDECODABLE: Final = "undecodable request"
-_REJECTED: Final = "rejected request"
-_OVERSENT: Final = "too many bytes sent while waiting"
-_INCOMPLETE: Final = "request left incomplete"
 _VALIDATE: Final = _wire.encode_request(_wire.Validate())  # with torch's magic
 _VALIDATE_SIZE: Final = len(_VALIDATE)
-# The bounds that may cut a connection that spoke the protocol, as the server's log names them.
-_OVERSENT_BOUND: Final = "bytes sent while waiting"
-_HELD_BOUND: Final = "requests held behind a WAIT"
 
 
 class Connection:
@@ -192,9 +182,9 @@ class Connection:
         the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
-            if self.held_bytes > _MAX_HELD_BYTES and self.held_bytes > self._may_hold():
+            if self.held_bytes > MAX_HELD_BYTES and self.held_bytes > self._may_hold():
                 self.cut(
-                    _OVERSENT_BOUND,
+                    OVERSENT_BOUND,
                     f"it sent {self.held_bytes} bytes while waiting for keys, more than "
                     f"{self._may_hold()} (1 MiB and as much again as its wait's keys)",
                 )
@@ -211,7 +201,7 @@ class Connection:
             elif after >= _VALIDATE_SIZE:  # whatever it is, it is not VALIDATE
                 self.server.kv.close(self)
                 self.drop(
-                    _REJECTED,
+                    REJECTED,
                     StoreProtocolError(
                         f"its first request (opcode {decoder.first_byte}, {after} bytes so "
                         f"far) is not VALIDATE; the peer does not speak the TCPStore protocol"
@@ -236,11 +226,8 @@ class Connection:
     # --- the bounds (rdzv.store.server._bounds) ----------------------------------------------
 
     def _may_hold(self) -> int:
-        """Bytes this connection may send while it waits: 1 MiB, and as much again as the
-        keys of its wait (rdzv's client follows a WAIT with a MULTI_GET of the same keys)."""
         waiting = self.session.waiting
-        keys = waiting.keys if waiting is not None else ()
-        return _MAX_HELD_BYTES + sum(map(len, keys)) + 8 * len(keys) + 9
+        return may_hold(waiting.keys if waiting is not None else ())
 
     def expire(self, bound: float) -> None:
         """The handshake deadline passed before the first request completed: drop."""
@@ -254,7 +241,7 @@ class Connection:
         else:
             what = f"sent no request within {bound:g} s of connecting"
         self.server.kv.close(self)
-        self.drop(_INCOMPLETE, StoreProtocolError(what))
+        self.drop(INCOMPLETE, StoreProtocolError(what))
 
     def cut(self, bound: str, detail: str) -> None:
         """Close this connection, which spoke the protocol, because it exceeded ``bound``;
@@ -291,7 +278,7 @@ class Connection:
             self._apply(batch)
         if self.decoder.error is not None and not self.dropped:
             self.server.kv.close(self)
-            self.drop(_UNDECODABLE, self.decoder.error)
+            self.drop(UNDECODABLE, self.decoder.error)
 
     def _apply(self, batch: list[_wire.Request]) -> None:
         """Apply ``batch`` to the KV; send the replies (to waiters woken too); drop whom
@@ -304,9 +291,9 @@ class Connection:
             for conn, error in outcome.dropped.items():
                 assert isinstance(conn, Connection)
                 if isinstance(error, HeldTooMany):
-                    conn.cut(_HELD_BOUND, str(error))
+                    conn.cut(HELD_BOUND, str(error))
                 else:
-                    conn.drop(_REJECTED, error)
+                    conn.drop(REJECTED, error)
 
     def write(self, payload: bytes) -> None:
         """Send ``payload`` now, keeping what the kernel does not take (and then watching

@@ -25,7 +25,20 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-__all__ = ["FULL_LINES", "MAX_PEERS", "SUMMARY_INTERVAL", "DropLog"]
+__all__ = [
+    "FULL_LINES",
+    "INCOMPLETE",
+    "MAX_PEERS",
+    "REJECTED",
+    "SUMMARY_INTERVAL",
+    "UNDECODABLE",
+    "DropLog",
+]
+
+# The server's reasons for dropping a connection (the fixed set of invariant 3).
+UNDECODABLE: Final = "undecodable request"
+REJECTED: Final = "rejected request"
+INCOMPLETE: Final = "request left incomplete"
 
 #: Drops logged in full at the start of a burst.
 FULL_LINES: Final = 5
