@@ -9,8 +9,8 @@ one instant (node 0 0.1 s ahead, listening on a socket this script bound to port
 compares the median thread CPU of A's members with B's, which shared the same run, the same
 node 0 and the same load. The figure is the median over runs of B/A (an A/A run prints
 about 1.00 +- 0.02 here). With ``--straight`` B's members run the happy path written
-straight (:mod:`_straight_member`, both builds the same handler first): what a compact
-member path could cost at best.
+straight (:mod:`_straight_member`; both kinds of member build the same handler first):
+what a compact member path could cost at best.
 
     python bench/ab_member.py --b /path/to/other/checkout --nodes 64 --runs 8
     python bench/ab_member.py --straight --nodes 64 --runs 8
@@ -62,13 +62,19 @@ def _run(n: int, a: str, b: str, straight: bool) -> tuple[float, float]:
     listener.bind(("127.0.0.1", 0))
     port, fd = listener.getsockname()[1], listener.fileno()
     nodes = []
+    bench = Path(__file__).parent  # where a --straight member imports _straight_member from
     try:
         for rank in range(n):
-            b_straight, here = int(straight and rank % 2 == 1), Path(__file__).parent
+            b_straight = int(straight and rank % 2 == 1)
             env = {"PYTHONPATH": b if rank % 2 else a, "PATH": os.environ.get("PATH", "")}
             nodes.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", _NODE, *map(str, (rank, n, port, fd, b_straight, here))],
+                    [
+                        sys.executable,
+                        "-c",
+                        _NODE,
+                        *map(str, (rank, n, port, fd, b_straight, bench)),
+                    ],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     env=env,

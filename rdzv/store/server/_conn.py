@@ -182,11 +182,11 @@ class Connection:
         the KV."""
         if self.server.kv.is_waiting(self):
             self.held_bytes += len(data)
-            if self.held_bytes > MAX_HELD_BYTES and self.held_bytes > self._may_hold():
+            if self.held_bytes > MAX_HELD_BYTES and self.held_bytes > (limit := self._may_hold()):
                 self.cut(
                     OVERSENT_BOUND,
                     f"it sent {self.held_bytes} bytes while waiting for keys, more than "
-                    f"{self._may_hold()} (1 MiB and as much again as its wait's keys)",
+                    f"{limit} (1 MiB and as much again as its wait's keys)",
                 )
                 return
         else:

@@ -35,9 +35,11 @@ __all__ = [
     "DropLog",
 ]
 
-# The server's reasons for dropping a connection (the fixed set of invariant 3).
+#: The server's reasons for dropping a connection (the fixed set of invariant 3).
 UNDECODABLE: Final = "undecodable request"
+#: (see :data:`UNDECODABLE`)
 REJECTED: Final = "rejected request"
+#: (see :data:`UNDECODABLE`)
 INCOMPLETE: Final = "request left incomplete"
 
 #: Drops logged in full at the start of a burst.
