@@ -13,18 +13,28 @@ is used through its public modules only (``rdzv.store.client``, ``rdzv.store.ser
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from rdzv.errors import StoreConnectionError, StoreError
 from rdzv.rendezvous._static_config import StaticConfig
-from rdzv.store.client import TCPStore
+from rdzv.store.client import Ended, TCPStore, express
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from rdzv.store.base import Store
     from rdzv.store.server import StoreServer
 
-__all__ = ["close_store", "dial", "fresh_connection", "hosted_server", "publish", "reconnect"]
+__all__ = [
+    "close_store",
+    "dial",
+    "dial_member",
+    "fresh_connection",
+    "hosted_server",
+    "publish",
+    "reconnect",
+]
 
 
 def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
@@ -58,6 +68,20 @@ def dial(cfg: StaticConfig, connect_timeout: float) -> Store:
         master_listen_fd=listen_fd,
         connect_timeout=connect_timeout,
     )
+
+
+def dial_member(
+    cfg: StaticConfig, script: Generator[tuple[str, Any, float], Any, Any], connect_timeout: float
+) -> Ended:
+    """A member's connection, as :func:`dial` makes it, with ``script`` (its join's happy
+    path, :mod:`rdzv.rendezvous._express`) run on it from its first attempt when that
+    reaches an rdzv server (:func:`rdzv.store.client.express`).
+
+    Raises:
+        StoreError: no store answered in time.
+    """
+    read_timeout = cfg.read_timeout.total_seconds()
+    return express(cfg.host, cfg.port, cfg.world_size, read_timeout, connect_timeout, script)
 
 
 def hosted_server(store: Store) -> StoreServer | None:

@@ -177,8 +177,10 @@ class RoundProtocol:
         """This node's own store connection broke (see ``RoundIO.connection_lost``)."""
         return self.io.connection_lost
 
-    def join(self) -> None:
-        """Join the round and return once it is complete with every rank.
+    def join(self, step: Callable[[], None] | None = None) -> None:
+        """Join the round and return once it is complete with every rank (``step``: the
+        join from a later step on, where the express hands over,
+        :mod:`rdzv.rendezvous._express`).
 
         Raises:
             RendezvousClosedError: the rendezvous was closed (before or during the round).
@@ -191,14 +193,22 @@ class RoundProtocol:
         """
         self.io.joining = True
         try:
-            self._join()
+            (step or self.join_general)()
         finally:
             self.io.joining = False
 
-    def _join(self) -> None:
+    def join_general(self) -> None:
+        """The join, every step through the general code (the express hands over to it)."""
         k, me = self.round, self.me
         first_key, claim_key = self.keys.of(k, "first"), self.keys.claim(k, me.rank)
-        raw_first, raw_holder = self._first_and_claim(first_key, claim_key)
+        self.after_claims(*self._first_and_claim(first_key, claim_key))
+
+    def after_claims(self, raw_first: bytes, raw_holder: bytes) -> None:
+        """The join from the replies to the claims on ``first`` (``raw_first``) and on this
+        rank (``raw_holder``) on: the checks, then counting in (where the express hands
+        over, :mod:`rdzv.rendezvous._express`, as from the general claims)."""
+        k, me = self.round, self.me
+        first_key, claim_key = self.keys.of(k, "first"), self.keys.claim(k, me.rank)
         if raw_first != me.raw and not Identity.of_world_size(raw_first, me.world_size):
             first = Identity.decode(raw_first, first_key)
             if not rules.world_sizes_agree(me.world_size, first.world_size):
@@ -220,22 +230,32 @@ class RoundProtocol:
             joined, arbitrated, held = counted
         else:
             joined, arbitrated = count_in(self.io, count, confirmed, due, append), None
+        self.after_joining(joined, arbitrated, held)
+
+    def after_joining(self, joined: int, arbitrated: bool | None, held: HeldGet | None) -> None:
+        """Counted in as the ``joined``-th: decide, complete or wait for the verdict
+        (``arbitrated``: whether ``arbiter`` was set when this node counted itself, None
+        when not asked; ``held``: the verdict's read, already sent, ended here either way)."""
         try:
             self._after_joining(joined, arbitrated, held)
         finally:
             if held is not None:
                 held.release()  # a wait nothing ended is cancelled
 
-    def _after_joining(self, joined: int, arbitrated: bool | None, held: HeldGet | None) -> None:
-        """Counted in as the ``joined``-th: decide, complete or wait for the verdict
-        (``arbitrated``: whether ``arbiter`` was set when this node counted itself, None
-        when not asked; ``held``: the verdict's read, already sent)."""
+    def counted_as(self, joined: int, arbitrated: bool | None) -> None:
+        """Counted in as the ``joined``-th: whether this member watches (invariant 11), and
+        the event that says so."""
         world_size = self.me.world_size
         self.watchman = rules.watches(joined)  # not needed where the host arbitrates
         hosts = self.arbiter is not None
         if rules.asks_for_arbiter(self.watchman, hosts, joined, world_size):
             self.watchman = not (self._arbitrated() if arbitrated is None else arbitrated)
         self.event("joined", joined=min(joined, world_size), world_size=world_size)
+
+    def _after_joining(self, joined: int, arbitrated: bool | None, held: HeldGet | None) -> None:
+        world_size = self.me.world_size
+        hosts = self.arbiter is not None
+        self.counted_as(joined, arbitrated)
         route = rules.after_joining(joined, world_size, hosts, arbitrated)
         if route == "decide" and self.arbiter is not None:
             self._decide(self.arbiter)
@@ -297,7 +317,7 @@ class RoundProtocol:
         elif outcome == "closed":  # this node is leaving: the store decides how this ends
             self._await_verdict()
         else:
-            self._on_deadline()
+            self.on_deadline()
 
     def _take_over(self, claim_key: str, raw: bytes) -> None:
         """Replace the claim ``raw`` of a dead predecessor by this node's (invariant 6)."""
@@ -358,7 +378,7 @@ class RoundProtocol:
                 break
             time.sleep(min(pause, remaining))
             pause = min(pause * 2, _CONFIRM_POLL)
-        self._on_deadline()
+        self.on_deadline()
 
     def _await_verdict(self, held: HeldGet | None = None) -> None:
         """Block (bounded by the deadline; a member that does not watch it, invariant 11:
@@ -375,14 +395,14 @@ class RoundProtocol:
                 self.store.set_timeout(remaining)
                 raw = self.store.get(done)  # one round trip: WAIT + GET
         except StoreTimeoutError:
-            self._on_deadline()
+            self.on_deadline()
             return
         except StoreError as exc:
             self.io.raise_store(exc, "waiting for the other nodes")
         assert raw is not None
         self.verdict.act_on(raw)
 
-    def _on_deadline(self) -> None:
+    def on_deadline(self) -> None:
         """The deadline passed: act on the round's timeout verdict, named by one elected
         member (invariant 11); a complete verdict that won the race still wins."""
         self.verdict.act_on(timeout_verdict(self.io, self.watchman))

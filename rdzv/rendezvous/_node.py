@@ -21,7 +21,8 @@ from functools import partial
 
 from rdzv.errors import RendezvousConnectionError, RendezvousError, StoreError
 from rdzv.events import INFO, emit, get_logger
-from rdzv.rendezvous._connection import close_store, dial, reconnect
+from rdzv.rendezvous import _express
+from rdzv.rendezvous._connection import close_store, dial, dial_member, reconnect
 from rdzv.rendezvous._departures import Departures, watch_departures
 from rdzv.rendezvous._exit import leave, linger
 from rdzv.rendezvous._join import RoundProtocol
@@ -33,9 +34,15 @@ from rdzv.rendezvous._static_config import StaticConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from collections.abc import Generator
+    from typing import Any, Final, TypeVar
 
+    from rdzv.rendezvous._express import Then
     from rdzv.store.base import Store
+    from rdzv.store.client import Ended, HeldGet
+
+    _D = TypeVar("_D")
+    Script = Generator[tuple[str, Any, float], Any, Then | None]
 
 __all__ = ["Node"]
 
@@ -87,25 +94,33 @@ class Node:
         self.next_round += 1
         self._joined_last_round = False
         self._serve_until = None
-        store = self._connect(round_index, started, deadline)
+        then: Then | None = None  # the rest of an express round, in the general join
+        held: HeldGet | None = None
+        if self.store is None and not cfg.start_daemon and _express.ON:  # a member's new one
+            script = _express.member_script(
+                self.me,
+                self.keys,
+                round_index,
+                deadline,
+                self.clock,
+                self._events(round_index, started),
+            )
+            ended = self._connect_member(round_index, started, deadline, script)
+            store: Store = ended.store
+            if ended.ran and ended.value is None:  # the express joined a complete round
+                store.set_timeout(cfg.read_timeout)
+                self._joined_last_round = True
+                return store
+            then, held = ended.value, ended.held
+        else:
+            store = self._connect(round_index, started, deadline)
         self._watch_members(store)
         if self._departures is not None:
             self._departures.forget_before(round_index)
-        protocol = RoundProtocol(
-            store,
-            cfg,
-            self.me,
-            round_index,
-            deadline,
-            self.clock,
-            time.time,
-            reconnect=partial(reconnect, store),
-            started=started,
-            arbiter=self._members,
-        )
+        protocol = self._protocol(round_index, started, deadline, store)
         try:
             try:
-                protocol.join()
+                protocol.join(None if then is None else partial(then, protocol, held))
             except RendezvousError:
                 if cfg.start_daemon and not protocol.connection_lost:
                     # let the verdict reach every member before leaving
@@ -119,16 +134,40 @@ class Node:
                 protocol.wait_for_readers(timeout, self._watch_departures(store))
         except RendezvousError:
             if protocol.connection_lost:
-                self.store = None  # broken: the next round dials again (node 0 may be back)
-                self._unwatch_members()
-                close_store(store)
+                self._drop(store)
             raise
         finally:
+            if held is not None:
+                held.release()  # a wait nothing ended is cancelled
             store.set_timeout(cfg.read_timeout)
             if self._members is not None:
                 self._members.settled(round_index)
         self._joined_last_round = True
         return store
+
+    def _protocol(
+        self, round_index: int, started: float, deadline: float, store: Store
+    ) -> RoundProtocol:
+        """The general join of round ``round_index`` over ``store``."""
+        return RoundProtocol(
+            store,
+            self.cfg,
+            self.me,
+            round_index,
+            deadline,
+            self.clock,
+            time.time,
+            reconnect=partial(reconnect, store),
+            started=started,
+            arbiter=self._members,
+        )
+
+    def _drop(self, store: Store) -> None:
+        """Forget ``store``, whose connection broke: the next round dials again (node 0
+        may be back)."""
+        self.store = None
+        self._unwatch_members()
+        close_store(store)
 
     def leave(self) -> tuple[int | None, str | None]:
         """Leave the run: the ``shutdown()`` exit barrier of the last round this node joined
@@ -204,19 +243,43 @@ class Node:
     def _report(self, round_index: int, name: str, level: int, **fields: Any) -> None:
         self.event(name, round_index, 0.0, level, **fields)
 
+    def _round_event(self, round_index: int, started: float, name: str, **fields: Any) -> None:
+        """An event of the round as its join emits it (elapsed since ``started``)."""
+        self.event(name, round_index, round(self.clock() - started, 6), INFO, **fields)
+
     def _connect(self, round_index: int, started: float, deadline: float) -> Store:
-        if self.store is not None:
-            return self.store
-        cfg = self.cfg
+        """This node's connection: the one it keeps, else a new one."""
+        if self.store is None:
+            self.store = self._dial(round_index, started, deadline, partial(dial, self.cfg))
+        return self.store
+
+    def _connect_member(
+        self, round_index: int, started: float, deadline: float, script: Script
+    ) -> Ended:
+        """A member's new connection, ``script`` (the express) run on it."""
+        ended = self._dial(round_index, started, deadline, partial(dial_member, self.cfg, script))
+        self.store = ended.store
+        return ended
+
+    def _dial(
+        self, round_index: int, started: float, deadline: float, how: Callable[[float], _D]
+    ) -> _D:
+        """Connect ``how`` (given the seconds left); a connection that fails is a failed
+        round (its event, and the rendezvous error it stands for, raised)."""
         try:
-            self.store = dial(cfg, max(round(deadline - self.clock(), 3), 0.0))
+            return how(max(round(deadline - self.clock(), 3), 0.0))
         except StoreError as exc:
-            error = connect_error(cfg, exc, self.clock() - started)
+            error = connect_error(self.cfg, exc, self.clock() - started)
             elapsed = round(self.clock() - started, 6)
             kind = type(error).__name__
             self.event("failed", round_index, elapsed, error=kind, message=str(error))
             raise error from exc
-        return self.store
+
+    def _events(self, round_index: int, started: float) -> Callable[..., None] | None:
+        """How the express emits its round's events (None: nobody listens)."""
+        if not _log.isEnabledFor(INFO):
+            return None
+        return partial(self._round_event, round_index, started)
 
     def _watch_members(self, store: Store) -> None:
         if self._members is None and self.cfg.start_daemon:

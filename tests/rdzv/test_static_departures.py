@@ -26,7 +26,7 @@ from static_node_proc import python_process, wait_for_line
 from conftest import InThread
 from rdzv.errors import RendezvousConnectionError
 from rdzv.events import EventCollector
-from rdzv.rendezvous import _exit
+from rdzv.rendezvous import _exit, _express
 from rdzv.rendezvous._departures import Departures
 from rdzv.rendezvous._round_state import Identity, RoundKeys
 from rdzv.rendezvous._verdict import RoundVerdict
@@ -41,12 +41,13 @@ JOIN_TIMEOUT = 60.0
 # its store connection open, so only the process dies (the child ends when stdin closes).
 _MEMBER = """
 import os, signal, sys
-from rdzv.rendezvous import _verdict
+from rdzv.rendezvous import _express, _verdict
 from rdzv.rendezvous.static import StaticTCPRendezvous
 
 port, rank, world_size, how = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-if how == "ack":
+if how == "ack":  # the general join's acknowledgement, and the express's
     _verdict.RoundVerdict.acknowledge = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+    _express.acknowledgement = lambda *args: os.kill(os.getpid(), signal.SIGKILL)
 handler = StaticTCPRendezvous("127.0.0.1", port, rank, world_size, "run", 60)
 handler.next_rendezvous()
 if how == "fork":
@@ -222,6 +223,7 @@ def test_node_0_keeps_the_world_when_a_members_connection_resets_before_it_confi
 ) -> None:
     fd, port = listen
     monkeypatch.setattr(RoundVerdict, "acknowledge", _reset_instead_of_confirming(2))
+    monkeypatch.setattr(_express, "ON", False)  # (its acknowledgement: the general join's)
     nodes = [_node(port, 0, 4, fd), *(_node(port, rank, 4) for rank in (1, 2, 3))]
     try:
         joining = _joined(nodes)

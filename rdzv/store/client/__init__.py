@@ -12,6 +12,8 @@ Modules, lowest first; each imports only modules listed before it:
 * ``_extensions`` rdzv's extensions of the client: requests sent together in one write
 * ``_hosting``    a master's side: the server it shares per port, the wait for workers
 * ``_client``     ``TCPStore`` (torch's surface)
+* ``_express``    a connection's opening exchanges made straight, driven by the caller's
+  script, handed to a ``TCPStore`` at the first thing out of the ordinary (``express``)
 
 Imports: the standard library, :mod:`rdzv.errors`, :mod:`rdzv.events`,
 :mod:`rdzv.store.wire` and :mod:`rdzv.store.base`; :mod:`rdzv.store.server` only where a
@@ -22,6 +24,7 @@ not host never imports the server), never at import time.
 from __future__ import annotations
 
 from rdzv.store.client._client import TCPStore
+from rdzv.store.client._express import Ended, express
 from rdzv.store.client._requests import HeldGet
 
-__all__ = ["HeldGet", "TCPStore"]
+__all__ = ["Ended", "HeldGet", "TCPStore", "express"]

@@ -30,7 +30,7 @@ from rdzv.errors import (
     QueueEmptyError,
 )
 from rdzv.store.base import Store
-from rdzv.store.client._connect import LazyRandom, connect, endpoint_text
+from rdzv.store.client._connect import FirstAttempt, LazyRandom, connect, endpoint_text
 from rdzv.store.client._extensions import Extensions, amount_of
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._replies import bytes_list_reader, bytes_reader, queue_pop_reader
@@ -68,6 +68,9 @@ class TCPStore(Extensions, Store):
     Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
     ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
     jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
+    ``first``: the outcome of a first connection attempt already made to this address
+    (:mod:`rdzv.store.client._express`'s): its connection, or why it failed (counted; the
+    retries go on from it).
     ``server`` is the :class:`~rdzv.store.server.StoreServer` a master hosts (None: a client).
 
     Raises:
@@ -104,6 +107,7 @@ class TCPStore(Extensions, Store):
         connect_timeout: Timeout | None = None,
         seed: int | None = None,
         limits: _wire.Limits | None = None,
+        first: FirstAttempt | None = None,
     ) -> None:
         if world_size == 0:
             raise ValueError("TCPStore world size cannot be 0")
@@ -142,7 +146,9 @@ class TCPStore(Extensions, Store):
         self._port = port
         self._endpoint = endpoint_text(host_name, port)
         try:
-            conn = connect(connect_host, port, self._connect_timeout, self._rng, self._limits)
+            conn = connect(
+                connect_host, port, self._connect_timeout, self._rng, self._limits, first
+            )
         except BaseException:
             self.close()
             raise
@@ -179,6 +185,12 @@ class TCPStore(Extensions, Store):
     @property
     def timeout(self) -> timedelta:
         return timedelta(seconds=-1) if self._timeout is None else timedelta(seconds=self._timeout)
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether the server serves a request sent behind a WAIT (an rdzv server; its
+        handshake says so): WAIT and the read after it take one round trip."""
+        return self._requests.pipelined
 
     def set_timeout(self, timeout: Timeout) -> None:
         self._timeout = to_seconds(timeout)

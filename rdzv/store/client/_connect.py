@@ -24,7 +24,7 @@ import time
 from rdzv.errors import StoreClosedError, StoreConnectionError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store.client._causes import MEANING, _NoAnswer, _Unresolvable, classify, connect_failure
-from rdzv.store.client._retry import Schedule
+from rdzv.store.client._retry import ATTEMPT_FIRST, Schedule
 from rdzv.store.client._transport import Channel, Expired
 from rdzv.store.wire import _wire
 from rdzv.store.wire._convert import format_elapsed
@@ -35,7 +35,15 @@ if TYPE_CHECKING:
 
     from rdzv.store.client._retry import Draws
 
-__all__ = ["Connected", "LazyRandom", "connect", "describe", "endpoint_text"]
+__all__ = [
+    "Connected",
+    "FirstAttempt",
+    "LazyRandom",
+    "connect",
+    "describe",
+    "endpoint_text",
+    "first_attempt",
+]
 
 _log = get_logger("rdzv.client")
 
@@ -125,13 +133,82 @@ def _dial(host: str, port: int, deadline: float | None, bound: float) -> socket.
             return sock
         except TimeoutError:
             sock.close()
-            waited = format_elapsed(time.monotonic() - began)
-            last = _NoAnswer(f"no answer to the connection attempt within {waited} s")
-            last.cut_short = left < bound
+            last = _no_answer(began, left < bound)
         except OSError as exc:
             sock.close()
             last = exc
     raise last or OSError(f"{host!r} resolved to no address")
+
+
+def _no_answer(began: float, cut_short: bool) -> _NoAnswer:
+    """An attempt begun at ``began`` that got no answer (``cut_short``: by the deadline)."""
+    waited = format_elapsed(time.monotonic() - began)
+    failure = _NoAnswer(f"no answer to the connection attempt within {waited} s")
+    failure.cut_short = cut_short
+    return failure
+
+
+class FirstAttempt:
+    """A connect's first attempt, made (:func:`first_attempt`) before the connect itself:
+    what came of it (the connection, or why it failed), and when it began."""
+
+    __slots__ = ("began", "outcome")
+
+    def __init__(self, outcome: Connected | BaseException | None, began: float) -> None:
+        self.outcome = outcome
+        self.began = began
+
+
+def first_attempt(
+    host: str, port: int, timeout: float | None, rng: Draws | None, limits: _wire.Limits
+) -> FirstAttempt:
+    """A connect's first attempt, its handshake written straight (in a fresh process the
+    general handshake's layers cost about as much as the exchange itself). Its outcome is
+    the general attempt's (:func:`connect`'s): the bound drawn the same way, the same
+    exceptions for the same causes (returned, not raised); from anything out of the
+    ordinary in the handshake's reply on, the general handshake reads it. A connection's
+    socket is left in timeout mode, for :mod:`~rdzv.store.client._express` to use as it
+    is (:func:`connect` sets it blocking when it takes the connection). ``rng``: where the
+    attempt's bound is drawn from (None: the system's randomness, as an unseeded
+    :class:`LazyRandom` draws it, in fewer steps)."""
+    began = time.monotonic()
+    deadline = None if timeout is None else began + timeout
+    if rng is None:  # the system's randomness, uniform in [0.75, 1) of the first bound
+        draw = 0.75 + int.from_bytes(os.urandom(2), "little") / (4 << 16)
+        bound = draw * ATTEMPT_FIRST
+    else:  # Schedule.attempt_bound's first bound
+        bound = rng.uniform(0.75 * ATTEMPT_FIRST, ATTEMPT_FIRST)
+    try:
+        sock = _dial(host, port, deadline, bound)
+    except _RETRYABLE as exc:
+        return FirstAttempt(exc, began)
+    nonce = os.getpid() & 0xFFFFFFFF
+    started = time.monotonic()
+    reply: bytes | OSError
+    sending = True
+    try:
+        sock.settimeout(max(0.001, _handshake_end(timeout, deadline, started) - started))
+        sock.sendall(_HANDSHAKE + _wire.ping_frame(nonce) + _PROBE)
+        sending = False
+        reply = sock.recv(64)
+    except OSError as exc:
+        reply = exc
+    channel = Channel(sock, endpoint_text(host, port), limits)
+    if type(reply) is bytes and len(reply) == 5 and reply[:4] == _wire.encode_u32(nonce):
+        connected = Connected(channel, reply[4] == _wire.READY, 1, time.monotonic() - began)
+        return FirstAttempt(connected, began)
+    try:
+        sock.setblocking(True)  # the general channel's mode
+        if isinstance(reply, bytes):
+            channel.feed(reply)
+        elif not isinstance(reply, TimeoutError):  # (a timeout: the general read says so)
+            when = "while sending handshake" if sending else "during handshake"
+            raise channel.lost_in(reply, when) from reply
+        pipelined = _handshake(channel, timeout, deadline, started)
+    except (OSError, StoreProtocolError, Expired) as exc:
+        channel.close()
+        return FirstAttempt(exc, began)
+    return FirstAttempt(Connected(channel, pipelined, 1, time.monotonic() - began), began)
 
 
 class Connected:
@@ -152,16 +229,22 @@ def connect(
     timeout: float | None,
     rng: Draws,
     limits: _wire.Limits,
+    first: FirstAttempt | None = None,
 ) -> Connected:
-    """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds.
+    """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds
+    (from the start of ``first``: a first attempt made before, whose connection is taken
+    or whose failure is counted, the retries going on from its cause).
 
     Raises:
         StoreConnectionError: no store answered in time (or something that is not a store
             did); the message names the endpoint, timeout, elapsed time, attempts and the
             last cause.
     """
+    start, outcome = (time.monotonic(), None) if first is None else (first.began, first.outcome)
+    if isinstance(outcome, Connected):  # (whoever made the attempt reported it)
+        outcome.channel.sock.setblocking(True)  # the general channel's mode
+        return outcome
     endpoint = endpoint_text(host, port)
-    start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     schedule = Schedule(rng)
     attempts = 0
@@ -169,26 +252,33 @@ def connect(
     foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
     while True:
         attempts += 1
-        try:
-            sock = _dial(host, port, deadline, schedule.attempt_bound())
-        except _RETRYABLE as exc:
-            if not (isinstance(exc, _NoAnswer) and exc.cut_short and last is not None):
-                last = exc  # an attempt cut short by the deadline says less
+        failure: Connected | BaseException | None = None
+        if outcome is not None:
+            failure, outcome = outcome, None
         else:
-            channel = Channel(sock, endpoint, limits)
             try:
-                pipelined = _handshake(channel, timeout, deadline)
-            except (OSError, StoreProtocolError, Expired) as exc:
-                channel.close()
-                if not (isinstance(exc, _CutShort) and last is not None):
-                    last = exc  # an attempt cut short says less than the one before it
-                if isinstance(exc, StoreProtocolError | _Silent):
-                    foreign = exc
+                sock = _dial(host, port, deadline, schedule.attempt_bound())
+            except _RETRYABLE as exc:
+                failure = exc
             else:
-                elapsed = time.monotonic() - start
-                if _log.isEnabledFor(DEBUG):
-                    emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
-                return Connected(channel, pipelined, attempts, elapsed)
+                channel = Channel(sock, endpoint, limits)
+                try:
+                    failure = Connected(channel, _handshake(channel, timeout, deadline), 0, 0.0)
+                except (OSError, StoreProtocolError, Expired) as exc:
+                    channel.close()
+                    failure = exc
+        if isinstance(failure, Connected):
+            elapsed = time.monotonic() - start
+            if _log.isEnabledFor(DEBUG):
+                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
+            return Connected(failure.channel, failure.pipelined, attempts, elapsed)
+        cut_short = isinstance(failure, _CutShort) or (
+            isinstance(failure, _NoAnswer) and failure.cut_short
+        )
+        if not (cut_short and last is not None):
+            last = failure  # an attempt cut short by the deadline says less
+        if isinstance(failure, StoreProtocolError | _Silent):
+            foreign = failure
         if _log.isEnabledFor(DEBUG):  # describing the cause costs on every attempt
             emit(_log, "connect_attempt", endpoint=endpoint, attempt=attempts, error=describe(last))
         now = time.monotonic()
@@ -204,17 +294,31 @@ def connect(
     raise _give_up(endpoint, timeout, time.monotonic() - start, attempts, last, foreign)
 
 
-def _handshake(channel: Channel, timeout: float | None, deadline: float | None) -> bool:
+def _handshake_budget(timeout: float | None) -> float:
+    """Seconds one handshake may take: a silent acceptor must not eat the whole budget."""
+    return 10.0 if timeout is None else max(1.0, timeout / 4)
+
+
+def _handshake_end(timeout: float | None, deadline: float | None, started: float) -> float:
+    """When a handshake begun at ``started`` gives up."""
+    end = started + _handshake_budget(timeout)
+    return end if deadline is None else min(end, deadline)
+
+
+def _handshake(
+    channel: Channel, timeout: float | None, deadline: float | None, started: float | None = None
+) -> bool:
+    """Handshake on ``channel``; whether the store serves requests behind a WAIT. With
+    ``started``: the handshake was sent then (its reply is read from here)."""
     nonce = os.getpid() & 0xFFFFFFFF
-    # A silent acceptor must not eat the whole budget: bound one handshake attempt.
-    budget = 10.0 if timeout is None else max(1.0, timeout / 4)
-    started = time.monotonic()
-    hs_deadline = started + budget
-    if deadline is not None:
-        hs_deadline = min(hs_deadline, deadline)
-    payload = _HANDSHAKE + _wire.ping_frame(nonce) + _PROBE
+    budget = _handshake_budget(timeout)
+    sent = started is not None
+    if started is None:
+        started = time.monotonic()
+    hs_deadline = _handshake_end(timeout, deadline, started)
     try:
-        channel.send(payload, "handshake", hs_deadline)
+        if not sent:
+            channel.send(_HANDSHAKE + _wire.ping_frame(nonce) + _PROBE, "handshake", hs_deadline)
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
     except Expired:
         waited = time.monotonic() - started

@@ -15,7 +15,7 @@ from rdzv.store.wire._convert import to_bytes
 
 TYPE_CHECKING = False
 
-__all__ = ["Extensions", "amount_of"]
+__all__ = ["Extensions", "add_and_check", "amount_of"]
 
 
 class Extensions:
@@ -97,7 +97,7 @@ class Extensions:
         )
         (added, checked), held = requests.call_then_hold(
             data,
-            _add_and_check,
+            add_and_check,
             "ADD",
             _deadline(self._timeout),
             self._timeout,
@@ -139,7 +139,7 @@ def amount_of(amount: int) -> int:
     return amount
 
 
-def _add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
+def add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
     """The replies of an ADD and a CHECK (:meth:`TCPStore.add_then_get`)."""
     added, pos = _wire.read_i64(buf, pos)
     checked, pos = _wire.read_u8(buf, pos)

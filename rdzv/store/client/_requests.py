@@ -89,6 +89,12 @@ class Requests:
             raise
         return value, HeldGet(self, get_key, get_name, get_read)
 
+    def hold(self, get_key: bytes, get_name: str, get_read: _wire.Reader[bytes]) -> HeldGet:
+        """The :class:`HeldGet` of a WAIT+GET of ``get_key`` already sent, whose replies
+        before it were read (the connection is locked until it ends)."""
+        self.lock.acquire()
+        return HeldGet(self, get_key, get_name, get_read)
+
     def _exchange(
         self,
         data: bytes,
@@ -98,6 +104,14 @@ class Requests:
         timeout: float | None,
     ) -> _T:
         self.channel.submit(data, op, deadline, timeout)
+        return self.finish(read, op, deadline, timeout)
+
+    def finish(
+        self, read: _wire.Reader[_T], op: str, deadline: float | None, timeout: float | None
+    ) -> _T:
+        """Read what ``read`` parses of the replies to requests already sent (``op``), by
+        ``deadline``, as :meth:`call` does (the caller holds the lock, or no one else has
+        the connection yet)."""
         try:
             return self._read(read, deadline, op)
         except Expired:
@@ -154,9 +168,10 @@ class HeldGet:
         self._read = read
         self._ended = False
 
-    def get(self, seconds: float | None) -> bytes:
+    def get(self, seconds: float | None, deadline: float | None = None) -> bytes:
         """The value, once the key exists, waiting ``seconds`` from now at most (None: no
-        bound).
+        bound; ``deadline``: the ``time.monotonic()`` instant those seconds end, when they
+        began before the call).
 
         Raises:
             StoreTimeoutError: the key did not arrive in time (the wait was cancelled, or
@@ -166,9 +181,9 @@ class HeldGet:
         if self._ended:
             raise RuntimeError("this held GET already ended")
         requests = self._requests
-        wait = Wait(
-            requests.channel, (self._key,), [self._name], "GET", seconds, deadline_in(seconds)
-        )
+        if deadline is None:
+            deadline = deadline_in(seconds)
+        wait = Wait(requests.channel, (self._key,), [self._name], "GET", seconds, deadline)
         try:
             value = wait.then(_wire.Get(self._key), self._read, True, sent=True)
         finally:

@@ -18,6 +18,7 @@ Invariants of :class:`Channel`:
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import select
 import socket
@@ -69,21 +70,32 @@ class Channel:
         self._pos = 0
         # The socket stays in blocking mode; every wait is a poll bounded by the deadline,
         # and every recv/send is non-blocking (fewer system calls than socket timeouts).
-        sock.setblocking(True)
-        self._readable = select.poll()
-        self._readable.register(sock, select.POLLIN)
-        self._writable = select.poll()
-        self._writable.register(sock, select.POLLOUT)
+        # The polls are made when first needed (an express may use the socket before).
         self.closed_because: str | None = None
         self.seen: Seen | None = None  # what ended the connection, when the peer did
+
+    @functools.cached_property
+    def _readable(self) -> select.poll:
+        return self._poll(select.POLLIN)
+
+    @functools.cached_property
+    def _writable(self) -> select.poll:
+        return self._poll(select.POLLOUT)
+
+    def _poll(self, events: int) -> select.poll:
+        self.sock.setblocking(True)  # (the mode the first attempt may have left unset)
+        poller = select.poll()
+        poller.register(self.sock, events)
+        return poller
 
     @property
     def closed(self) -> bool:
         """True once the connection is unusable (invariant 1)."""
         return self.closed_because is not None
 
-    def send(self, data: bytes, op: str, deadline: float | None) -> None:
-        """Send ``data`` whole, after checking that the peer has not closed (invariant 2).
+    def send(self, data: bytes, op: str, deadline: float | None, probe: bool = True) -> None:
+        """Send ``data`` whole, after checking that the peer has not closed (invariant 2;
+        ``probe`` False: ``data`` has replies, whose read finds such a close).
 
         Raises:
             Expired: the deadline passed with ``data`` not (entirely) sent; the connection
@@ -93,7 +105,8 @@ class Channel:
         """
         if self.closed_because is not None:
             self._ensure_open(op)
-        self._probe(op)
+        if probe:
+            self._probe(op)
         try:
             try:
                 sent = self.sock.send(data, socket.MSG_DONTWAIT)
@@ -104,12 +117,8 @@ class Channel:
                     self.close(f"sending {op} did not finish before the deadline")
                     raise Expired
                 sent = self._send_now(data, sent)
-        except BrokenPipeError as exc:
-            raise self._lost("broken", f"while sending {op}", exc) from exc
-        except ConnectionResetError as exc:
-            raise self._lost("reset", f"while sending {op}", exc) from exc
         except OSError as exc:
-            raise self._lost("error", f"while sending {op}", exc) from exc
+            raise self.lost_in(exc, f"while sending {op}") from exc
 
     def submit(self, data: bytes, op: str, deadline: float | None, seconds: float | None) -> None:
         """:meth:`send`, with a deadline that passes reported as a timeout of ``seconds``.
@@ -122,11 +131,16 @@ class Channel:
         try:
             self.send(data, op, deadline)
         except Expired:
-            raise StoreTimeoutError(
-                f"could not send {op} to the store at {self.endpoint} within "
-                f"{format_ms(seconds)}: it stopped reading (its host is frozen or overloaded, "
-                "or the network path stalled); the connection was closed"
-            ) from None
+            raise self.send_timeout(op, seconds) from None
+
+    def send_timeout(self, op: str, seconds: float | None) -> StoreTimeoutError:
+        """The timeout of a send of ``op`` that did not finish within ``seconds`` (the
+        connection is closed)."""
+        return StoreTimeoutError(
+            f"could not send {op} to the store at {self.endpoint} within "
+            f"{format_ms(seconds)}: it stopped reading (its host is frozen or overloaded, "
+            "or the network path stalled); the connection was closed"
+        )
 
     def _send_now(self, data: bytes, sent: int) -> int:
         """Send what the socket takes now from ``data[sent:]``; return the new ``sent``."""
@@ -184,13 +198,20 @@ class Channel:
             chunk = self.sock.recv(size, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return  # a spurious wake-up: the caller reads again (and checks the deadline)
-        except ConnectionResetError as exc:
-            raise self._lost("reset", f"during {op}", exc) from exc
         except OSError as exc:
-            raise self._lost("error", f"during {op}", exc) from exc
+            raise self.lost_in(exc, f"during {op}") from exc
         if not chunk:
             raise self._lost("eof", f"during {op}", None)
         self._buf += chunk
+
+    def lost_in(self, exc: OSError, when: str) -> StoreClosedError:
+        """Close the connection, which failed with ``exc`` ``when`` (``"during GET"``), and
+        describe that (a broken pipe, a reset, or another OS error)."""
+        if isinstance(exc, BrokenPipeError):
+            return self._lost("broken", when, exc)
+        if isinstance(exc, ConnectionResetError):
+            return self._lost("reset", when, exc)
+        return self._lost("error", when, exc)
 
     def _probe(self, op: str) -> None:
         """Raise if an EOF or a reset has already arrived (never blocks)."""
@@ -231,6 +252,10 @@ class Channel:
                 f"was closed earlier ({self.closed_because}); create a new client to reconnect",
                 self.seen,
             )
+
+    def feed(self, data: bytes) -> None:
+        """Take ``data``, received from the socket by someone else, as the next bytes read."""
+        self._buf += data
 
     def peek_sent_back(self, first: int) -> bytes:
         """What the peer sent: the 4 bytes read as ``first`` plus whatever else is buffered."""

@@ -1,0 +1,371 @@
+"""A client's opening exchanges, made straight on the socket: the express.
+
+In a fresh process every function runs cold: under load each one a call meets for the
+first time costs a few µs, and a member's first join meets dozens in the general client's
+layers (the connect's retry loop, :class:`~._requests.Requests`, the
+:class:`~._transport.Channel`'s polls and probes, :class:`~._waits.Wait`), more than its
+requests cost on the socket. :func:`express` makes one connection attempt and runs a
+*script* on it: a generator (the caller's, :mod:`rdzv.rendezvous._express`) that yields the
+requests it wants, as :class:`~._client.TCPStore` calls, and receives their replies. Each is
+made in a few lines on the socket, left in the timeout mode of the connection attempt (its
+``sendall`` and ``recv`` wait in C): the same requests a TCPStore sends, in the same
+writes, bounded by the same deadlines. At the first thing out of the ordinary the
+connection becomes a :class:`~._client.TCPStore`, which finishes the request under way as it
+finishes its own (the same errors, messages and bounds), and serves the script's later
+requests; a failure is thrown into the script where it yielded:
+
+* the attempt fails, or reaches a store that cannot serve a request sent behind a WAIT
+  (torch's): the script does not run (``Ended.ran`` False); the general connect's store
+  counts that attempt and goes on from its cause (or takes that connection);
+* a reply is not whole by its deadline, or the peer closed: the general read reads what
+  arrived and raises what it raises (a timeout closes the connection, an EOF is named); a
+  reset or another error of the socket is named as the general read names it;
+* the value of a WAIT+GET (``get_held``) has not come by its deadline, or its wait did not
+  end with STOP_WAITING: the general client's :class:`~._requests.HeldGet` goes on.
+
+The script's requests (the first item of each yielded tuple names the TCPStore method,
+the last is the store timeout it runs with, as ``set_timeout`` would set it):
+
+* ``("compare_sets", items, timeout)``: the values;
+* ``("add_then_get", (key, amount, set_key, value, append, check_key, get_key), timeout)``:
+  ``[sum, checked]``; the WAIT+GET stays outstanding;
+* ``("get_held", (), timeout)``: the outstanding WAIT+GET's value (``HeldGet.get``);
+* ``("set", (key, value), timeout)``: None (sent after the probe of ``_transport``'s
+  invariant 2).
+
+A deliberate difference: writes that have replies go without the probe (the read of their
+replies finds a close); a connection the store closed just before such a write is reported
+"during COMPARE_SET" where the general client says "before COMPARE_SET was sent".
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Generator
+
+from rdzv.errors import StoreError, StoreProtocolError
+from rdzv.events import DEBUG, emit, get_logger
+from rdzv.store.client._client import TCPStore
+from rdzv.store.client._connect import Connected, FirstAttempt, first_attempt
+from rdzv.store.client._replies import bytes_reader
+from rdzv.store.client._requests import HeldGet
+from rdzv.store.wire import _wire
+from rdzv.store.wire._convert import to_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from rdzv.store.client._transport import Channel
+
+    #: What a script yields: the TCPStore method, its arguments, the timeout it runs with.
+    Step = tuple[str, Any, float]
+
+__all__ = ["Ended", "express"]
+
+_log: Final = get_logger("rdzv.client")
+_LIMITS: Final = _wire.Limits()
+_CAP: Final = _LIMITS.max_reply
+_PREFIX: Final = b"/"
+_RECV: Final = 65536
+#: Each request's name in messages, as the general client's.
+_OPS: Final = {
+    "compare_sets": "COMPARE_SET",
+    "add_then_get": "ADD",
+    "get_held": "GET",
+    "set": "SET",
+}
+
+
+class Ended:
+    """How an :func:`express` ended.
+
+    Attributes:
+        store: the connection, as a TCPStore from now on.
+        ran: whether the script ran (the first attempt reached an rdzv server).
+        value: what the script returned (None when it did not run).
+        held: the outstanding WAIT+GET of an ``add_then_get``, when the script returned
+            before it read it (the caller ends it: ``get``, ``cancel`` or ``release``).
+    """
+
+    __slots__ = ("held", "ran", "store", "value")
+
+    def __init__(self, store: TCPStore, ran: bool, value: Any, held: HeldGet | None) -> None:
+        self.store = store
+        self.ran = ran
+        self.value = value
+        self.held = held
+
+
+def express(
+    host: str,
+    port: int,
+    world_size: int | None,
+    timeout: float,
+    connect_timeout: float,
+    script: Generator[Step, Any, Any],
+) -> Ended:
+    """Connect to the store at ``host:port`` (a client; ``timeout``: its operations'
+    bound, ``connect_timeout``: the connect's) and run ``script`` on the connection (see
+    the module doc).
+
+    Raises:
+        StoreConnectionError: no store answered in time, as ``TCPStore(...)`` raises it
+            (the script did not run).
+    """
+    args = (host, port, world_size, timeout)
+    attempt = first_attempt(host, port, connect_timeout, None, _LIMITS)
+    connected = attempt.outcome
+    if not (isinstance(connected, Connected) and connected.pipelined):
+        script.close()
+        return Ended(_store(args, attempt, connect_timeout), False, None, None)
+    if _log.isEnabledFor(DEBUG):  # as the general connect reports it
+        emit(
+            _log,
+            "connected",
+            endpoint=connected.channel.endpoint,
+            attempts=1,
+            elapsed=connected.elapsed,
+        )
+    channel = connected.channel
+    buf = b""  # received, not yet read
+    store: TCPStore | None = None  # the general client, once it took over
+    outstanding: tuple[bytes, str] | None = None  # a WAIT+GET sent, nothing read of it
+    held: HeldGet | None = None  # the general client's read of it
+    reply: Any = None
+    error: StoreError | None = None
+    while True:
+        try:
+            op, call_args, seconds = script.send(reply) if error is None else script.throw(error)
+        except StopIteration as stop:
+            value = stop.value
+            break
+        reply, error = None, None
+        deadline = time.monotonic() + seconds
+        if store is None:
+            trouble, reply, buf, failure = _straight(channel.sock, buf, op, call_args, seconds)
+            if op == "add_then_get" and trouble not in ("probe", "sending"):
+                outstanding = (_key(call_args[6]), call_args[6])  # its WAIT+GET went out
+            elif op == "get_held" and trouble is None:
+                outstanding = None
+            if trouble is None:
+                continue
+            store = _take_over(channel, buf, args)
+            try:
+                reply, held = _finish(
+                    store, op, call_args, seconds, deadline, trouble, failure, outstanding
+                )
+            except StoreError as exc:
+                error = exc
+            outstanding = None
+            continue
+        try:
+            reply, held = _general(store, op, call_args, seconds, held)
+        except StoreError as exc:
+            error = exc
+    if store is None:
+        store = _take_over(channel, buf, args)
+        if outstanding is not None:
+            held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+    return Ended(store, True, value, held)
+
+
+def _straight(
+    sock: socket.socket, buf: bytes, op: str, call_args: Any, seconds: float
+) -> tuple[str | None, Any, bytes, OSError | None]:
+    """``op`` made straight on ``sock`` (``buf``: received, not read): ``(trouble, reply,
+    buf, failure)``; ``trouble`` None: done, ``reply`` is its reply; else what the general
+    client finishes: ``"unsent"`` (the probe found an EOF), ``"probe"``, ``"sending"`` or
+    ``"receiving"`` (``failure`` raised there, a timeout while sending included), or
+    ``"sent"`` (the replies are not whole by the deadline, the peer closed, or they are not
+    the ordinary ones)."""
+    deadline = time.monotonic() + seconds
+    try:
+        if op == "set":
+            sock.settimeout(0.0)
+            try:
+                if not sock.recv(1, socket.MSG_PEEK):
+                    return "unsent", None, buf, None  # an EOF arrived: the general set says so
+            except BlockingIOError:
+                pass  # nothing arrived: as far as anyone can tell, the store is there
+    except OSError as exc:
+        return "probe", None, buf, exc
+    try:
+        if op != "get_held":
+            sock.settimeout(max(seconds, 0.001))
+            sock.sendall(_frames(op, call_args))
+    except OSError as exc:
+        return "sending", None, buf, exc
+    if op == "set":
+        return None, None, buf, None
+    shape = {"compare_sets": "s" * len(call_args), "add_then_get": "qb"}.get(op, "bs")
+    try:
+        while True:
+            if op == "get_held" and buf and buf[0] != _wire.STOP_WAITING:
+                return "sent", None, buf, None  # (a store shutting down): the general read's
+            try:
+                values, end = _parse(buf, 0, shape)
+            except _wire.Incomplete:
+                pass
+            except StoreProtocolError:
+                return "sent", None, buf, None
+            else:
+                if op == "add_then_get":
+                    return None, [values[0], values[1] == _wire.READY], buf[end:], None
+                if op != "get_held":
+                    return None, values, buf[end:], None
+                value: bytes = values[1]
+                return None, value, buf[end:], None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "sent", None, buf, None
+            sock.settimeout(left)
+            chunk = sock.recv(_RECV)
+            if not chunk:
+                return "sent", None, buf, None  # an EOF: the general read names it
+            buf += chunk
+    except TimeoutError:
+        return "sent", None, buf, None
+    except OSError as exc:
+        return "receiving", None, buf, exc
+
+
+def _frames(op: str, call_args: Any) -> bytes:
+    """The requests of the TCPStore call ``op``, as it writes them."""
+    if op == "compare_sets":
+        frame = _wire.compare_set_frame
+        return b"".join([frame(_key(k), to_bytes(e), to_bytes(d)) for k, e, d in call_args])
+    if op == "set":
+        key, value = call_args
+        return _wire.key_value_frame(_wire.Op.SET, _key(key), to_bytes(value))
+    key, amount, set_key, value, (append_key, tail), check_key, get_key = call_args
+    raw_get = _key(get_key)
+    return b"".join(
+        (
+            _wire.add_frame(_key(key), amount),
+            _wire.key_value_frame(_wire.Op.SET, _key(set_key), to_bytes(value)),
+            _wire.key_value_frame(_wire.Op.APPEND, _key(append_key), to_bytes(tail)),
+            _wire.keys_frame(_wire.Op.CHECK, (_key(check_key),)),
+            _wire.keys_frame(_wire.Op.WAIT, (raw_get,)),
+            _wire.key_frame(_wire.Op.GET, raw_get),
+        )
+    )
+
+
+def _key(key: str) -> bytes:
+    return _PREFIX + to_bytes(key, "key")
+
+
+def _parse(buf: bytes | bytearray, pos: int, shape: str) -> tuple[list[Any], int]:
+    """Replies of ``shape`` from ``pos`` (``s``: a string, ``q``: an i64, ``b``: a u8);
+    raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol error for a string
+    longer than the client's limit."""
+    values: list[Any] = []
+    size = len(buf)
+    value: Any
+    for kind in shape:
+        if kind == "s":
+            if size < pos + 8:
+                raise _wire.Incomplete
+            length = int.from_bytes(buf[pos : pos + 8], "little")
+            if length > _CAP or size < pos + 8 + length:
+                value, pos = _wire.read_bytes(buf, pos, _CAP)  # raises what it is
+            else:
+                value, pos = bytes(buf[pos + 8 : pos + 8 + length]), pos + 8 + length
+        else:
+            width = 8 if kind == "q" else 1
+            if size < pos + width:
+                raise _wire.Incomplete
+            value = int.from_bytes(buf[pos : pos + width], "little", signed=kind == "q")
+            pos += width
+        values.append(value)
+    return values, pos
+
+
+def _store(
+    args: tuple[str, int, int | None, float], attempt: FirstAttempt, connect: float
+) -> TCPStore:
+    host, port, world_size, timeout = args
+    return TCPStore(
+        host,
+        port,
+        world_size,
+        False,
+        timeout,
+        wait_for_workers=False,
+        multi_tenant=True,
+        connect_timeout=connect,
+        limits=_LIMITS,
+        first=attempt,
+    )
+
+
+def _take_over(channel: Channel, buf: bytes, args: tuple[str, int, int | None, float]) -> TCPStore:
+    """The connection as a TCPStore, with what was received and not read."""
+    channel.feed(buf)
+    return _store(args, FirstAttempt(Connected(channel, True, 1, 0.0), time.monotonic()), 0.0)
+
+
+def _finish(
+    store: TCPStore,
+    op: str,
+    call_args: Any,
+    seconds: float,
+    deadline: float,
+    trouble: str,
+    failure: OSError | None,
+    outstanding: tuple[bytes, str] | None,
+) -> tuple[Any, HeldGet | None]:
+    """The general client's end of ``op``, which the straight one left at ``trouble`` (see
+    :func:`_straight`): its reply, and the general read of an ``add_then_get``'s WAIT+GET
+    (``outstanding``: sent, nothing read of it).
+
+    Raises:
+        StoreError: what the general client raises for it.
+    """
+    channel, name = store._channel, _OPS[op]
+    if trouble == "unsent":
+        return _general(store, op, call_args, seconds, None)
+    if failure is not None:
+        if trouble == "probe":
+            raise channel.lost_in(failure, f"before {name} was sent, so {name} was not sent")
+        if trouble == "sending" and isinstance(failure, TimeoutError):
+            channel.close(f"sending {name} did not finish before the deadline")
+            raise channel.send_timeout(name, seconds) from None
+        when = "while sending" if trouble == "sending" else "during"
+        raise channel.lost_in(failure, f"{when} {name}") from failure
+    if op == "get_held":
+        assert outstanding is not None
+        held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+        return held.get(seconds, deadline), None
+    shape = "s" * len(call_args) if op == "compare_sets" else "qb"
+    reply = store._requests.finish(lambda b, p: _parse(b, p, shape), name, deadline, seconds)
+    if outstanding is None:
+        return reply, None
+    held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+    return [reply[0], reply[1] == _wire.READY], held
+
+
+def _general(
+    store: TCPStore, op: str, call_args: Any, seconds: float, held: HeldGet | None
+) -> tuple[Any, HeldGet | None]:
+    """``op`` by the general client, which took the connection over: its reply and the
+    WAIT+GET's read still outstanding.
+
+    Raises:
+        StoreError: what the general client raises for it.
+    """
+    if op == "get_held":
+        assert held is not None
+        return held.get(seconds), None
+    store.set_timeout(seconds)
+    if op == "compare_sets":
+        return store.compare_sets(call_args), held
+    if op == "set":
+        store.set(*call_args)
+        return None, held
+    counted = store.add_then_get(*call_args)
+    assert counted is not None  # an rdzv server
+    added, checked, held = counted
+    return [added, checked], held
