@@ -75,7 +75,7 @@ def member_script(
     if left <= 0:  # past it, every call is bounded by the overshoot: the general join's
         return _general_join
     try:
-        claims = [(keys.of(k, "first"), "", raw), (keys.claim(k, me.rank), "", raw)]
+        claims = [(keys.of(k, "first"), b"", raw), (keys.claim(k, me.rank), b"", raw)]
         raw_first, raw_holder = yield ("compare_sets", claims, left)
     except StoreError as exc:
         return _failed(exc, "calling compare_set")

@@ -199,28 +199,31 @@ def _straight(
         return "sending", None, buf, exc
     if op == "set":
         return None, None, buf, None
-    shape = {"compare_sets": "s" * len(call_args), "add_then_get": "qb"}.get(op, "bs")
+    shape = "qb" if op == "add_then_get" else "bs" if op == "get_held" else "s" * len(call_args)
+    armed = op != "get_held"  # the socket's timeout is the send's: the deadline's
     try:
         while True:
             if op == "get_held" and buf and buf[0] != _wire.STOP_WAITING:
                 return "sent", None, buf, None  # (a store shutting down): the general read's
             try:
-                values, end = _parse(buf, 0, shape)
+                if buf:  # (nothing to parse before the first receive)
+                    values, end = _parse(buf, 0, shape)
+                    if op == "add_then_get":
+                        return None, [values[0], values[1] == _wire.READY], buf[end:], None
+                    if op != "get_held":
+                        return None, values, buf[end:], None
+                    value: bytes = values[1]
+                    return None, value, buf[end:], None
             except _wire.Incomplete:
                 pass
             except StoreProtocolError:
                 return "sent", None, buf, None
-            else:
-                if op == "add_then_get":
-                    return None, [values[0], values[1] == _wire.READY], buf[end:], None
-                if op != "get_held":
-                    return None, values, buf[end:], None
-                value: bytes = values[1]
-                return None, value, buf[end:], None
             left = deadline - time.monotonic()
             if left <= 0:
                 return "sent", None, buf, None
-            sock.settimeout(left)
+            if not armed:
+                sock.settimeout(left)
+            armed = False
             chunk = sock.recv(_RECV)
             if not chunk:
                 return "sent", None, buf, None  # an EOF: the general read names it
@@ -234,8 +237,10 @@ def _straight(
 def _frames(op: str, call_args: Any) -> bytes:
     """The requests of the TCPStore call ``op``, as it writes them."""
     if op == "compare_sets":
-        frame = _wire.compare_set_frame
-        return b"".join([frame(_key(k), to_bytes(e), to_bytes(d)) for k, e, d in call_args])
+        frame, data = _wire.compare_set_frame, b""
+        for k, e, d in call_args:
+            data += frame(_key(k), to_bytes(e), to_bytes(d))
+        return data
     if op == "set":
         key, value = call_args
         return _wire.key_value_frame(_wire.Op.SET, _key(key), to_bytes(value))
@@ -254,7 +259,7 @@ def _frames(op: str, call_args: Any) -> bytes:
 
 
 def _key(key: str) -> bytes:
-    return _PREFIX + to_bytes(key, "key")
+    return _PREFIX + (key.encode() if type(key) is str else to_bytes(key, "key"))
 
 
 def _parse(buf: bytes | bytearray, pos: int, shape: str) -> tuple[list[Any], int]:
