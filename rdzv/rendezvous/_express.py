@@ -104,9 +104,7 @@ def member_script(
     if not arbitrated:  # the hosting node does not decide: the general join's routes
         return lambda p, held: p.after_joining(joined, False, held)
     world_size = me.world_size
-    watchman = rules.watches(joined)  # as RoundProtocol.counted_as decides it
-    if rules.asks_for_arbiter(watchman, False, joined, world_size):
-        watchman = False  # arbitrated
+    watchman = bool(rules.watches_once_counted(joined, world_size, False, True))
     if event is not None:
         event("joined", joined=min(joined, world_size), world_size=world_size)
     remaining = deadline + verdict_grace(watchman) - clock()

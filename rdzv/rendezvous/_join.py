@@ -95,16 +95,16 @@ import time
 from collections.abc import Callable
 
 from rdzv.errors import StoreError, StoreTimeoutError
-from rdzv.events import WARNING
 from rdzv.rendezvous import _exit
 from rdzv.rendezvous import _round_rules as rules
 from rdzv.rendezvous._count import count_and_wait, count_in, read_held
 from rdzv.rendezvous._deadline import publish_verdict, timeout_verdict, verdict_grace
 from rdzv.rendezvous._liveness import claimant_alive
-from rdzv.rendezvous._round_failures import duplicate_message, mismatch_message, timeout_message
+from rdzv.rendezvous._round_failures import mismatch_message, timeout_message
 from rdzv.rendezvous._round_io import RoundIO
 from rdzv.rendezvous._round_state import Identity
 from rdzv.rendezvous._static_config import StaticConfig
+from rdzv.rendezvous._takeover import take_over
 from rdzv.rendezvous._verdict import RoundVerdict
 
 TYPE_CHECKING = False
@@ -120,7 +120,6 @@ __all__ = ["RoundProtocol"]
 
 _FIRST_POLL: Final = 0.01  # the completing node's first pause between CHECKs, doubling up to
 _CONFIRM_POLL: Final = 0.5  # (how often, at most, it looks for every rank or another verdict)
-_MAX_TAKEOVERS: Final = 8  # restarted incarnations racing for one claim
 
 
 class RoundProtocol:
@@ -215,7 +214,7 @@ class RoundProtocol:
                 message = mismatch_message(self.where, me, first)
                 self.verdict.reject("world_size_mismatch", message, claimed=raw_holder == me.raw)
         if raw_holder != me.raw:
-            self._take_over(claim_key, raw_holder)
+            take_over(self, claim_key, raw_holder)
         if self.arbiter is not None:  # before this node's confirmation (invariant 10)
             self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
@@ -242,20 +241,12 @@ class RoundProtocol:
             if held is not None:
                 held.release()  # a wait nothing ended is cancelled
 
-    def counted_as(self, joined: int, arbitrated: bool | None) -> None:
-        """Counted in as the ``joined``-th: whether this member watches (invariant 11), and
-        the event that says so."""
-        world_size = self.me.world_size
-        self.watchman = rules.watches(joined)  # not needed where the host arbitrates
-        hosts = self.arbiter is not None
-        if rules.asks_for_arbiter(self.watchman, hosts, joined, world_size):
-            self.watchman = not (self._arbitrated() if arbitrated is None else arbitrated)
-        self.event("joined", joined=min(joined, world_size), world_size=world_size)
-
     def _after_joining(self, joined: int, arbitrated: bool | None, held: HeldGet | None) -> None:
         world_size = self.me.world_size
         hosts = self.arbiter is not None
-        self.counted_as(joined, arbitrated)
+        watchman = rules.watches_once_counted(joined, world_size, hosts, arbitrated)
+        self.watchman = not self._arbitrated() if watchman is None else watchman
+        self.event("joined", joined=min(joined, world_size), world_size=world_size)
         route = rules.after_joining(joined, world_size, hosts, arbitrated)
         if route == "decide" and self.arbiter is not None:
             self._decide(self.arbiter)
@@ -275,7 +266,7 @@ class RoundProtocol:
         trip where the store allows it (a node whose world size turns out wrong has then
         claimed its rank too: it rejects the round at once, and a node that finds its rank
         held by a claimant of another world size rejects it the same way, see
-        :meth:`_take_over`)."""
+        :func:`rdzv.rendezvous._takeover.take_over`)."""
         raw = self.me.raw
         compare_sets = getattr(self.store, "compare_sets", None)
         if callable(compare_sets):
@@ -318,34 +309,6 @@ class RoundProtocol:
             self._await_verdict()
         else:
             self.on_deadline()
-
-    def _take_over(self, claim_key: str, raw: bytes) -> None:
-        """Replace the claim ``raw`` of a dead predecessor by this node's (invariant 6)."""
-        done = self.keys.of(self.round, "done")
-        for _ in range(_MAX_TAKEOVERS):
-            holder = Identity.decode(raw, claim_key)
-            if not rules.world_sizes_agree(self.me.world_size, holder.world_size):
-                # a node of another world size claims before it rejects the round itself
-                message = mismatch_message(self.where, self.me, holder, "claimed its rank")
-                self.verdict.reject("world_size_mismatch", message)
-            same = self.me.same_machine(holder)
-            if not rules.may_take_over(same, same and self.alive(holder.pid, holder.token)):
-                break
-            if self.call(self.store.check, [done]):  # a finished round is not rejoined
-                self.verdict.refuse(self.call(self.store.get, done))
-            raw = self.call(self.store.compare_set, claim_key, raw, self.me.raw)
-            if raw == self.me.raw:
-                self.took_over = holder
-                self.event(
-                    "claim_taken_over",
-                    WARNING,
-                    previous=holder.describe(),
-                    previous_pid=holder.pid,
-                    host=holder.host,
-                )
-                return
-        holder = Identity.decode(raw, claim_key)
-        self.verdict.reject("duplicate_rank", duplicate_message(self.where, holder, self.me))
 
     def _complete_when_confirmed(self) -> None:
         """As the node whose add reached the world size: complete the round once every rank

@@ -85,6 +85,17 @@ def asks_for_arbiter(watchman: bool, hosts: bool, joined: int, world_size: int) 
     return watchman and not hosts and joined < world_size
 
 
+def watches_once_counted(
+    joined: int, world_size: int, hosts: bool, arbitrated: bool | None
+) -> bool | None:
+    """Invariant 11: whether the member counted in as the ``joined``-th watches; None: it
+    must first ask whether the hosting node arbitrates (``arbitrated`` not known)."""
+    watchman = watches(joined)  # not needed where the host arbitrates
+    if not asks_for_arbiter(watchman, hosts, joined, world_size):
+        return watchman
+    return None if arbitrated is None else not arbitrated
+
+
 def after_joining(
     joined: int, world_size: int, hosts: bool, arbitrated: bool | None = None
 ) -> Route:

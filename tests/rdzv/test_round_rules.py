@@ -89,6 +89,16 @@ def test_invariant_11_only_the_first_members_watch_and_only_they_look_for_an_arb
     assert not rules.asks_for_arbiter(False, hosts=False, joined=1, world_size=3)
 
 
+def test_invariant_11_a_counted_member_watches_unless_the_host_arbitrates() -> None:
+    last = rules.WATCHMEN + 5
+    assert rules.watches_once_counted(1, last, hosts=False, arbitrated=None) is None  # ask
+    assert rules.watches_once_counted(1, last, hosts=False, arbitrated=True) is False
+    assert rules.watches_once_counted(1, last, hosts=False, arbitrated=False) is True
+    assert rules.watches_once_counted(1, last, hosts=True, arbitrated=None) is True
+    assert rules.watches_once_counted(last, last, hosts=False, arbitrated=None) is False
+    assert rules.watches_once_counted(2, 2, hosts=False, arbitrated=None) is True  # filled
+
+
 def test_invariant_11_only_the_first_add_on_diagnosing_is_elected() -> None:
     assert rules.elected(1)
     assert not rules.elected(2)
