@@ -18,6 +18,8 @@ handler imports when it is built (no process imports asyncio: the server runs it
 * ``_departures``     the hosting node's watch of members leaving: read, left, or gone
 * ``_exit``           the exit barriers (after a round, at shutdown)
 * ``_deadline``       past a member's deadline: one elected diagnoser names the missing ranks
+* ``_takeover``       a claim of a dead predecessor taken over (or the round rejected)
+* ``_express``        a member's happy path as one script, made straight by the store client
 * ``_join``           the join protocol of one round
 * ``_lost_member``    the hosting node's watch for members that vanish mid-round
 * ``_node``           one handler's node across rounds: connection, watches, rounds

@@ -180,6 +180,18 @@ def _compare_sets(seconds: float) -> tuple[list[tuple[str, Any, float]], Callabl
     return [("compare_sets", _CLAIMS, seconds)], general
 
 
+def _held(seconds: float) -> tuple[list[tuple[str, Any, float]], Callable[..., Any]]:
+    """The count, then the read of its WAIT+GET within ``seconds``: both ways."""
+
+    def general(store: TCPStore) -> Any:
+        store.set_timeout(5.0)
+        counted = store.add_then_get(*_COUNT)
+        assert counted is not None
+        return counted[2].get(seconds)
+
+    return [("add_then_get", _COUNT, 5.0), ("get_held", (), seconds)], general
+
+
 @pytest.mark.parametrize(
     "scenario",
     [
@@ -219,14 +231,7 @@ def test_a_held_value_that_does_not_come_is_a_timeout_after_the_cancel_is_answer
         peer.answer(_wire.Add, _wire.encode_i64(1) + _wire.encode_u8(_wire.READY))
         peer.answer(_wire.CancelWait, _wire.encode_u8(_wire.WAIT_CANCELED))
 
-    def general(store: TCPStore) -> Any:
-        store.set_timeout(5.0)
-        counted = store.add_then_get(*_COUNT)
-        assert counted is not None
-        return counted[2].get(0.3)
-
-    steps = [("add_then_get", _COUNT, 5.0), ("get_held", (), 0.3)]
-    straight, failure = _both(scenario, steps, general)
+    straight, failure = _both(scenario, *_held(0.3))
     _same_failure(straight, failure)
     assert isinstance(straight, StoreTimeoutError)
 
@@ -236,13 +241,7 @@ def test_a_store_that_shuts_down_during_the_held_wait_is_a_closed_connection() -
         canceled = _wire.encode_u8(_wire.WAIT_CANCELED)  # unprompted: it shuts down
         peer.answer(_wire.Add, _wire.encode_i64(1) + _wire.encode_u8(_wire.READY) + canceled)
 
-    def general(store: TCPStore) -> Any:
-        counted = store.add_then_get(*_COUNT)
-        assert counted is not None
-        return counted[2].get(5.0)
-
-    steps = [("add_then_get", _COUNT, 5.0), ("get_held", (), 5.0)]
-    straight, failure = _both(scenario, steps, general)
+    straight, failure = _both(scenario, *_held(5.0))
     _same_failure(straight, failure)
     assert getattr(straight, "seen", None) == "shutdown"
 
@@ -301,3 +300,20 @@ def test_a_first_attempt_that_fails_is_counted_by_the_general_connect() -> None:
         attempts = re.search(r"gave up after (\d+) connection attempts", str(error))
         assert attempts is not None and int(attempts[1]) >= 2, error
         assert error.connect_cause == "refused"
+
+
+def test_a_script_that_raises_leaves_no_connection_open() -> None:
+    peer = ScriptedPeer(pipelined=True)
+    peer.answer(_wire.CompareSet, _wire.encode_bytes(b"me"))
+
+    def script() -> Generator[tuple[str, Any, float], Any, None]:
+        yield ("compare_sets", _CLAIMS[:1], 5.0)
+        raise KeyboardInterrupt  # as a signal's handler would, mid-join
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            express("127.0.0.1", peer.port, None, 30.0, 10.0, script())
+        peer._thread.join(10)  # it serves one connection: it ends when that one closes
+        assert not peer._thread.is_alive()
+    finally:
+        peer.close()

@@ -15,14 +15,16 @@ __all__ = ["warm_up"]
 
 
 #: The modules whose functions a node runs between the release and its first blocking call:
-#: rdzv's join and store client, and the dialling.
+#: rdzv's join and store client (a member's express first), and the dialling.
 _FIRST_STEP_MODULES: Final = frozenset(
     {
         "rdzv.events",
         "rdzv.rendezvous._connection",
+        "rdzv.rendezvous._express",
         "rdzv.rendezvous._node",
         "rdzv.rendezvous.static",
         "rdzv.store.client._connect",
+        "rdzv.store.client._express",
         "rdzv.store.wire._messages",
         "rdzv.store.client._transport",
         "rdzv.store.wire._wire",

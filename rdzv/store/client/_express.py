@@ -128,7 +128,18 @@ def express(
             attempts=1,
             elapsed=connected.elapsed,
         )
-    channel = connected.channel
+    try:
+        return _run(script, connected.channel, args)
+    except BaseException:  # (a signal, or the script's own error): nothing is left open
+        script.close()
+        connected.channel.close()
+        raise
+
+
+def _run(
+    script: Generator[Step, Any, Any], channel: Channel, args: tuple[str, int, int | None, float]
+) -> Ended:
+    """``script`` run on ``channel``, an rdzv server's connection (see :func:`express`)."""
     buf = b""  # received, not yet read
     store: TCPStore | None = None  # the general client, once it took over
     outstanding: tuple[bytes, str] | None = None  # a WAIT+GET sent, nothing read of it
