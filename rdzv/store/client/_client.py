@@ -30,7 +30,13 @@ from rdzv.errors import (
     QueueEmptyError,
 )
 from rdzv.store.base import Store
-from rdzv.store.client._connect import FirstAttempt, LazyRandom, connect, endpoint_text
+from rdzv.store.client._connect import (
+    Connected,
+    FirstAttempt,
+    LazyRandom,
+    connect,
+    endpoint_text,
+)
 from rdzv.store.client._extensions import Extensions, amount_of
 from rdzv.store.client._hosting import TENANTS, await_workers, local_address
 from rdzv.store.client._replies import bytes_list_reader, bytes_reader, queue_pop_reader
@@ -92,6 +98,9 @@ class TCPStore(Extensions, Store):
     * ``StoreProtocolError``: the peer's reply broke the protocol (the connection is closed).
     """
 
+    server: StoreServer | None
+    _finalizer: weakref.finalize[[StoreServer], TCPStore] | None
+
     def __init__(
         self,
         host_name: str,
@@ -113,17 +122,9 @@ class TCPStore(Extensions, Store):
             raise ValueError("TCPStore world size cannot be 0")
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"TCPStore port must be an integer in 0..65535, got {port!r}")
-        self._host = host_name
-        self._timeout = to_seconds(timeout)
-        self._connect_timeout = (
-            self._timeout if connect_timeout is None else to_seconds(connect_timeout)
-        )
-        self._world_size = world_size
-        self._use_libuv = use_libuv
-        self._limits = limits or _DEFAULT_LIMITS
-        self._rng = LazyRandom(seed)
-        self.server: StoreServer | None = None
-        self._finalizer: weakref.finalize[[StoreServer], TCPStore] | None = None
+        seconds = to_seconds(timeout)
+        connect_seconds = seconds if connect_timeout is None else to_seconds(connect_timeout)
+        self._fields(host_name, seconds, connect_seconds, world_size, use_libuv, limits, seed)
         connect_host = host_name
         if is_master:
             from rdzv.store.server import StoreServer
@@ -152,9 +153,7 @@ class TCPStore(Extensions, Store):
         except BaseException:
             self.close()
             raise
-        self._channel: Channel = conn.channel
-        self._requests = Requests(conn.channel, self._endpoint, conn.pipelined)
-        self.connect_attempts = conn.attempts
+        self._attach(conn)
         if world_size is not None and wait_for_workers:
             self._raw_add(_INIT_KEY, 1)
             if is_master:
@@ -164,6 +163,53 @@ class TCPStore(Extensions, Store):
                     self._timeout,
                     self._endpoint,
                 )
+
+    @classmethod
+    def over(
+        cls,
+        conn: Connected,
+        host_name: str,
+        port: int,
+        world_size: int | None,
+        timeout: float,
+        limits: _wire.Limits | None = None,
+    ) -> TCPStore:
+        """A client over ``conn`` (to ``host_name:port``, made by ``_express``), as
+        ``TCPStore(host_name, port, world_size, timeout=timeout, limits=limits)`` is."""
+        store = cls.__new__(cls)
+        store._fields(host_name, timeout, timeout, world_size, True, limits, None)
+        store._port = port
+        store._endpoint = conn.channel.endpoint
+        conn.channel.sock.setblocking(True)  # the general channel's mode
+        store._attach(conn)
+        return store
+
+    def _fields(
+        self,
+        host: str,
+        timeout: float | None,
+        connect_timeout: float | None,
+        world_size: int | None,
+        use_libuv: bool,
+        limits: _wire.Limits | None,
+        seed: int | None,
+    ) -> None:
+        """What a store holds before it connects."""
+        self._host = host
+        self._timeout = timeout
+        self._connect_timeout = connect_timeout
+        self._world_size = world_size
+        self._use_libuv = use_libuv
+        self._limits = limits or _DEFAULT_LIMITS
+        self._rng = LazyRandom(seed)
+        self.server = None
+        self._finalizer = None
+
+    def _attach(self, conn: Connected) -> None:
+        """Take ``conn``, this store's connection."""
+        self._channel: Channel = conn.channel
+        self._requests = Requests(conn.channel, self._endpoint, conn.pipelined)
+        self.connect_attempts = conn.attempts
 
     # --- properties ----------------------------------------------------------------
 

@@ -319,8 +319,10 @@ def _store(
 
 def _take_over(channel: Channel, buf: bytes, args: tuple[str, int, int | None, float]) -> TCPStore:
     """The connection as a TCPStore, with what was received and not read."""
-    channel.feed(buf)
-    return _store(args, FirstAttempt(Connected(channel, True, 1, 0.0), time.monotonic()), 0.0)
+    if buf:
+        channel.feed(buf)
+    host, port, world_size, timeout = args
+    return TCPStore.over(Connected(channel, True, 1, 0.0), host, port, world_size, timeout, _LIMITS)
 
 
 def _finish(
