@@ -174,8 +174,8 @@ class TCPStore(Extensions, Store):
         timeout: float,
         limits: _wire.Limits | None = None,
     ) -> TCPStore:
-        """A client over ``conn`` (to ``host_name:port``, made by ``_express``), as
-        ``TCPStore(host_name, port, world_size, timeout=timeout, limits=limits)`` is."""
+        """A client over ``conn`` (to ``host_name:port``, made by ``_express``), as a client
+        ``TCPStore`` made with these arguments and ``wait_for_workers=False`` is."""
         store = cls.__new__(cls)
         store._fields(host_name, timeout, timeout, world_size, True, limits, None)
         store._port = port
