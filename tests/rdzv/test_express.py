@@ -317,3 +317,34 @@ def test_a_script_that_raises_leaves_no_connection_open() -> None:
         assert not peer._thread.is_alive()
     finally:
         peer.close()
+
+
+def test_a_first_attempt_refused_is_retried_and_the_script_runs_on_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import rdzv.store.client._express as store_express
+
+    refused, real = threading.Event(), store_express.first_attempt
+
+    def first(*args: Any) -> Any:
+        attempt = real(*args)
+        refused.set()
+        return attempt
+
+    monkeypatch.setattr(store_express, "first_attempt", first)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # not listening yet: the first attempt is refused
+    port = sock.getsockname()[1]
+    steps = [("compare_sets", _CLAIMS, 5.0)]
+    results: list[tuple[str, Any]] = []
+    got = InThread(express, "127.0.0.1", port, None, 30.0, 20.0, _script(steps, results))
+    try:
+        assert refused.wait(30)
+        with StoreServer("127.0.0.1", port, listen_fd=sock.detach()):  # node 0, late
+            ended = got.outcome()
+            with ended.store as store:
+                assert (ended.ran, ended.value, results) == (True, "done", [("reply", [b"me"] * 2)])
+                assert store.connect_attempts >= 2  # the refused one counted
+                assert store.get("claim/1") == b"me"
+    finally:
+        sock.close()

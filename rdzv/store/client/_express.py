@@ -14,9 +14,11 @@ connection becomes a :class:`~._client.TCPStore`, which finishes the request und
 finishes its own (the same errors, messages and bounds), and serves the script's later
 requests; a failure is thrown into the script where it yielded:
 
-* the attempt fails, or reaches a store that cannot serve a request sent behind a WAIT
-  (torch's): the script does not run (``Ended.ran`` False); the general connect's store
-  counts that attempt and goes on from its cause (or takes that connection);
+* the attempt fails: the general connect retries from its cause (the attempt is counted,
+  the connect timeout counts from its start) and the script runs on the connection it
+  makes (a node 0 that starts late costs its members retries, not the express);
+* the connection is to a store that cannot serve a request sent behind a WAIT (torch's):
+  the script does not run (``Ended.ran`` False), the general client takes the connection;
 * a reply is not whole by its deadline, or the peer closed: the general read reads what
   arrived and raises what it raises (a timeout closes the connection, an EOF is named); a
   reset or another error of the socket is named as the general read names it;
@@ -47,7 +49,7 @@ from collections.abc import Generator
 from rdzv.errors import StoreError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store.client._client import TCPStore
-from rdzv.store.client._connect import Connected, FirstAttempt, first_attempt
+from rdzv.store.client._connect import Connected, LazyRandom, connect, first_attempt
 from rdzv.store.client._replies import bytes_reader
 from rdzv.store.client._requests import HeldGet
 from rdzv.store.wire import _wire
@@ -56,8 +58,6 @@ from rdzv.store.wire._convert import to_bytes
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Final
-
-    from rdzv.store.client._transport import Channel
 
     #: What a script yields: the TCPStore method, its arguments, the timeout it runs with.
     Step = tuple[str, Any, float]
@@ -112,24 +112,26 @@ def express(
 
     Raises:
         StoreConnectionError: no store answered in time, as ``TCPStore(...)`` raises it
-            (the script did not run).
+            (the script did not run; it is closed).
     """
     args = (host, port, world_size, timeout)
     attempt = first_attempt(host, port, connect_timeout, None, _LIMITS)
     connected = attempt.outcome
-    if not (isinstance(connected, Connected) and connected.pipelined):
+    if isinstance(connected, Connected):
+        if _log.isEnabledFor(DEBUG):  # as the general connect reports it
+            endpoint, elapsed = connected.channel.endpoint, connected.elapsed
+            emit(_log, "connected", endpoint=endpoint, attempts=1, elapsed=elapsed)
+    else:  # the general connect's retries, from this attempt's cause (it is counted)
+        try:
+            connected = connect(host, port, connect_timeout, LazyRandom(), _LIMITS, attempt)
+        except BaseException:
+            script.close()
+            raise
+    if not connected.pipelined:
         script.close()
-        return Ended(_store(args, attempt, connect_timeout), False, None, None)
-    if _log.isEnabledFor(DEBUG):  # as the general connect reports it
-        emit(
-            _log,
-            "connected",
-            endpoint=connected.channel.endpoint,
-            attempts=1,
-            elapsed=connected.elapsed,
-        )
+        return Ended(TCPStore.over(connected, *args, _LIMITS), False, None, None)
     try:
-        return _run(script, connected.channel, args)
+        return _run(script, connected, args)
     except BaseException:  # (a signal, or the script's own error): nothing is left open
         script.close()
         connected.channel.close()
@@ -137,9 +139,12 @@ def express(
 
 
 def _run(
-    script: Generator[Step, Any, Any], channel: Channel, args: tuple[str, int, int | None, float]
+    script: Generator[Step, Any, Any],
+    connected: Connected,
+    args: tuple[str, int, int | None, float],
 ) -> Ended:
-    """``script`` run on ``channel``, an rdzv server's connection (see :func:`express`)."""
+    """``script`` run on ``connected``, an rdzv server's connection (see :func:`express`)."""
+    channel = connected.channel
     buf = b""  # received, not yet read
     store: TCPStore | None = None  # the general client, once it took over
     outstanding: tuple[bytes, str] | None = None  # a WAIT+GET sent, nothing read of it
@@ -162,7 +167,7 @@ def _run(
                 outstanding = None
             if trouble is None:
                 continue
-            store = _take_over(channel, buf, args)
+            store = _take_over(connected, buf, args)
             try:
                 reply, held = _finish(
                     store, op, call_args, seconds, deadline, trouble, failure, outstanding
@@ -176,7 +181,7 @@ def _run(
         except StoreError as exc:
             error = exc
     if store is None:
-        store = _take_over(channel, buf, args)
+        store = _take_over(connected, buf, args)
         if outstanding is not None:
             held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
     return Ended(store, True, value, held)
@@ -299,30 +304,13 @@ def _parse(buf: bytes | bytearray, pos: int, shape: str) -> tuple[list[Any], int
     return values, pos
 
 
-def _store(
-    args: tuple[str, int, int | None, float], attempt: FirstAttempt, connect: float
+def _take_over(
+    connected: Connected, buf: bytes, args: tuple[str, int, int | None, float]
 ) -> TCPStore:
-    host, port, world_size, timeout = args
-    return TCPStore(
-        host,
-        port,
-        world_size,
-        False,
-        timeout,
-        wait_for_workers=False,
-        multi_tenant=True,
-        connect_timeout=connect,
-        limits=_LIMITS,
-        first=attempt,
-    )
-
-
-def _take_over(channel: Channel, buf: bytes, args: tuple[str, int, int | None, float]) -> TCPStore:
     """The connection as a TCPStore, with what was received and not read."""
     if buf:
-        channel.feed(buf)
-    host, port, world_size, timeout = args
-    return TCPStore.over(Connected(channel, True, 1, 0.0), host, port, world_size, timeout, _LIMITS)
+        connected.channel.feed(buf)
+    return TCPStore.over(connected, *args, _LIMITS)
 
 
 def _finish(
