@@ -32,7 +32,6 @@ from rdzv.errors import (
 from rdzv.store.base import Store
 from rdzv.store.client._connect import (
     Connected,
-    FirstAttempt,
     LazyRandom,
     connect,
     endpoint_text,
@@ -116,7 +115,6 @@ class TCPStore(Extensions, Store):
         connect_timeout: Timeout | None = None,
         seed: int | None = None,
         limits: _wire.Limits | None = None,
-        first: FirstAttempt | None = None,
     ) -> None:
         if world_size == 0:
             raise ValueError("TCPStore world size cannot be 0")
@@ -147,9 +145,7 @@ class TCPStore(Extensions, Store):
         self._port = port
         self._endpoint = endpoint_text(host_name, port)
         try:
-            conn = connect(
-                connect_host, port, self._connect_timeout, self._rng, self._limits, first
-            )
+            conn = connect(connect_host, port, self._connect_timeout, self._rng, self._limits)
         except BaseException:
             self.close()
             raise

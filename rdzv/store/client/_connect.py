@@ -133,19 +133,13 @@ def _dial(host: str, port: int, deadline: float | None, bound: float) -> socket.
             return sock
         except TimeoutError:
             sock.close()
-            last = _no_answer(began, left < bound)
+            waited = format_elapsed(time.monotonic() - began)
+            last = _NoAnswer(f"no answer to the connection attempt within {waited} s")
+            last.cut_short = left < bound
         except OSError as exc:
             sock.close()
             last = exc
     raise last or OSError(f"{host!r} resolved to no address")
-
-
-def _no_answer(began: float, cut_short: bool) -> _NoAnswer:
-    """An attempt begun at ``began`` that got no answer (``cut_short``: by the deadline)."""
-    waited = format_elapsed(time.monotonic() - began)
-    failure = _NoAnswer(f"no answer to the connection attempt within {waited} s")
-    failure.cut_short = cut_short
-    return failure
 
 
 class FirstAttempt:
@@ -160,7 +154,7 @@ class FirstAttempt:
 
 
 def first_attempt(
-    host: str, port: int, timeout: float | None, rng: Draws | None, limits: _wire.Limits
+    host: str, port: int, timeout: float | None, limits: _wire.Limits
 ) -> FirstAttempt:
     """A connect's first attempt, its handshake written straight (in a fresh process the
     general handshake's layers cost about as much as the exchange itself). Its outcome is
@@ -168,16 +162,12 @@ def first_attempt(
     exceptions for the same causes (returned, not raised); from anything out of the
     ordinary in the handshake's reply on, the general handshake reads it. A connection's
     socket is left in timeout mode, for :mod:`~rdzv.store.client._express` to use as it
-    is (:func:`connect` sets it blocking when it takes the connection). ``rng``: where the
-    attempt's bound is drawn from (None: the system's randomness, as an unseeded
-    :class:`LazyRandom` draws it, in fewer steps)."""
+    is. The attempt's bound is drawn from the system's randomness, as an unseeded
+    :class:`LazyRandom` draws it, in fewer steps."""
     began = time.monotonic()
     deadline = None if timeout is None else began + timeout
-    if rng is None:  # the system's randomness, uniform in [0.75, 1) of the first bound
-        draw = 0.75 + int.from_bytes(os.urandom(2), "little") / (4 << 16)
-        bound = draw * ATTEMPT_FIRST
-    else:  # Schedule.attempt_bound's first bound
-        bound = rng.uniform(0.75 * ATTEMPT_FIRST, ATTEMPT_FIRST)
+    # Schedule.attempt_bound's first bound: uniform in [0.75, 1) of ATTEMPT_FIRST
+    bound = (0.75 + int.from_bytes(os.urandom(2), "little") / (4 << 16)) * ATTEMPT_FIRST
     try:
         sock = _dial(host, port, deadline, bound)
     except _RETRYABLE as exc:
@@ -232,8 +222,8 @@ def connect(
     first: FirstAttempt | None = None,
 ) -> Connected:
     """Connect to a TCPStore server and handshake, retrying until ``timeout`` seconds
-    (from the start of ``first``: a first attempt made before, whose connection is taken
-    or whose failure is counted, the retries going on from its cause).
+    (from the start of ``first``: a first attempt made before, which failed: it is counted,
+    and the retries go on from its cause).
 
     Raises:
         StoreConnectionError: no store answered in time (or something that is not a store
@@ -241,9 +231,6 @@ def connect(
             last cause.
     """
     start, outcome = (time.monotonic(), None) if first is None else (first.began, first.outcome)
-    if isinstance(outcome, Connected):  # (whoever made the attempt reported it)
-        outcome.channel.sock.setblocking(True)  # the general channel's mode
-        return outcome
     endpoint = endpoint_text(host, port)
     deadline = None if timeout is None else start + timeout
     schedule = Schedule(rng)

@@ -115,7 +115,7 @@ def express(
             (the script did not run; it is closed).
     """
     args = (host, port, world_size, timeout)
-    attempt = first_attempt(host, port, connect_timeout, None, _LIMITS)
+    attempt = first_attempt(host, port, connect_timeout, _LIMITS)
     connected = attempt.outcome
     if isinstance(connected, Connected):
         if _log.isEnabledFor(DEBUG):  # as the general connect reports it

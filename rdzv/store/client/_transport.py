@@ -93,9 +93,8 @@ class Channel:
         """True once the connection is unusable (invariant 1)."""
         return self.closed_because is not None
 
-    def send(self, data: bytes, op: str, deadline: float | None, probe: bool = True) -> None:
-        """Send ``data`` whole, after checking that the peer has not closed (invariant 2;
-        ``probe`` False: ``data`` has replies, whose read finds such a close).
+    def send(self, data: bytes, op: str, deadline: float | None) -> None:
+        """Send ``data`` whole, after checking that the peer has not closed (invariant 2).
 
         Raises:
             Expired: the deadline passed with ``data`` not (entirely) sent; the connection
@@ -105,8 +104,7 @@ class Channel:
         """
         if self.closed_because is not None:
             self._ensure_open(op)
-        if probe:
-            self._probe(op)
+        self._probe(op)
         try:
             try:
                 sent = self.sock.send(data, socket.MSG_DONTWAIT)
