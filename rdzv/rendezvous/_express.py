@@ -33,8 +33,8 @@ from collections.abc import Callable, Generator
 from rdzv.errors import StoreError, StoreTimeoutError
 from rdzv.rendezvous import _round_rules as rules
 from rdzv.rendezvous._deadline import verdict_grace
-from rdzv.rendezvous._round_io import OVERSHOOT
-from rdzv.rendezvous._round_state import Identity, RoundKeys, is_complete
+from rdzv.rendezvous._round_io import call_bound
+from rdzv.rendezvous._round_state import Identity, RoundKeys, confirmation, is_complete
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,8 +54,6 @@ __all__ = ["ON", "acknowledgement", "member_script"]
 #: Whether members take the express (tests turn it off to reach every step of the general
 #: join with their faults; the express's own tests compare the two).
 ON = True
-
-_MIN_OP_SECONDS = 0.05  # as RoundIO.call bounds a call
 
 
 def member_script(
@@ -87,12 +85,12 @@ def member_script(
     ):
         return lambda p, held: p.after_claims(raw_first, raw_holder)
     # invariant 11 of rdzv.rendezvous._join: the seconds left, and the deadline itself
-    at = f" {deadline:.6f}" if clock is time.monotonic else ""
+    at = deadline if clock is time.monotonic else None
     count = (
         keys.of(k, "count"),
         1,
         keys.confirmed(k, me.rank),
-        f"{left:.3f}{at} ".encode() + raw,
+        confirmation(left, at, me),
         (keys.of(k, "joined"), f"{me.rank},"),
         keys.of(k, "arbiter"),
         keys.of(k, "done"),
@@ -116,10 +114,8 @@ def member_script(
         return _failed(exc, "waiting for the other nodes", watchman)
     if not is_complete(verdict):
         return _then(lambda p: p.verdict.act_on(verdict), watchman)
-    now = clock()
-    end = deadline if now < deadline else deadline + OVERSHOOT  # as RoundIO.call bounds it
     try:
-        yield acknowledgement(keys, k, me.rank, max(end - now, _MIN_OP_SECONDS))
+        yield acknowledgement(keys, k, me.rank, call_bound(deadline, clock()))
     except StoreError as exc:
         return _failed(exc, "calling set", watchman, read_verdict=True)
     if event is not None:

@@ -102,7 +102,7 @@ from rdzv.rendezvous._deadline import publish_verdict, timeout_verdict, verdict_
 from rdzv.rendezvous._liveness import claimant_alive
 from rdzv.rendezvous._round_failures import mismatch_message, timeout_message
 from rdzv.rendezvous._round_io import RoundIO
-from rdzv.rendezvous._round_state import Identity
+from rdzv.rendezvous._round_state import Identity, confirmation
 from rdzv.rendezvous._static_config import StaticConfig
 from rdzv.rendezvous._takeover import take_over
 from rdzv.rendezvous._verdict import RoundVerdict
@@ -219,8 +219,8 @@ class RoundProtocol:
             self.call(self.store.set, self.keys.of(k, "arbiter"), me.raw)
         count, confirmed = self.keys.of(k, "count"), self.keys.confirmed(k, me.rank)
         # invariant 11: the seconds left, and the deadline itself on the machine's clock
-        at = f" {self.deadline:.6f}" if self.clock is time.monotonic else ""
-        due = f"{self.deadline - self.clock():.3f}{at} ".encode() + me.raw
+        at = self.deadline if self.clock is time.monotonic else None
+        due = confirmation(self.deadline - self.clock(), at, me)
         # ``joined``: the list a timeout diagnosis reads in one GET (a write with no reply).
         append = (self.keys.of(k, "joined"), f"{me.rank},")
         held = None

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from rdzv.store.base import Store
 
-__all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO"]
+__all__ = ["OVERSHOOT", "PUBLISH_SECONDS", "RoundIO", "call_bound"]
 
 _log: Final = get_logger("rdzv.rendezvous")
 _MIN_OP_SECONDS: Final = 0.05
@@ -65,6 +65,14 @@ _MIN_OP_SECONDS: Final = 0.05
 OVERSHOOT: Final = 9.0
 #: Bound of the fresh connection that reports a lost one (invariant 7).
 PUBLISH_SECONDS: Final = 1.0
+
+
+def call_bound(deadline: float, now: float) -> float:
+    """Seconds one store call may take at ``now`` in a join whose deadline is ``deadline``
+    (invariant 9): what is left of it, and past it what is left of the overshoot; never
+    less than a minimal bound."""
+    end = deadline if now < deadline else deadline + OVERSHOOT
+    return max(end - now, _MIN_OP_SECONDS)
 
 
 class RoundIO:
@@ -125,11 +133,8 @@ class RoundIO:
         """Run one store operation bounded by the deadline (past it: by the overshoot,
         invariant 9); translate store errors (see :meth:`raise_store`), naming the
         operation ``name`` (default: ``op``'s name)."""
-        now = self.clock()
-        end = self.deadline if now < self.deadline else self.hard_end
-        remaining = max(end - now, _MIN_OP_SECONDS)
         try:
-            self.store.set_timeout(remaining)
+            self.store.set_timeout(call_bound(self.deadline, self.clock()))
             return op(*args)
         except StoreError as exc:
             name = name or getattr(op, "__name__", "a store operation")

@@ -46,6 +46,7 @@ __all__ = [
     "Identity",
     "RoundKeys",
     "closed_record",
+    "confirmation",
     "confirmation_due",
     "decode_verdict",
     "encode_verdict",
@@ -275,6 +276,14 @@ def encode_verdict(verdict: dict[str, Any]) -> bytes:
 def closed_record(me: Identity, at: float) -> bytes:
     """The JSON written to ``closed`` and to an open round's ``done`` by ``set_closed``."""
     return encode_verdict({"status": "closed", "by": me.as_dict(), "at": at})
+
+
+def confirmation(left: float, deadline: float | None, me: Identity) -> bytes:
+    """The value of ``me``'s confirmation (what :func:`confirmation_due` reads): the
+    seconds it has ``left``, its ``deadline`` on the machine's monotonic clock when its
+    deadline is on that clock (else None: left out), and its identity."""
+    at = "" if deadline is None else f" {deadline:.6f}"
+    return f"{left:.3f}{at} ".encode() + me.raw
 
 
 def confirmation_due(

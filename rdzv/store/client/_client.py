@@ -73,9 +73,6 @@ class TCPStore(Extensions, Store):
     Args mirror torch's ``TCPStore``; ``timeout`` bounds every blocking operation and, unless
     ``connect_timeout`` is given, the connection attempts too. ``seed`` seeds the backoff
     jitter (reproducible runs). ``use_libuv`` is accepted for compatibility and ignored.
-    ``first``: the outcome of a first connection attempt already made to this address
-    (:mod:`rdzv.store.client._express`'s): its connection, or why it failed (counted; the
-    retries go on from it).
     ``server`` is the :class:`~rdzv.store.server.StoreServer` a master hosts (None: a client).
 
     Raises:
@@ -176,8 +173,7 @@ class TCPStore(Extensions, Store):
         store._fields(host_name, timeout, timeout, world_size, True, limits, None)
         store._port = port
         store._endpoint = conn.channel.endpoint
-        conn.channel.sock.setblocking(True)  # the general channel's mode
-        store._attach(conn)
+        store._attach(conn)  # (the channel sets its socket blocking when it first waits)
         return store
 
     def _fields(

@@ -231,6 +231,7 @@ def connect(
             last cause.
     """
     start, outcome = (time.monotonic(), None) if first is None else (first.began, first.outcome)
+    assert not isinstance(outcome, Connected), "a first attempt that connected needs no connect"
     endpoint = endpoint_text(host, port)
     deadline = None if timeout is None else start + timeout
     schedule = Schedule(rng)
@@ -239,8 +240,7 @@ def connect(
     foreign: StoreProtocolError | _Silent | None = None  # a peer that is not a store
     while True:
         attempts += 1
-        failure: Connected | BaseException | None = None
-        if outcome is not None:
+        if outcome is not None:  # the first attempt, made before
             failure, outcome = outcome, None
         else:
             try:
@@ -250,15 +250,17 @@ def connect(
             else:
                 channel = Channel(sock, endpoint, limits)
                 try:
-                    failure = Connected(channel, _handshake(channel, timeout, deadline), 0, 0.0)
+                    pipelined = _handshake(channel, timeout, deadline)
                 except (OSError, StoreProtocolError, Expired) as exc:
                     channel.close()
                     failure = exc
-        if isinstance(failure, Connected):
-            elapsed = time.monotonic() - start
-            if _log.isEnabledFor(DEBUG):
-                emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
-            return Connected(failure.channel, failure.pipelined, attempts, elapsed)
+                else:
+                    elapsed = time.monotonic() - start
+                    if _log.isEnabledFor(DEBUG):
+                        emit(
+                            _log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed
+                        )
+                    return Connected(channel, pipelined, attempts, elapsed)
         cut_short = isinstance(failure, _CutShort) or (
             isinstance(failure, _NoAnswer) and failure.cut_short
         )

@@ -50,6 +50,7 @@ from rdzv.errors import StoreError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store.client._client import TCPStore
 from rdzv.store.client._connect import Connected, LazyRandom, connect, first_attempt
+from rdzv.store.client._extensions import add_then_get_frames, set_then_append_frames
 from rdzv.store.client._replies import bytes_reader
 from rdzv.store.client._requests import HeldGet
 from rdzv.store.wire import _wire
@@ -261,17 +262,9 @@ def _frames(op: str, call_args: Any) -> bytes:
         key, value = call_args
         return _wire.key_value_frame(_wire.Op.SET, _key(key), to_bytes(value))
     key, amount, set_key, value, (append_key, tail), check_key, get_key = call_args
-    raw_get = _key(get_key)
-    return b"".join(
-        (
-            _wire.add_frame(_key(key), amount),
-            _wire.key_value_frame(_wire.Op.SET, _key(set_key), to_bytes(value)),
-            _wire.key_value_frame(_wire.Op.APPEND, _key(append_key), to_bytes(tail)),
-            _wire.keys_frame(_wire.Op.CHECK, (_key(check_key),)),
-            _wire.keys_frame(_wire.Op.WAIT, (raw_get,)),
-            _wire.key_frame(_wire.Op.GET, raw_get),
-        )
-    )
+    append = (_key(append_key), to_bytes(tail))
+    then = set_then_append_frames(_key(set_key), to_bytes(value), append)
+    return add_then_get_frames(_key(key), amount, then, _key(check_key), _key(get_key))
 
 
 def _key(key: str) -> bytes:

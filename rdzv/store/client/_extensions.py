@@ -15,7 +15,7 @@ from rdzv.store.wire._convert import to_bytes
 
 TYPE_CHECKING = False
 
-__all__ = ["Extensions", "add_and_check", "amount_of"]
+__all__ = ["Extensions", "add_then_get_frames", "amount_of", "set_then_append_frames"]
 
 
 class Extensions:
@@ -55,12 +55,9 @@ class Extensions:
         self, set_key: str, value: str | bytes, append: tuple[str, str | bytes] | None
     ) -> bytes:
         """The frames of ``set(set_key, value)`` and, if given, ``append(*append)``."""
-        frame, k = _wire.key_value_frame, self._key
-        frames = frame(_wire.Op.SET, k(set_key), to_bytes(value))
-        if append is not None:
-            key, tail = append
-            frames += frame(_wire.Op.APPEND, k(key), to_bytes(tail))
-        return frames
+        k = self._key
+        tail = None if append is None else (k(append[0]), to_bytes(append[1]))
+        return set_then_append_frames(k(set_key), to_bytes(value), tail)
 
     def add_then_get(
         self,
@@ -86,18 +83,11 @@ class Extensions:
             return None
         k = self._key
         raw_get = k(get_key)
-        data = b"".join(
-            (
-                _wire.add_frame(k(key), amount_of(amount)),
-                self._set_then_append(set_key, value, append),
-                _wire.keys_frame(_wire.Op.CHECK, (k(check_key),)),
-                _wire.keys_frame(_wire.Op.WAIT, (raw_get,)),
-                _wire.key_frame(_wire.Op.GET, raw_get),
-            )
-        )
+        then = self._set_then_append(set_key, value, append)
+        data = add_then_get_frames(k(key), amount_of(amount), then, k(check_key), raw_get)
         (added, checked), held = requests.call_then_hold(
             data,
-            add_and_check,
+            _add_and_check,
             "ADD",
             _deadline(self._timeout),
             self._timeout,
@@ -139,8 +129,35 @@ def amount_of(amount: int) -> int:
     return amount
 
 
-def add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
+def _add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
     """The replies of an ADD and a CHECK (:meth:`TCPStore.add_then_get`)."""
     added, pos = _wire.read_i64(buf, pos)
     checked, pos = _wire.read_u8(buf, pos)
     return (added, checked), pos
+
+
+def set_then_append_frames(
+    set_key: bytes, value: bytes, append: tuple[bytes, bytes] | None
+) -> bytes:
+    """The frames of a SET of ``value`` at ``set_key`` and, if given, an APPEND (keys as
+    sent: prefixed)."""
+    frames = _wire.key_value_frame(_wire.Op.SET, set_key, value)
+    if append is not None:
+        frames += _wire.key_value_frame(_wire.Op.APPEND, *append)
+    return frames
+
+
+def add_then_get_frames(
+    key: bytes, amount: int, then: bytes, check_key: bytes, get_key: bytes
+) -> bytes:
+    """The write of :meth:`Extensions.add_then_get` (keys as sent: prefixed): the ADD, the
+    frames ``then`` (its SET and APPEND), the CHECK, then the WAIT+GET of ``get_key``."""
+    return b"".join(
+        (
+            _wire.add_frame(key, amount),
+            then,
+            _wire.keys_frame(_wire.Op.CHECK, (check_key,)),
+            _wire.keys_frame(_wire.Op.WAIT, (get_key,)),
+            _wire.key_frame(_wire.Op.GET, get_key),
+        )
+    )
