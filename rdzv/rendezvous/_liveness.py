@@ -45,16 +45,30 @@ __all__ = [
 
 
 class _Registry:
-    """This process's live handlers: token -> the object that holds its claims (weak, so a
-    handler dropped without shutdown() leaves when it is collected)."""
+    """This process's live handlers: token -> a weak reference to the object that holds its
+    claims (so a handler dropped without shutdown() counts as gone once it is collected).
+
+    A plain dict of ``weakref.ref``, not a ``WeakValueDictionary``: entering a handler is on
+    every node's first join, and in a freshly forked node the latter's Python-level machinery
+    costs tens of µs. Entries of collected handlers are dropped whenever the dict has doubled
+    since the last sweep, so they stay a bounded share of it.
+    """
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.lock = threading.Lock()
-        self.live: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
+        self.live: dict[str, weakref.ref[object]] = {}
+        self.sweep_at = _SWEEP_FROM
 
+    def alive(self) -> list[str]:
+        """The tokens whose handler is alive (call with ``lock`` held)."""
+        return [token for token, ref in self.live.items() if ref() is not None]
+
+
+#: Registry size from which collected handlers' entries are swept (then: twice the live).
+_SWEEP_FROM = 64
 
 _REGISTRY = _Registry()
 # In a forked child no handler of the parent runs (and the child's pid is another).
@@ -64,8 +78,14 @@ os.register_at_fork(after_in_child=_REGISTRY.reset)
 def handler_started(token: str, owner: object) -> None:
     """Record the handler with ``token`` as alive in this process, for as long as ``owner``
     (the object that holds its claims) exists or until :func:`handler_ended`."""
-    with _REGISTRY.lock:
-        _REGISTRY.live[token] = owner
+    registry = _REGISTRY
+    with registry.lock:
+        live = registry.live
+        live[token] = weakref.ref(owner)
+        if len(live) >= registry.sweep_at:
+            alive = registry.alive()
+            registry.live = {token: live[token] for token in alive}
+            registry.sweep_at = max(_SWEEP_FROM, 2 * len(alive))
 
 
 def handler_ended(token: str) -> None:
@@ -78,7 +98,7 @@ def handler_ended(token: str) -> None:
 def live_handlers() -> frozenset[str]:
     """The tokens of this process's live handlers (a snapshot)."""
     with _REGISTRY.lock:
-        return frozenset(_REGISTRY.live.keys())
+        return frozenset(_REGISTRY.alive())
 
 
 def claimant_alive(pid: int, token: str) -> bool:
@@ -86,7 +106,8 @@ def claimant_alive(pid: int, token: str) -> bool:
     a handler of this process by the registry, any other process by the kernel."""
     if pid == os.getpid():
         with _REGISTRY.lock:
-            return token in _REGISTRY.live
+            ref = _REGISTRY.live.get(token)
+        return ref is not None and ref() is not None
     return process_alive(pid)
 
 

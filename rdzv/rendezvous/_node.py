@@ -108,8 +108,7 @@ class Node:
             ended = self._connect_member(round_index, started, deadline, script)
             store: Store = ended.store
             if ended.ran and ended.value is None:  # the express joined a complete round
-                store.set_timeout(cfg.read_timeout)
-                self._joined_last_round = True
+                self._joined_last_round = True  # (its store's timeout: cfg.read_timeout)
                 return store
             then, held = ended.value, ended.held
         else:

@@ -13,6 +13,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Generator, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -112,6 +113,7 @@ def test_the_express_reads_the_held_value_and_acknowledges_it(server: StoreServe
         results, ended = _express(server.port, steps)
         assert results == [("reply", [1, True]), ("reply", b"verdict"), ("reply", None)]
         assert ended.held is None
+        assert ended.store.timeout == timedelta(seconds=30)  # the store's, not the steps' 5 s
         with ended.store:
             assert writer.get("ack") == b"1"
             assert ended.store.get("done") == b"verdict"  # in step: nothing left unread
@@ -150,6 +152,7 @@ def _both(
         ended.store.close()
         kind, straight = results[-1]
         assert kind == "error", results
+        assert ended.store.timeout == timedelta(seconds=30)  # its own, not the steps' any more
     finally:
         peer.close()
     peer = ScriptedPeer(pipelined=True)

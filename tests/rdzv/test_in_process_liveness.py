@@ -21,6 +21,7 @@ import pytest
 from round_config import round_cfg
 
 from rdzv.errors import RendezvousStateError
+from rdzv.rendezvous import _liveness
 from rdzv.rendezvous._join import RoundProtocol
 from rdzv.rendezvous._liveness import claimant_alive, handler_ended, live_handlers
 from rdzv.rendezvous._round_state import Identity, RoundKeys
@@ -112,3 +113,18 @@ def test_handlers_enter_the_registry_when_made_and_leave_it_once() -> None:
 def test_another_process_is_still_probed_through_the_kernel() -> None:
     # a token is only meaningful for this process's own pid: pid 1 is alive whatever it says
     assert claimant_alive(1, "no-such-token")
+
+
+def test_handlers_collected_without_shutdown_leave_a_bounded_registry() -> None:
+    kept = [_handler(1) for _ in range(3)]
+    for _ in range(10):
+        batch = [_handler(1) for _ in range(100)]  # dropped without shutdown()
+        del batch
+        gc.collect()
+    assert len(_liveness._REGISTRY.live) <= 2 * 100 + _liveness._SWEEP_FROM
+    assert {h._node.me.token for h in kept} <= live_handlers()
+    fresh = _handler(1)
+    assert fresh._node.me.token in live_handlers()
+    assert len(live_handlers()) < 110  # only handlers not collected yet count as alive
+    for handler in (*kept, fresh):
+        handler.shutdown()

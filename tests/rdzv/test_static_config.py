@@ -5,10 +5,14 @@ from __future__ import annotations
 import socket
 from datetime import timedelta
 from typing import Any
+from unittest.mock import patch
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rdzv.errors import RendezvousClosedError
+from rdzv.rendezvous import _static_config
 from rdzv.rendezvous.api import RendezvousParameters, RendezvousStoreInfo
 from rdzv.rendezvous.static import StaticTCPRendezvous, create_handler, create_rdzv_handler
 from rdzv.store.wire import _decoder
@@ -266,3 +270,73 @@ def test_closing_before_joining_fails_the_next_rendezvous_without_network() -> N
     assert handler.is_closed() is True
     with pytest.raises(RendezvousClosedError, match=r"run 'run' was closed by this node"):
         handler.next_rendezvous()
+
+
+# -- the common positional form's few-step check -----------------------------------------
+
+# One well-formed set of arguments, with at most two of them replaced by anything (what
+# the quick check must either decide as the general checks do, or leave to them).
+_WELL_FORMED = {
+    "host": st.sampled_from(["localhost", "127.0.0.1", "::1", "n0"]),
+    "port": st.sampled_from([1, 29500, 65535]),
+    "rank": st.integers(0, 3),
+    "world_size": st.integers(4, 9),
+    "run_id": st.sampled_from(["run", "", "a/b"]),
+    "timeout": st.sampled_from([30, 0.5, 1e-300, 86_399_999_999_999.0]),
+    "read_timeout": st.none(),
+    "start_daemon": st.none(),
+}
+_ODD_VALUES = [0, -1, 1, 3, 4, 65536, 10**15, 2**70, True, False, None, "", " n0", "n0 ", "1"]
+_ODD_VALUES += [1.0, -0.5, float("nan"), float("inf"), 1e300, timedelta(seconds=5)]
+_ANYTHING = st.one_of(st.sampled_from(_ODD_VALUES), st.floats())
+_BASE = {"host": "n0", "port": 29500, "rank": 1, "world_size": 4, "run_id": "run"}
+_BASE |= {"timeout": 30, "read_timeout": None, "start_daemon": None}
+
+
+def _config_or_error(values: dict[str, Any]) -> tuple[str, str]:
+    arguments = [values[name] for name in ("host", "port", "rank", "world_size", "run_id")]
+    options = {name: values[name] for name in ("rank", "timeout", "read_timeout", "start_daemon")}
+    options["listen_fd"] = None
+    try:
+        return "config", repr(_static_config.config_from_arguments(*arguments, options))
+    except (TypeError, ValueError, AttributeError) as exc:
+        return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize("name", sorted(_BASE))
+@pytest.mark.parametrize("value", _ODD_VALUES, ids=repr)
+def test_each_argument_out_of_the_ordinary_is_decided_as_the_general_checks_do(
+    name: str, value: Any
+) -> None:
+    values = dict(_BASE, **{name: value})
+    quick = _config_or_error(values)
+    with patch.object(_static_config, "_plain_arguments", return_value=None):
+        general = _config_or_error(values)
+    assert quick == general
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    values=st.fixed_dictionaries(_WELL_FORMED),
+    replaced=st.dictionaries(st.sampled_from(sorted(_WELL_FORMED)), _ANYTHING, max_size=2),
+)
+def test_the_positional_forms_quick_check_decides_as_the_general_checks_do(
+    values: dict[str, Any], replaced: dict[str, Any]
+) -> None:
+    values.update(replaced)
+    quick = _config_or_error(values)
+    with patch.object(_static_config, "_plain_arguments", return_value=None):
+        general = _config_or_error(values)
+    assert quick == general
+
+
+def test_the_common_positional_form_takes_the_quick_check() -> None:
+    options = {"rank": 3, "timeout": 30, "read_timeout": None, "start_daemon": None}
+    options["listen_fd"] = None
+    quick = _static_config._plain_arguments("10.0.0.1", 29500, 3, 8, "job", options)
+    assert quick is not None
+    assert (quick.host, quick.port, quick.rank, quick.world_size) == ("10.0.0.1", 29500, 3, 8)
+    assert quick.join_timeout == quick.read_timeout == timedelta(seconds=30)
+    assert quick.start_daemon is False
+    options["read_timeout"] = 5  # any other option: the general checks
+    assert _static_config._plain_arguments("10.0.0.1", 29500, 3, 8, "job", options) is None

@@ -119,7 +119,7 @@ class TCPStore(Extensions, Store):
             raise ValueError(f"TCPStore port must be an integer in 0..65535, got {port!r}")
         seconds = to_seconds(timeout)
         connect_seconds = seconds if connect_timeout is None else to_seconds(connect_timeout)
-        self._fields(host_name, seconds, connect_seconds, world_size, use_libuv, limits, seed)
+        self._fields(host_name, seconds, connect_seconds, world_size, use_libuv, limits)
         connect_host = host_name
         if is_master:
             from rdzv.store.server import StoreServer
@@ -142,7 +142,8 @@ class TCPStore(Extensions, Store):
         self._port = port
         self._endpoint = endpoint_text(host_name, port)
         try:
-            conn = connect(connect_host, port, self._connect_timeout, self._rng, self._limits)
+            rng = LazyRandom(seed)
+            conn = connect(connect_host, port, self._connect_timeout, rng, self._limits)
         except BaseException:
             self.close()
             raise
@@ -170,7 +171,7 @@ class TCPStore(Extensions, Store):
         """A client over ``conn`` (to ``host_name:port``, made by ``_express``), as a client
         ``TCPStore`` made with these arguments and ``wait_for_workers=False`` is."""
         store = cls.__new__(cls)
-        store._fields(host_name, timeout, timeout, world_size, True, limits, None)
+        store._fields(host_name, timeout, timeout, world_size, True, limits)
         store._port = port
         store._endpoint = conn.channel.endpoint
         store._attach(conn)  # (the channel sets its socket blocking when it first waits)
@@ -184,7 +185,6 @@ class TCPStore(Extensions, Store):
         world_size: int | None,
         use_libuv: bool,
         limits: _wire.Limits | None,
-        seed: int | None,
     ) -> None:
         """What a store holds before it connects."""
         self._host = host
@@ -193,7 +193,6 @@ class TCPStore(Extensions, Store):
         self._world_size = world_size
         self._use_libuv = use_libuv
         self._limits = limits or _DEFAULT_LIMITS
-        self._rng = LazyRandom(seed)
         self.server = None
         self._finalizer = None
 

@@ -83,7 +83,8 @@ class Ended:
     """How an :func:`express` ended.
 
     Attributes:
-        store: the connection, as a TCPStore from now on.
+        store: the connection, as a TCPStore from now on (its operations bounded by the
+            ``timeout`` :func:`express` was given).
         ran: whether the script ran (the first attempt reached an rdzv server).
         value: what the script returned (None when it did not run).
         held: the outstanding WAIT+GET of an ``add_then_get``, when the script returned
@@ -185,6 +186,8 @@ def _run(
         store = _take_over(connected, buf, args)
         if outstanding is not None:
             held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+    else:  # its calls ran with the script's timeouts: back to the store's own
+        store.set_timeout(args[3])
     return Ended(store, True, value, held)
 
 
