@@ -64,9 +64,14 @@ def _encode_identity(me: Identity) -> bytes:
     """``json.dumps(me.as_dict(), sort_keys=True, separators=(",", ":"))``, encoded: by hand
     when the fields have the types this version gives them (the same bytes, without
     building a ``JSONEncoder``: a cold process pays most of a join's JSON for it)."""
-    str_, int_ = str, int
-    fields = (me.host, me.machine, me.token, me.pid, me.rank, me.world_size)
-    if [type(value) for value in fields] != [str_, str_, str_, int_, int_, int_]:
+    if not (
+        type(me.host) is str
+        and type(me.machine) is str
+        and type(me.token) is str
+        and type(me.pid) is int
+        and type(me.rank) is int
+        and type(me.world_size) is int
+    ):
         return json.dumps(me.as_dict(), sort_keys=True, separators=(",", ":")).encode()
     quote = encode_basestring_ascii
     host, machine, token = quote(me.host), quote(me.machine), quote(me.token)

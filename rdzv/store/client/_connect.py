@@ -49,6 +49,8 @@ _log = get_logger("rdzv.client")
 
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
 _PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
+#: The handshake up to the PING's nonce (a u32, little-endian), for the first attempt.
+_TO_NONCE: Final = _HANDSHAKE + _wire.ping_frame(0)[:-4]
 _RETRYABLE: Final = (OSError, StoreProtocolError)
 
 
@@ -172,19 +174,19 @@ def first_attempt(
         sock = _dial(host, port, deadline, bound)
     except _RETRYABLE as exc:
         return FirstAttempt(exc, began)
-    nonce = os.getpid() & 0xFFFFFFFF
+    echo = (os.getpid() & 0xFFFFFFFF).to_bytes(4, "little")  # the PING's nonce, echoed
     started = time.monotonic()
     reply: bytes | OSError
     sending = True
     try:
         sock.settimeout(max(0.001, _handshake_end(timeout, deadline, started) - started))
-        sock.sendall(_HANDSHAKE + _wire.ping_frame(nonce) + _PROBE)
+        sock.sendall(_TO_NONCE + echo + _PROBE)  # what _handshake sends, in one write
         sending = False
         reply = sock.recv(64)
     except OSError as exc:
         reply = exc
     channel = Channel(sock, endpoint_text(host, port), limits)
-    if type(reply) is bytes and len(reply) == 5 and reply[:4] == _wire.encode_u32(nonce):
+    if type(reply) is bytes and len(reply) == 5 and reply[:4] == echo:
         connected = Connected(channel, reply[4] == _wire.READY, 1, time.monotonic() - began)
         return FirstAttempt(connected, began)
     try:
