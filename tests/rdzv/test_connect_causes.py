@@ -19,7 +19,6 @@ from rdzv.errors import (
     RendezvousConnectionError,
     StoreClosedError,
     StoreConnectionError,
-    StoreProtocolError,
 )
 from rdzv.rendezvous._round_failures import connect_error
 from rdzv.store.client import _causes, _connect
@@ -183,13 +182,10 @@ def test_a_peer_that_is_not_a_store_sends_the_user_to_what_holds_the_port(
 
     def dial(host: str, port: int, deadline: float | None, bound: float) -> socket.socket:
         ends.extend(socket.socketpair())
+        ends[-1].sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")  # a web server holds the port
         return ends[-2]
 
-    def handshake(channel: object, timeout: float | None, deadline: float | None) -> bool:
-        raise StoreProtocolError("not a rendezvous store: the PING reply was b'HTTP'")
-
     monkeypatch.setattr(_connect, "_dial", dial)
-    monkeypatch.setattr(_connect, "_handshake", handshake)
     try:
         with pytest.raises(StoreConnectionError) as info:
             _connect.connect("127.0.0.1", 29400, 0.05, random.Random(1), _wire.Limits())
@@ -200,7 +196,8 @@ def test_a_peer_that_is_not_a_store_sends_the_user_to_what_holds_the_port(
     with pytest.raises(
         RendezvousConnectionError,
         match=r"^rank 1 \(join timeout 5 s\): something answered at 127\.0\.0\.1:29400 but it "
-        r"is not a rendezvous store: the PING reply was b'HTTP': gave up after .*another "
+        r"is not a rendezvous store: the PING reply was b'HTTP/1\.1 400 Bad Request\\r\\n"
+        r"\\r\\n' instead of the nonce \d+: gave up after .*another "
         r"service, or a stalled store, holds that port\.$",
     ):
         raise connect_error(round_cfg(1), info.value, 0.05)

@@ -6,6 +6,7 @@ one attempt) and through ``connect()`` on a clock of the test's own: no test her
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from collections.abc import Iterator
@@ -86,6 +87,9 @@ class _Clock:
         self.now += seconds
 
 
+_HANDSHAKE_REPLY = (os.getpid() & 0xFFFFFFFF).to_bytes(4, "little") + bytes([_wire.READY])
+
+
 def _black_hole_until(
     monkeypatch: pytest.MonkeyPatch, heals: float
 ) -> tuple[_Clock, list[float], list[socket.socket]]:
@@ -101,11 +105,11 @@ def _black_hole_until(
             clock.now += waits
             raise _causes._NoAnswer(f"no answer to the connection attempt within {waits:.2f} s")
         ends.extend(socket.socketpair())
+        ends[-1].sendall(_HANDSHAKE_REPLY)  # a store: the PING's nonce, then READY
         return ends[-2]
 
     monkeypatch.setattr(_connect, "time", clock)
     monkeypatch.setattr(_connect, "_dial", dial)
-    monkeypatch.setattr(_connect, "_handshake", lambda channel, timeout, deadline: True)
     return clock, bounds, ends
 
 

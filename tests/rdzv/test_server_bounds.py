@@ -105,16 +105,17 @@ def test_a_client_held_between_connect_and_handshake_past_the_bound_is_served_on
     # between its connect and its first send: the handshake deadline, the only bound in time
     # alone, drops it, the drop is logged naming why, and the client's retry is served.
     caplog.set_level(logging.DEBUG, logger="rdzv")
-    handshake = _connect._handshake
+    dial = _connect._dial
     held: list[int] = []
 
-    def held_once(channel: Any, timeout: float | None, deadline: float | None) -> bool:
+    def held_once(host: str, port: int, deadline: float | None, bound: float) -> Any:
+        sock = dial(host, port, deadline, bound)
         if not held:  # the first attempt sends only once the server has closed on it
-            held.append(channel.sock.getsockname()[1])
-            assert read_until_closed(channel.sock, timeout=60) == b""
-        return handshake(channel, timeout, deadline)
+            held.append(sock.getsockname()[1])
+            assert read_until_closed(sock, timeout=60) == b""
+        return sock
 
-    monkeypatch.setattr(_connect, "_handshake", held_once)
+    monkeypatch.setattr(_connect, "_dial", held_once)
     with TCPStore("127.0.0.1", strict_server.port, timeout=60.0) as client:
         assert client.add("n", 1) == 1
     (line,) = drop_lines(caplog.records)

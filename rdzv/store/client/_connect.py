@@ -158,22 +158,41 @@ class FirstAttempt:
 def first_attempt(
     host: str, port: int, timeout: float | None, limits: _wire.Limits
 ) -> FirstAttempt:
-    """A connect's first attempt, its handshake written straight (in a fresh process the
-    general handshake's layers cost about as much as the exchange itself). Its outcome is
-    the general attempt's (:func:`connect`'s): the bound drawn the same way, the same
-    exceptions for the same causes (returned, not raised); from anything out of the
-    ordinary in the handshake's reply on, the general handshake reads it. A connection's
-    socket is left in timeout mode, for :mod:`~rdzv.store.client._express` to use as it
-    is. The attempt's bound is drawn from the system's randomness, as an unseeded
-    :class:`LazyRandom` draws it, in fewer steps."""
+    """A connect's first attempt (:func:`_attempt`), made before the connect itself: its
+    outcome is the one :func:`connect` would have had from it. The attempt's bound is drawn
+    from the system's randomness, as an unseeded :class:`LazyRandom` draws it, in fewer
+    steps."""
     began = time.monotonic()
     deadline = None if timeout is None else began + timeout
     # Schedule.attempt_bound's first bound: uniform in [0.75, 1) of ATTEMPT_FIRST
     bound = (0.75 + int.from_bytes(os.urandom(2), "little") / (4 << 16)) * ATTEMPT_FIRST
+    made = _attempt(host, port, timeout, deadline, bound, limits)
+    if isinstance(made, BaseException):
+        return FirstAttempt(made, began)
+    channel, pipelined = made
+    return FirstAttempt(Connected(channel, pipelined, 1, time.monotonic() - began), began)
+
+
+def _attempt(
+    host: str,
+    port: int,
+    timeout: float | None,
+    deadline: float | None,
+    bound: float,
+    limits: _wire.Limits,
+) -> tuple[Channel, bool] | BaseException:
+    """One connection attempt (``bound``: how long the host may take to answer) and its
+    handshake, written straight (in a fresh process the general handshake's layers cost
+    about as much as the exchange itself): the connection and whether its store serves
+    requests behind a WAIT, or why the attempt failed (an exception a retry may follow;
+    returned, not raised). From anything out of the ordinary in the handshake's reply on,
+    the general handshake (:func:`_handshake`) reads it. A connection's socket is left in
+    timeout mode, for :mod:`~rdzv.store.client._express` to use as it is (the channel's
+    polls set it blocking when they are first needed)."""
     try:
         sock = _dial(host, port, deadline, bound)
     except _RETRYABLE as exc:
-        return FirstAttempt(exc, began)
+        return exc
     echo = (os.getpid() & 0xFFFFFFFF).to_bytes(4, "little")  # the PING's nonce, echoed
     started = time.monotonic()
     reply: bytes | OSError
@@ -187,8 +206,7 @@ def first_attempt(
         reply = exc
     channel = Channel(sock, endpoint_text(host, port), limits)
     if type(reply) is bytes and len(reply) == 5 and reply[:4] == echo:
-        connected = Connected(channel, reply[4] == _wire.READY, 1, time.monotonic() - began)
-        return FirstAttempt(connected, began)
+        return channel, reply[4] == _wire.READY
     try:
         sock.setblocking(True)  # the general channel's mode
         if isinstance(reply, bytes):
@@ -196,11 +214,10 @@ def first_attempt(
         elif not isinstance(reply, TimeoutError):  # (a timeout: the general read says so)
             when = "while sending handshake" if sending else "during handshake"
             raise channel.lost_in(reply, when) from reply
-        pipelined = _handshake(channel, timeout, deadline, started)
+        return channel, _handshake(channel, timeout, deadline, started)
     except (OSError, StoreProtocolError, Expired) as exc:
         channel.close()
-        return FirstAttempt(exc, began)
-    return FirstAttempt(Connected(channel, pipelined, 1, time.monotonic() - began), began)
+        return exc
 
 
 class Connected:
@@ -245,24 +262,15 @@ def connect(
         if outcome is not None:  # the first attempt, made before
             failure, outcome = outcome, None
         else:
-            try:
-                sock = _dial(host, port, deadline, schedule.attempt_bound())
-            except _RETRYABLE as exc:
-                failure = exc
+            made = _attempt(host, port, timeout, deadline, schedule.attempt_bound(), limits)
+            if isinstance(made, BaseException):
+                failure = made
             else:
-                channel = Channel(sock, endpoint, limits)
-                try:
-                    pipelined = _handshake(channel, timeout, deadline)
-                except (OSError, StoreProtocolError, Expired) as exc:
-                    channel.close()
-                    failure = exc
-                else:
-                    elapsed = time.monotonic() - start
-                    if _log.isEnabledFor(DEBUG):
-                        emit(
-                            _log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed
-                        )
-                    return Connected(channel, pipelined, attempts, elapsed)
+                channel, pipelined = made
+                elapsed = time.monotonic() - start
+                if _log.isEnabledFor(DEBUG):
+                    emit(_log, "connected", endpoint=endpoint, attempts=attempts, elapsed=elapsed)
+                return Connected(channel, pipelined, attempts, elapsed)
         cut_short = isinstance(failure, _CutShort) or (
             isinstance(failure, _NoAnswer) and failure.cut_short
         )
