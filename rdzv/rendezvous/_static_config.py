@@ -309,7 +309,7 @@ def config_from_arguments(
         TypeError: a required argument is missing.
         ValueError: a bad port, host, rank, world size or option (named with its value).
     """
-    plain = _plain_arguments(master_addr, master_port, rank, world_size, run_id, options)
+    plain = _plain_arguments(master_addr, master_port, world_size, run_id, options)
     if plain is not None:
         return plain
     source = "the StaticTCPRendezvous arguments"
@@ -340,27 +340,22 @@ _MAX_SECONDS: Final = 86_399_999_999_999.0
 
 
 def _plain_arguments(
-    master_addr: str,
-    master_port: int | None,
-    rank: int | None,
-    world_size: int | None,
-    run_id: str | None,
-    options: dict[str, Any],
+    master_addr: str, port: int | None, world_size: int | None, run_id: str | None, options: Any
 ) -> StaticConfig | None:
     """The configuration of the common positional form (int port, rank and world size, a
     timeout in int or float seconds, no other option), checked in a few steps: what
     :func:`static_config` makes of the same arguments; None for anything else, which the
     general checks take (and name, if it is wrong). A node's first join pays for every
     function it runs for the first time."""
-    rank, timeout = options["rank"], options["timeout"]  # (the rank the general checks read)
+    rank, timeout = options["rank"], options["timeout"]
     if (
         type(master_addr) is not str
-        or type(master_port) is not int
+        or type(port) is not int
         or type(rank) is not int
         or type(world_size) is not int
         or type(run_id) is not str
         or (type(timeout) is not int and type(timeout) is not float)
-        or not 0 < master_port <= 65535
+        or not 0 < port <= 65535
         or not 0 <= rank < world_size
         or not 0 < timeout <= _MAX_SECONDS  # (NaN fails it too)
         or not master_addr
@@ -374,7 +369,7 @@ def _plain_arguments(
     join_timeout = timedelta(seconds=float(timeout))
     return StaticConfig(
         host=master_addr,
-        port=master_port,
+        port=port,
         rank=rank,
         world_size=world_size,
         run_id=run_id,

@@ -333,10 +333,10 @@ def test_the_positional_forms_quick_check_decides_as_the_general_checks_do(
 def test_the_common_positional_form_takes_the_quick_check() -> None:
     options = {"rank": 3, "timeout": 30, "read_timeout": None, "start_daemon": None}
     options["listen_fd"] = None
-    quick = _static_config._plain_arguments("10.0.0.1", 29500, 3, 8, "job", options)
+    quick = _static_config._plain_arguments("10.0.0.1", 29500, 8, "job", options)
     assert quick is not None
     assert (quick.host, quick.port, quick.rank, quick.world_size) == ("10.0.0.1", 29500, 3, 8)
     assert quick.join_timeout == quick.read_timeout == timedelta(seconds=30)
     assert quick.start_daemon is False
     options["read_timeout"] = 5  # any other option: the general checks
-    assert _static_config._plain_arguments("10.0.0.1", 29500, 3, 8, "job", options) is None
+    assert _static_config._plain_arguments("10.0.0.1", 29500, 8, "job", options) is None
