@@ -62,9 +62,9 @@ class _Registry:
         self.live: dict[str, weakref.ref[object]] = {}
         self.sweep_at = _SWEEP_FROM
 
-    def alive(self) -> list[str]:
-        """The tokens whose handler is alive (call with ``lock`` held)."""
-        return [token for token, ref in self.live.items() if ref() is not None]
+    def alive(self) -> dict[str, weakref.ref[object]]:
+        """The entries whose handler is alive (call with ``lock`` held)."""
+        return {token: ref for token, ref in self.live.items() if ref() is not None}
 
 
 #: Registry size from which collected handlers' entries are swept (then: twice the live).
@@ -83,9 +83,8 @@ def handler_started(token: str, owner: object) -> None:
         live = registry.live
         live[token] = weakref.ref(owner)
         if len(live) >= registry.sweep_at:
-            alive = registry.alive()
-            registry.live = {token: live[token] for token in alive}
-            registry.sweep_at = max(_SWEEP_FROM, 2 * len(alive))
+            registry.live = registry.alive()
+            registry.sweep_at = max(_SWEEP_FROM, 2 * len(registry.live))
 
 
 def handler_ended(token: str) -> None:

@@ -49,7 +49,7 @@ _log = get_logger("rdzv.client")
 
 _HANDSHAKE: Final = _wire.encode_request(_wire.Validate())
 _PROBE: Final = _wire.encode_request(_wire.Check((_wire.PROBE_KEY,)))
-#: The handshake up to the PING's nonce (a u32, little-endian), for the first attempt.
+#: A connection attempt's handshake up to the PING's nonce (a u32, little-endian).
 _TO_NONCE: Final = _HANDSHAKE + _wire.ping_frame(0)[:-4]
 _RETRYABLE: Final = (OSError, StoreProtocolError)
 
@@ -199,7 +199,7 @@ def _attempt(
     sending = True
     try:
         sock.settimeout(max(0.001, _handshake_end(timeout, deadline, started) - started))
-        sock.sendall(_TO_NONCE + echo + _PROBE)  # what _handshake sends, in one write
+        sock.sendall(_TO_NONCE + echo + _PROBE)  # VALIDATE, PING and the probe: one write
         sending = False
         reply = sock.recv(64)
     except OSError as exc:
@@ -305,23 +305,17 @@ def _handshake_end(timeout: float | None, deadline: float | None, started: float
 
 
 def _handshake(
-    channel: Channel, timeout: float | None, deadline: float | None, started: float | None = None
+    channel: Channel, timeout: float | None, deadline: float | None, started: float
 ) -> bool:
-    """Handshake on ``channel``; whether the store serves requests behind a WAIT. With
-    ``started``: the handshake was sent then (its reply is read from here)."""
+    """The rest of a handshake sent at ``started`` (:func:`_attempt` wrote it and read what
+    it could): whether the store serves requests behind a WAIT."""
     nonce = os.getpid() & 0xFFFFFFFF
-    budget = _handshake_budget(timeout)
-    sent = started is not None
-    if started is None:
-        started = time.monotonic()
     hs_deadline = _handshake_end(timeout, deadline, started)
     try:
-        if not sent:
-            channel.send(_HANDSHAKE + _wire.ping_frame(nonce) + _PROBE, "handshake", hs_deadline)
         echoed = channel.read(_wire.read_u32, hs_deadline, "handshake")
     except Expired:
         waited = time.monotonic() - started
-        if waited < min(budget, 0.5):  # cut short by the overall deadline: no evidence
+        if waited < min(_handshake_budget(timeout), 0.5):  # cut short by the overall deadline
             raise _CutShort(
                 f"the connect deadline passed {format_elapsed(waited)} s into the handshake"
             ) from None
