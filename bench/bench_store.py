@@ -124,7 +124,7 @@ while True:
 """
 FLOOR_SERVERS = {
     "floor": _FLOOR.replace("SERVE_ONE_READ", "c.send(_REPLY)"),
-    "floor+fast": _FLOOR.replace("SERVE_ONE_READ", "c.send(serve(fd, data)[1])"),
+    "floor+fast": _FLOOR.replace("SERVE_ONE_READ", "c.send(serve(fd, data, 0.0)[1])"),
 }
 
 

@@ -34,7 +34,7 @@ def per_pair(keys: int, pairs: int) -> float:
     serve = _fast.fast_path(WatchingKV(), Limits())
     reads = [_pair(f"agg/{i // _KEYS}/{i % _KEYS}".encode()) for i in range(keys)]
     for read in reads:
-        serve(1, read)
+        serve(1, read, 0.0)
     order = random.Random(0)  # the clients' pairs interleave in no fixed order
     cycled = []
     while len(cycled) < pairs:
@@ -42,7 +42,7 @@ def per_pair(keys: int, pairs: int) -> float:
         cycled += reads[: pairs - len(cycled)]
     start = time.perf_counter()
     for read in cycled:
-        serve(1, read)
+        serve(1, read, 0.0)
     return 1e6 * (time.perf_counter() - start) / pairs
 
 

@@ -38,17 +38,24 @@ def _forwarded(node: int) -> Iterator[queue.Queue[Event]]:
 
 
 def _waiting(server: StoreServer) -> threading.Event:
-    """Set (on the server's loop) once a connection is blocked in a WAIT."""
+    """Set (on the server's loop) once a connection is blocked in a WAIT (started in the
+    KV's ``feed``, or in its ``wait_then`` on the fast path)."""
     event = threading.Event()
-    feed = server.kv.feed
+    kv = server.kv
+    feed, wait_then = kv.feed, kv.wait_then
 
     def fed(conn: Any, requests: Any, now: float) -> Any:
         outcome = feed(conn, requests, now)
-        if server.kv.waiting():
+        if kv.waiting():
             event.set()
         return outcome
 
-    server.kv.feed = fed  # type: ignore[method-assign]
+    def then(conn: Any, key: bytes, request: Any, now: float) -> None:
+        wait_then(conn, key, request, now)
+        event.set()
+
+    kv.feed = fed  # type: ignore[method-assign]
+    kv.wait_then = then  # type: ignore[method-assign]
     return event
 
 

@@ -70,17 +70,25 @@ def bound_passed(port: int) -> None:
 
 
 def signal_when_waiting(server: StoreServer, count: int = 1) -> threading.Event:
-    """An event set (on the server's loop) once ``count`` connections are blocked waiting."""
+    """An event set (on the server's loop) once ``count`` connections are blocked waiting
+    (a wait starts in the KV's ``feed``, or in its ``wait_then`` on the fast path)."""
     event = threading.Event()
-    original = server.kv.feed
+    kv = server.kv
+    original, original_then = kv.feed, kv.wait_then
 
     def feed(conn: Any, requests: Any, now: float) -> Any:
         outcome = original(conn, requests, now)
-        if len(server.kv.waiting()) >= count:
+        if len(kv.waiting()) >= count:
             event.set()
         return outcome
 
-    server.kv.feed = feed  # type: ignore[method-assign]
+    def wait_then(conn: Any, key: bytes, then: Any, now: float) -> None:
+        original_then(conn, key, then, now)
+        if len(kv.waiting()) >= count:
+            event.set()
+
+    kv.feed = feed  # type: ignore[method-assign]
+    kv.wait_then = wait_then  # type: ignore[method-assign]
     return event
 
 

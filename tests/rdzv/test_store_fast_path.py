@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from rdzv.store.server import StoreServer
 from rdzv.store.server._conn import Connection
 from rdzv.store.server._loop import READ, EventLoop
 from rdzv.store.state import _fast
-from rdzv.store.state._kv import PROBE_KEY
+from rdzv.store.state._kv import PROBE_KEY, _Session
 from rdzv.store.wire import _wire
 from rdzv.store.wire import _wire as w
 
@@ -45,6 +46,8 @@ class Outcome:
     writers: dict[bytes, int]
     dropped: list[tuple[int, str, str]]
     rdzv: list[bool | None]  # each connection's mark of rdzv's client (None: forgotten)
+    # each connection's blocked wait: its missing keys and the requests held behind it
+    waits: list[tuple[list[bytes], list[w.Request]] | None]
 
 
 class World:
@@ -53,7 +56,7 @@ class World:
     def __init__(self, count: int, *, fast: bool = True) -> None:
         self.server = StoreServer("127.0.0.1", 0, limits=LIMITS)
         if not fast:
-            self.server.serve_fast = lambda conn, src: (0, b"")
+            self.server.serve_fast = lambda conn, src, now: (0, b"")
         self.loop = EventLoop()
         self.server._loop = self.server.bounds.loop = self.loop
         self.drops: list[tuple[int, str, str]] = []
@@ -104,6 +107,7 @@ class World:
             writers={k: index[c] for k, c in kv._last_writer.items()},  # type: ignore[index]
             dropped=list(self.drops),
             rdzv=[getattr(kv._sessions.get(conn), "rdzv", None) for conn in self.conns],
+            waits=[_wait_of(kv._sessions.get(conn)) for conn in self.conns],
         )
 
     def close(self) -> None:
@@ -113,6 +117,12 @@ class World:
             peer.close()
         self.loop.stop()
         self.loop.run_forever()  # stopped already: closes the poller and its sockets
+
+
+def _wait_of(session: _Session | None) -> tuple[list[bytes], list[w.Request]] | None:
+    if session is None or session.waiting is None:
+        return None
+    return sorted(session.waiting.keys), list(session.held)
 
 
 @contextmanager
@@ -257,6 +267,67 @@ def test_the_frequent_requests_are_served_without_the_decoder() -> None:
     ]
     assert got.data == {b"a": b"3", b"n": b"2", b"b": b"xy", b"j": b"z", b"c": b"me"}
     assert got.writers == dict.fromkeys([b"a", b"n", b"b", b"j", b"c"], 0)
+
+
+def test_a_members_count_and_verdict_wait_is_served_without_the_decoder() -> None:
+    """rdzv's count read (ADD, SET, APPEND, CHECK, then the WAIT+GET of the verdict, which
+    does not exist yet): the wait is registered on the fast path, and the verdict's write
+    wakes it with the GET's reply, as on the general path."""
+    count = [
+        w.Add(b"n", 1),
+        w.Set(b"a", b"1"),
+        w.Append(b"b", b"0,"),
+        w.Check((b"q",)),
+        w.Wait((b"v",)),
+        w.Get(b"v"),
+    ]
+    read = b"".join(w.encode_request(r) for r in count)
+    got = []
+    for fast in (True, False):
+        with world(2, fast=fast) as made:
+            made.feed(0, VALIDATE)
+            made.feed(1, VALIDATE)
+            conn = made.conns[0]
+            if fast:
+                with mock.patch.object(conn.decoder, "feed", side_effect=AssertionError("decoded")):
+                    made.feed(0, read)
+            else:
+                made.feed(0, read)
+            waiting = made.outcome()
+            made.feed(1, w.encode_request(w.Set(b"v", b"done")))
+            got.append((waiting, made.outcome()))
+    (waiting, woken), (general_waiting, general_woken) = got
+    assert waiting == general_waiting
+    assert waiting.replies[0] == w.encode_i64(1) + w.encode_u8(w.NOT_READY)
+    assert waiting.waits[0] == ([b"v"], [w.Get(b"v")])
+    assert woken == general_woken
+    assert woken.replies[0] == w.encode_u8(w.STOP_WAITING) + w.encode_bytes(b"done")
+    assert woken.waits == [None, None]
+
+
+def test_a_wait_then_get_not_last_in_the_read_is_left_to_the_general_path() -> None:
+    """Only a WAIT+GET that ends the read is registered on the fast path; a request after
+    it (held behind the wait) goes through the decoder, as does a WAIT on a key that only a
+    queue holds."""
+    wait_get = w.encode_request(w.Wait((b"v",))) + w.encode_request(w.Get(b"v"))
+    for tail in (w.Set(b"x", b"1"), w.Get(b"x")):
+        with world(1) as made:
+            made.feed(0, VALIDATE)
+            conn = made.conns[0]
+            with mock.patch.object(conn.decoder, "feed", wraps=conn.decoder.feed) as feed:
+                made.feed(0, wait_get + w.encode_request(tail))
+            assert feed.call_count == 1
+            assert made.outcome().waits[0] == ([b"v"], [w.Get(b"v"), tail])
+    with world(1) as made:
+        made.feed(0, VALIDATE)
+        made.server.kv.queues[b"v"] = deque([b"1"])  # a queue's key, with a value: it exists
+        conn = made.conns[0]
+        with mock.patch.object(conn.decoder, "feed", wraps=conn.decoder.feed) as feed:
+            made.feed(0, wait_get)
+        assert feed.call_count == 1
+        got = made.outcome()
+        assert got.waits[0] is None
+        assert got.replies[0] == w.encode_u8(w.STOP_WAITING) + w.encode_bytes(b"")
 
 
 def test_a_handshake_is_served_without_the_decoder() -> None:
@@ -476,9 +547,9 @@ def test_replies_past_the_bound_leave_the_rest_of_the_read_to_the_general_path()
         conn = made.conns[0]
         made.feed(0, VALIDATE)
         serve = _fast.fast_path(kv, big, max_reply=3 * 1024 * 1024)
-        assert serve(conn, w.encode_request(w.Set(b"a", b"v" * (2 * 1024 * 1024))))[1] == b""
+        assert serve(conn, w.encode_request(w.Set(b"a", b"v" * (2 * 1024 * 1024))), 0.0)[1] == b""
         get = w.encode_request(w.Get(b"a"))
-        used, replies = serve(conn, get * 4)
+        used, replies = serve(conn, get * 4, 0.0)
     assert used == 2 * len(get)
     assert replies == w.encode_bytes(b"v" * (2 * 1024 * 1024)) * 2
 

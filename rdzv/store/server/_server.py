@@ -223,16 +223,23 @@ class StoreServer:
         loop.stop()
 
     def _acceptor(self, listener: socket.socket) -> Handler:
-        return lambda mask: self._accept(listener)
+        # the listener's family, type and protocol, read once (each read of the properties
+        # makes an enum, and socket.accept reads two per connection)
+        family, kind, proto = int(listener.family), int(listener.type), listener.proto
+        tcp = family in (socket.AF_INET, socket.AF_INET6)
+        return lambda mask: self._accept(listener, family, kind, proto, tcp)
 
-    def _accept(self, listener: socket.socket) -> None:
-        """Accept every pending connection (until the backlog is empty)."""
+    def _accept(
+        self, listener: socket.socket, family: int, kind: int, proto: int, tcp: bool
+    ) -> None:
+        """Accept every pending connection (until the backlog is empty), as
+        ``listener.accept()`` does (the listener does not block, so neither does the
+        connection's socket until the connection sets it)."""
         loop = self._loop
         assert loop is not None
-        tcp = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
-                sock, peer = listener.accept()
+                fd, peer = listener._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return
             except ConnectionAbortedError:
@@ -245,7 +252,7 @@ class StoreServer:
             Connection(
                 self,
                 loop,
-                sock,
+                socket.socket(family, kind, proto, fd),
                 peer,
                 on_open=self._conns.add,
                 on_close=self._conns.discard,

@@ -8,7 +8,10 @@ first request it cannot finish the same way the general path would, leaving it (
 everything after it) to the general path.
 
 Served here: SET, APPEND, COMPARE_SET, GET, ADD, CHECK (rdzv's probe included), WAIT on keys
-that all exist, MULTI_GET, MULTI_SET, PING. (A client's first VALIDATE, read whole with torch's
+that all exist, MULTI_GET, MULTI_SET, PING; and rdzv's client's WAIT of one missing key with
+the GET of that key pipelined behind it, as the last requests of a read (a member's wait for
+its round's verdict): the wait is registered, the GET held behind it, as the general path
+does. (A client's first VALIDATE, read whole with torch's
 magic, is taken by the connection before this path: :mod:`rdzv.store.server._conn`.)
 
 Invariants (each keeps the replies and the KV's state byte for byte what the general path
@@ -19,8 +22,10 @@ makes of the same bytes):
    so the decoder sees it and buffers it, or reports the same error.
 2. A request is served here only if it changes nothing but the table, the writer record and
    the session's rdzv mark (the probe): no waiter of a written key (the general path wakes
-   them), no wait that would block, no ADD on a value that is not an integer or that would
-   overflow (a protocol error). Such a request is left whole, before any of its effects.
+   them), no wait that would block (but the one WAIT+GET above, registered through
+   :meth:`KV.wait_then <rdzv.store.state._kv.KV.wait_then>` exactly as the general path
+   registers it), no ADD on a value that is not an integer or that would overflow (a
+   protocol error). Such a request is left whole, before any of its effects.
 3. Every write the value of which changes records the connection as the key's writer, as
    :meth:`WatchingKV._wrote <rdzv.store.state._writers.WatchingKV._wrote>` does (which runs
    itself when a writer watch exists, so watches hear every write in order).
@@ -38,7 +43,7 @@ from itertools import chain, repeat
 
 from rdzv.store.state._kv import PROBE_KEY
 from rdzv.store.state._table import stoll
-from rdzv.store.wire._wire import READY, STOP_WAITING, Limits
+from rdzv.store.wire._wire import READY, STOP_WAITING, Get, Limits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,8 +52,9 @@ if TYPE_CHECKING:
     from rdzv.store.state._kv import ConnId
     from rdzv.store.state._writers import WatchingKV
 
-Serve: TypeAlias = Callable[["ConnId", bytes], tuple[int, bytes]]
-"""``serve(conn, src)``: how many leading bytes of ``src`` were served, and their replies."""
+Serve: TypeAlias = Callable[["ConnId", bytes, float], tuple[int, bytes]]
+"""``serve(conn, src, now)``: how many leading bytes of ``src`` were served, and their
+replies (``now``: the server's clock, for a wait it registers)."""
 
 __all__ = ["MAX_REPLY", "Serve", "fast_path"]
 
@@ -87,7 +93,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
     max_value = limits.max_value
     max_keys = limits.max_keys
 
-    def serve(conn: ConnId, src: bytes) -> tuple[int, bytes]:
+    def serve(conn: ConnId, src: bytes, now: float) -> tuple[int, bytes]:
         parts: list[bytes] = []
         size = 0  # of the replies that may be large (GET, MULTI_GET)
         end = len(src)
@@ -156,7 +162,18 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                     break
                 if op == 6:
                     if not (keys[0] in data if n == 1 else all(map(has, keys))):
-                        # the wait blocks, or a key is a queue's: the general path's
+                        # The wait blocks, or a key is a queue's: the general path's, but
+                        # for rdzv's WAIT+GET of one missing key that ends the read.
+                        get_end = stop + stop - start + 1
+                        if (
+                            n == 1
+                            and get_end == end
+                            and src[stop] == 3
+                            and src.startswith(src[start:stop], stop + 1)
+                            and not (queues and queues.get(keys[0]))
+                        ):
+                            kv.wait_then(conn, keys[0], Get(keys[0]), now)
+                            pos = end
                         return pos, b"".join(parts)
                     parts.append(_STOP)
                     # rdzv's client follows a WAIT with a GET of its one key or a MULTI_GET

@@ -152,6 +152,15 @@ class KV(Table):
         :meth:`feed` of that request, but for its reply."""
         self._sessions[conn].rdzv = True
 
+    def wait_then(self, conn: ConnId, key: bytes, then: w.Request, now: float) -> None:
+        """``conn``'s WAIT of the one ``key``, which is missing (no value, no queued value),
+        with ``then`` pipelined behind it: as :meth:`feed` of the two applies them (the
+        server's fast path, which checked that the wait blocks, serves it this way)."""
+        session = self._sessions[conn]
+        session.waiting = _Wait(1, [key], now)
+        session.held.append(then)
+        self._waiters.setdefault(key, []).append(conn)
+
     def close(self, conn: ConnId) -> None:
         """Forget a connection and every wait it had pending."""
         session = self._sessions.pop(conn, None)
