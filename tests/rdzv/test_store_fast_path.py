@@ -388,25 +388,30 @@ def test_one_read_of_pipelined_requests_is_answered_with_one_send() -> None:
 
 
 def test_a_read_the_fast_path_serves_in_part_is_still_answered_with_one_send() -> None:
-    # rdzv's count: ADD and SET (fast), then APPEND, CHECK and a WAIT that blocks (general)
+    # ADD, SET, APPEND and CHECK (fast), then a WAIT of two keys that blocks, with the
+    # MULTI_GET of its keys behind it (general: only a WAIT+GET of one key is registered there)
     body = [
         w.Add(b"c", 1),
         w.Set(b"k", b"v"),
         w.Append(b"q", b"x"),
         w.Check((b"a",)),
-        w.Wait((b"n",)),
-        w.Get(b"n"),
+        w.Wait((b"k", b"n")),
+        w.MultiGet((b"k", b"n")),
     ]
     with world(2) as made:
         made.feed(0, VALIDATE)
         made.feed(1, VALIDATE)
         counting = CountingSocket(made.conns[0].sock)
         made.conns[0].sock = counting  # type: ignore[assignment]
-        made.feed(0, b"".join(w.encode_request(r) for r in body))
+        decoder = made.conns[0].decoder
+        with mock.patch.object(decoder, "feed", wraps=decoder.feed) as feed:
+            made.feed(0, b"".join(w.encode_request(r) for r in body))
+        assert feed.call_count == 1  # the rest of the read went to the general path
         assert counting.sends == [w.encode_i64(1) + w.encode_u8(1 - w.READY)]
         made.feed(1, w.encode_request(w.Set(b"n", b"done")))  # wakes the WAIT
         got = made.outcome()
-    assert counting.sends[1:] == [w.encode_u8(w.STOP_WAITING) + w.encode_bytes(b"done")]
+    woken = w.encode_u8(w.STOP_WAITING) + w.encode_bytes(b"v") + w.encode_bytes(b"done")
+    assert counting.sends[1:] == [woken]
     assert got.replies[0] == b"".join(counting.sends)
 
 
