@@ -184,3 +184,48 @@ def test_only_the_store_host_polls_the_done_count_the_others_end_on_counting_don
     done_by = [e[0] for e in log if e[2] == "harness/done-count/4"]
     assert done_by.count(0) >= 2  # the host counts itself done, then polls the count
     assert done_by.count(2) == 1  # rank 0 on node 2 counts itself done and asks no more
+
+
+def test_the_store_host_waits_for_both_nodes_given_one_rank() -> None:
+    # F25 on torch-static: nodes 1 and 3 are both rank 1 and rank 3 is missing. Four nodes
+    # count themselves in and done; the host ending once three were done (the world size
+    # less the missing rank) cut the fourth's last request off ("Failed to recv").
+    log: list[tuple[int, str, str]] = []
+    store = LoggingStore(30, 0, log)
+    rank_of = {0: 0, 1: 1, 2: 2, 3: 1}
+    host_polled = threading.Event()  # the host read a done count of three
+    results: dict[int, bool] = {}
+
+    class HostView(LoggingStore):
+        def add(self, key: Any, amount: int) -> int:
+            value = super().add(key, amount)
+            if str(key) == "harness/done-count/4" and amount == 0 and value >= 3:
+                host_polled.set()
+            return value
+
+    class LateView(LoggingStore):
+        def add(self, key: Any, amount: int) -> int:
+            if str(key) == "harness/done-count/4":  # done last: once the host saw the
+                host_polled.wait(30)  # three others done (or ended)
+            return super().add(key, amount)
+
+    def view(node: int) -> LoggingStore:
+        made = store.on(node)
+        made.__class__ = HostView if node == 0 else LateView if node == 3 else LoggingStore
+        return made
+
+    def one(node: int) -> None:
+        try:
+            results[node] = prove_shared(view(node), rank_of[node], 4, node, Seen(), 5.0)
+        finally:
+            if node == 0:
+                host_polled.set()
+
+    threads = [threading.Thread(target=one, args=(node,)) for node in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {0: True, 1: True, 2: True, 3: True}
+    done = [entry[0] for entry in log if entry[2] == "harness/done-count/4"]
+    assert done.index(3) < len(done) - 1 and done[-1] == 0, done  # the host polled last
