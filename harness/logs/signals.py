@@ -242,6 +242,9 @@ class Reader:
             yield Observation(name, line, fields, node)
         if name == "server_listening":
             yield Observation("store_host", line, {"pid": None}, node)
+        timeout = fields.get("join_timeout") if name == "join_start" else None
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+            yield Observation("join_timeout", line, {"seconds": float(timeout)}, node)
         if name in JOB_STAGES:  # a job node's stages (the harness's node log)
             yield Observation("stage", line, {"stage": name, **fields}, node)
             if name == "restart":

@@ -88,9 +88,16 @@ class Node:
         """
         cfg = self.cfg
         started = self.clock()
-        deadline = started + cfg.join_timeout.total_seconds()
+        seconds = cfg.join_timeout.total_seconds()
+        deadline = started + seconds
         round_index = self.next_round
-        self.event("join_start", round_index, 0.0, world_size=cfg.world_size)
+        self.event(
+            "join_start",
+            round_index,
+            0.0,
+            world_size=cfg.world_size,
+            join_timeout=seconds,
+        )
         self.next_round += 1
         self._joined_last_round = False
         self._serve_until = None

@@ -103,3 +103,25 @@ def test_a_c10d_log_without_join_timeout_assumes_c10ds_600_s_not_torchruns_timeo
     assert any("600 s" in a and "join_timeout" in a for a in said), said
     static, _ = scenario(("static-node0.log", text.replace(": c10d", ": static")))
     assert c10d["timeouts"]["join"] * 1.5 == static["timeouts"]["join"]  # 600 : 900, scaled
+
+
+def test_rdzvs_join_start_states_the_join_timeout_a_member_deadline_message_does_not() -> None:
+    # The hosting node names the missing ranks when another rank's deadline passes; that
+    # message does not name the join timeout (it is that rank's), so the reader takes it from
+    # every node's join_start event. Without it, rdzv's default (600 s) is assumed.
+    failed = (
+        "[2026-01-01 00:00:02,400] rdzv.rendezvous: [WARNING] failed: rendezvous round 0 of "
+        "run 'r' at 127.0.0.1:5 timed out when the join deadline of rank 2 passed (after "
+        "2.4 s here): 2 of 3 nodes joined; missing ranks: 1.\n"
+    )
+    start = (
+        "[2026-01-01 00:00:00,000] rdzv.rendezvous: [INFO] join_start run_id='r' round=0 "
+        "rank={rank} endpoint='127.0.0.1:5' elapsed=0.0 world_size=3 join_timeout=2.4\n"
+    )
+    logs = [(f"node-{r}.log", start.format(rank=r) + failed) for r in (0, 2)]
+    data, conversion = scenario(*logs)
+    assert data["timeouts"]["join"] == 2.4
+    assert not [a for a in conversion.facts.assumptions if "timeout" in a]
+    bare = [(name, text.replace(" join_timeout=2.4", "")) for name, text in logs]
+    data, conversion = scenario(*bare)
+    assert any("no line states a timeout" in a for a in conversion.facts.assumptions)

@@ -1,8 +1,9 @@
 """Property: for a drawn scenario, running it, reading its nodes' logs back with
 ``from-log`` and running what comes out gives every node the same outcome class and names
 the same missing ranks. Each example is two real runs, so few are drawn, and only
-scenarios with a fault (a fault-free run proves little about reading a failure back): three
-by default, twenty under ``long``, and four in the netns world with one of the kernel's
+scenarios with a fault (a fault-free run proves little about reading a failure back), none
+that ends near the join timeout (whose outcome the machine's load decides): three by default,
+twenty under ``long``, and four in the netns world with one of the kernel's
 faults under ``netns`` (the logs say the nodes ran in namespaces, so the replay is the netns
 world's too)."""
 
@@ -40,8 +41,43 @@ KERNEL = frozenset({"drop", "reject", "partition", "loss", "bandwidth"})
 STEADY = frozenset({"absent", "late_start", "toxic", "link_down", "store_op"})
 
 
+#: A fault that ends, or a delay that adds up, within this share of the join timeout either
+#: side of it decides the round by how loaded the machine is (healed at 1.7 s of a 2.4 s
+#: join: the nodes made it with 0.3 s to spare on a quiet machine and timed out under CI's
+#: load; latency 3.2 s per request against a 3.2 s join): such a run and its replay may
+#: differ for no fault of the log's reading, so they are not drawn.
+EDGE = 0.5
+#: Requests of a join a latency toxic delays, each by its latency (connect, handshake,
+#: claims, count: about four; up to six with retries).
+_TRIPS = 6
+
+
+def _moments(fault: dict[str, Any]) -> list[float]:
+    """The seconds after the start at which ``fault`` stops (or its delays add up to)."""
+    start = float(fault.get("at") or 0.0) + float(fault.get("after") or 0.0)
+    moments = []
+    if fault.get("duration"):
+        moments.append(start + float(fault["duration"]))
+    if fault.get("delay"):
+        moments.append(start + float(fault["delay"]))
+    attributes = fault.get("attributes") or {}
+    per_trip = (attributes.get("latency", 0) + attributes.get("jitter", 0)) / 1000
+    moments += [start + n * per_trip for n in range(1, _TRIPS + 1) if per_trip]
+    return moments
+
+
+def clear_of_the_deadline(data: dict[str, Any]) -> bool:
+    """Whether no fault of ``data`` ends near its join timeout (:data:`EDGE`)."""
+    join = float(data.get("timeouts", {}).get("join", 0.0))
+    near = (join * (1 - EDGE), join * (1 + EDGE))
+    return not any(
+        near[0] <= moment <= near[1] for f in data.get("fault", []) for moment in _moments(f)
+    )
+
+
 def _with_faults(world: str = "local") -> st.SearchStrategy[dict[str, Any]]:
-    """Drawn scenarios with a fault; in the netns world, with one of the kernel's."""
+    """Drawn scenarios with a fault, none ending near the join timeout (:data:`EDGE`); in
+    the netns world, with one of the kernel's."""
     wanted = KERNEL if world == "netns" else None
 
     def has_fault(data: dict[str, Any]) -> bool:
@@ -49,7 +85,8 @@ def _with_faults(world: str = "local") -> st.SearchStrategy[dict[str, Any]]:
         return bool(kinds & wanted) if wanted else bool(kinds)
 
     kinds = STEADY | KERNEL if world == "netns" else STEADY
-    return scenarios(max_nodes=4, max_faults=2, world=world, kinds=kinds).filter(has_fault)
+    drawn = scenarios(max_nodes=4, max_faults=2, world=world, kinds=kinds)
+    return drawn.filter(has_fault).filter(clear_of_the_deadline)
 
 
 def replays_the_same(data: dict[str, Any]) -> None:
@@ -113,3 +150,23 @@ def test_a_heal_read_from_the_logs_is_replayed_no_later_than_it_happened() -> No
     (fault,) = written["fault"]
     assert (fault["kind"], fault["nodes"]) == ("link_down", [1])
     assert 0.5 <= fault["duration"] <= 1.7, fault  # the last refusal came before the heal
+
+
+def test_faults_that_end_near_the_join_timeout_are_not_drawn() -> None:
+    """The two examples that failed in CI (their outcome hinged on load) are excluded; a
+    fault well before or well past the deadline is kept."""
+    healed_late = {
+        "timeouts": {"join": 2.4},
+        "fault": [{"kind": "link_down", "nodes": "others", "at": 0.0, "duration": 1.7}],
+    }
+    slow_as_the_deadline = {
+        "timeouts": {"join": 3.2},
+        "fault": [{"kind": "toxic", "type": "latency", "attributes": {"latency": 3200}}],
+    }
+    assert not clear_of_the_deadline(healed_late)
+    assert not clear_of_the_deadline(slow_as_the_deadline)
+    healed_early = {"timeouts": {"join": 6.0}, "fault": [{"kind": "link_down", "duration": 1.7}]}
+    never_in_time = {"timeouts": {"join": 2.0}, "fault": [{"kind": "late_start", "delay": 9.0}]}
+    absent = {"timeouts": {"join": 2.0}, "fault": [{"kind": "absent", "nodes": [1]}]}
+    for data in (healed_early, never_in_time, absent):
+        assert clear_of_the_deadline(data), data

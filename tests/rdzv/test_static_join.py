@@ -71,6 +71,9 @@ def test_every_node_returns_its_own_rank_and_the_world_size_only_after_all_joine
         assert rdzv["t"] >= last_arrival  # nobody returned before the last node arrived
         assert node.step("share")["seen"] == [f"n{r}" for r in range(world)]
         assert {"join_start", "connected", "joined", "complete"} <= set(node.event_names())
+        (start,) = [e for e in node.events if e["event"] == "join_start"]
+        # the round's join timeout, said at its start (a log reader takes it from there)
+        assert (start["world_size"], start["join_timeout"]) == (world, 90)
 
 
 def test_missing_node_fails_every_present_node_at_the_deadline_naming_the_missing_rank(
