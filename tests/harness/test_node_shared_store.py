@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from harness.world.process.shared_store import QUIET_SECONDS, Seen, prove_shared, quiet_for
@@ -41,6 +42,15 @@ def found(seen: Seen, world_size: int) -> list[int] | None:
     return seen.ranks
 
 
+def in_threads(one: Callable[[int], None], each: Iterable[int]) -> None:
+    """``one(i)`` for each ``i`` of ``each``, all in threads at once; returns once all ended."""
+    threads = [threading.Thread(target=one, args=(i,)) for i in each]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def run_ranks(
     store_of: Any, world_size: int, absent: set[int] = frozenset(), quiet: float = 0.2
 ) -> dict[int, Any]:
@@ -57,12 +67,7 @@ def run_ranks(
         result["seen"] = seen
         results[rank] = result
 
-    ranks = [r for r in range(world_size) if r not in absent]
-    threads = [threading.Thread(target=one, args=(r,)) for r in ranks]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(one, [r for r in range(world_size) if r not in absent])
     return results
 
 
@@ -172,11 +177,7 @@ def test_only_the_store_host_polls_the_done_count_the_others_end_on_counting_don
         node = node_of[rank]
         results[node] = prove_shared(store.on(node), rank, 4, node, Seen(), 0.5)
 
-    threads = [threading.Thread(target=one, args=(rank,)) for rank in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(one, range(4))
     assert results == {0: True, 1: True, 2: True, 3: True}
     for node in (1, 2, 3):
         last = [entry for entry in log if entry[0] == node][-1]
@@ -221,11 +222,7 @@ def test_the_store_host_waits_for_both_nodes_given_one_rank() -> None:
             if node == 0:
                 host_polled.set()
 
-    threads = [threading.Thread(target=one, args=(node,)) for node in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    in_threads(one, range(4))
     assert results == {0: True, 1: True, 2: True, 3: True}
     done = [entry[0] for entry in log if entry[2] == "harness/done-count/4"]
     assert done.index(3) < len(done) - 1 and done[-1] == 0, done  # the host polled last
