@@ -78,13 +78,13 @@ TORCH_SERVER = (
 #: parsing and table work. Both rely on what the aggregate clients do (one VALIDATE first,
 #: then a pair in one write and the next only after the reply): floors, not servers.
 _FLOOR = """
-import select, socket, sys
+import select, socket, sys, time
 sys.path.insert(0, 'bench')
 from _store_load import _HELLO, _REPLY
 from rdzv.store.state._fast import fast_path
 from rdzv.store.wire._wire import Limits
 from rdzv.store.state._writers import WatchingKV
-serve = fast_path(WatchingKV(), Limits())
+serve = fast_path(WatchingKV(), Limits(), time.monotonic)
 srv = socket.create_server(('127.0.0.1', 0), backlog=4096)
 srv.setblocking(False)
 ep = select.epoll()
@@ -124,7 +124,7 @@ while True:
 """
 FLOOR_SERVERS = {
     "floor": _FLOOR.replace("SERVE_ONE_READ", "c.send(_REPLY)"),
-    "floor+fast": _FLOOR.replace("SERVE_ONE_READ", "c.send(serve(fd, data, 0.0)[1])"),
+    "floor+fast": _FLOOR.replace("SERVE_ONE_READ", "c.send(serve(fd, data)[1])"),
 }
 
 

@@ -161,7 +161,7 @@ class Connection:
             and not self.partial  # nothing buffered in the decoder
             and not (self.pending or self.out or self.decoder.error)
         ):
-            used, replies = self.serve_fast(self, data, monotonic())
+            used, replies = self.serve_fast(self, data)
             if used:
                 self.decoded_any = True
                 self.held_bytes = 0

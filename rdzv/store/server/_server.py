@@ -144,7 +144,8 @@ class StoreServer:
         self._closed = threading.Event()
         self._accept_warned = False
         self.kv = WatchingKV()
-        self.serve_fast = fast_path(self.kv, self.limits)  # the frequent requests, in place
+        # the frequent requests, in place (a wait registered there starts on the loop's clock)
+        self.serve_fast = fast_path(self.kv, self.limits, EventLoop.time)
         self.port = port
 
     # --- lifecycle ------------------------------------------------------------------

@@ -52,9 +52,8 @@ if TYPE_CHECKING:
     from rdzv.store.state._kv import ConnId
     from rdzv.store.state._writers import WatchingKV
 
-Serve: TypeAlias = Callable[["ConnId", bytes, float], tuple[int, bytes]]
-"""``serve(conn, src, now)``: how many leading bytes of ``src`` were served, and their
-replies (``now``: the server's clock, for a wait it registers)."""
+Serve: TypeAlias = Callable[["ConnId", bytes], tuple[int, bytes]]
+"""``serve(conn, src)``: how many leading bytes of ``src`` were served, and their replies."""
 
 __all__ = ["MAX_REPLY", "Serve", "fast_path"]
 
@@ -71,8 +70,11 @@ _READY: Final = bytes([READY])
 _NOT_READY: Final = bytes([1 - READY])
 
 
-def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Serve:
-    """The fast path over ``kv`` (module doc): a function of the connection and one read.
+def fast_path(
+    kv: WatchingKV, limits: Limits, clock: Callable[[], float], max_reply: int = MAX_REPLY
+) -> Serve:
+    """The fast path over ``kv`` (module doc): a function of the connection and one read;
+    ``clock`` is the server's, read only when the path registers a wait (its start).
 
     The connection's session must be validated and not waiting, and nothing of it may be
     buffered or queued: the caller checks. ``kv``'s tables are bound once (they are never
@@ -93,7 +95,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
     max_value = limits.max_value
     max_keys = limits.max_keys
 
-    def serve(conn: ConnId, src: bytes, now: float) -> tuple[int, bytes]:
+    def serve(conn: ConnId, src: bytes) -> tuple[int, bytes]:
         parts: list[bytes] = []
         size = 0  # of the replies that may be large (GET, MULTI_GET)
         end = len(src)
@@ -172,7 +174,7 @@ def fast_path(kv: WatchingKV, limits: Limits, max_reply: int = MAX_REPLY) -> Ser
                             and src.startswith(src[start:stop], stop + 1)
                             and not (queues and queues.get(keys[0]))
                         ):
-                            kv.wait_then(conn, keys[0], Get(keys[0]), now)
+                            kv.wait_then(conn, keys[0], Get(keys[0]), clock())
                             pos = end
                         return pos, b"".join(parts)
                     parts.append(_STOP)

@@ -157,9 +157,8 @@ class KV(Table):
         with ``then`` pipelined behind it: as :meth:`feed` of the two applies them (the
         server's fast path, which checked that the wait blocks, serves it this way)."""
         session = self._sessions[conn]
-        session.waiting = _Wait(1, [key], now)
+        self._block(conn, session, [key], now)
         session.held.append(then)
-        self._waiters.setdefault(key, []).append(conn)
 
     def close(self, conn: ConnId) -> None:
         """Forget a connection and every wait it had pending."""
@@ -372,6 +371,10 @@ class KV(Table):
         if not missing:
             out.add(conn, _STOP)
             return
+        self._block(conn, session, missing, now)
+
+    def _block(self, conn: ConnId, session: _Session, missing: list[bytes], now: float) -> None:
+        """``conn`` waits from ``now`` until every key of ``missing`` exists."""
         session.waiting = _Wait(len(missing), missing, now)
         for key in missing:
             self._waiters.setdefault(key, []).append(conn)
