@@ -101,7 +101,7 @@ def outcome_of(cls: str, message: str = "") -> str:
 
 def outcome_of_message(text: str) -> str:
     """The outcome class of an error message that names no class (rdzv's ``failed`` event)."""
-    if "timed out" in text:
+    if "timed out" in text or "did not answer in time" in text:
         return "timeout"
     if "duplicate rank" in text or "world size mismatch" in text:
         return "state_error"

@@ -73,7 +73,8 @@ class Conversion:
                 continue
             n = f.node(node)
             out.append(
-                f"node {node}: {outcome}" + (_cite([n.outcome_line]) if n.outcome_line else "")
+                f"node {node}: {outcome.replace('|', ' or ')}"
+                + (_cite([n.outcome_line]) if n.outcome_line else "")
             )
         out.extend(f"assumed: {a}" for a in f.assumptions + p.assumptions)
         out.extend(f"not reproduced: {n}" for n in p.not_reproduced)

@@ -4,6 +4,8 @@
   the log does not show), node 0 when nothing listened, nodes silent where every node logs,
   the nodes not in a log whose every node timed out joining and said nothing else;
 * :func:`held_keys`: a key waited for in vain -> the rank holding it back;
+* :func:`unanswered`: a node named missing that had connected, its last store request
+  unanswered until the round ended -> the store never answered that request;
 * :func:`stale_barrier`: a barrier over the world size -> a restart (stale keys);
 * :func:`restarted`: a node whose log starts again (a second ``started``, another pid)
   -> a restart after the last event of its first life.
@@ -14,12 +16,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.logs.facts import TRIGGERS, Facts
+from harness.logs.facts import TRIGGERS, Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.lines import Line
 from harness.logs.planned import Plan, PlannedFault
 
-__all__ = ["absent", "held_keys", "restarted", "stale_barrier"]
+__all__ = ["absent", "held_keys", "restarted", "stale_barrier", "unanswered"]
 
 
 def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
@@ -140,6 +142,43 @@ def held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
     plan.faults.append(PlannedFault(mapped.entry, mapped.why, [c.line for _, c in waits[:2]]))
     plan.expect[holder] = "timeout"
     plan.held = holder
+
+
+#: The store request a node's failure names: rdzv's "while calling compare_set", or its
+#: client's "(EOF) during COMPARE_SET".
+_PENDING = re.compile(r"while calling (?P<call>[a-z_]+)|during (?P<op>[A-Z][A-Z_]+)\b")
+
+
+def unanswered(plan: Plan, facts: Facts, absent: set[int]) -> set[int]:
+    """Nodes the log names missing although they connected to the store, whose failure names
+    the store request they were in (``while calling compare_set``, ``(EOF) during
+    COMPARE_SET``) and that no other fault explains: the store never answered that request
+    (their claim never landed), though the connection stayed up until the round ended and
+    the host closed it. Adds a ``store_op`` drop of that request; returns the nodes."""
+    covered = plan.faulted(besides="late_start")  # lateness explains no unanswered request
+    groups: dict[str, list[NodeFacts]] = {}
+    for node in facts.nodes[1:]:
+        if (
+            node.node in absent | covered
+            or node.node in plan.expect
+            or node.node not in facts.missing
+            or node.connected_at is None
+            or node.outcome not in ("timeout", "connection_error")
+        ):
+            continue
+        pending = _PENDING.search(node.message)
+        if pending is not None:
+            groups.setdefault(pending["call"] or pending["op"].lower(), []).append(node)
+    for call, nodes in groups.items():
+        mapped = fault_for(f"store_drop:{call}", [n.node for n in nodes], None)
+        if mapped.entry is None:
+            plan.assumptions.append(mapped.why)
+            continue
+        why = f"{mapped.why} (named missing, though connected to it until the round ended)"
+        plan.faults.append(
+            PlannedFault(mapped.entry, why, [n.outcome_line for n in nodes[:2] if n.outcome_line])
+        )
+    return {n.node for nodes in groups.values() for n in nodes}
 
 
 def stale_barrier(plan: Plan, facts: Facts) -> None:

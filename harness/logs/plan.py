@@ -17,7 +17,10 @@ The rules, in the order they are tried (torch-logs.md's error table):
    ``link_down`` (in the netns world ``reject`` with a reset); reset before connecting -> a
    ``reset_peer`` toxic; after connecting, a request that got no reply or a reset ->
    ``store_op`` (drop / fail) on that request; a key waited for in vain -> ``store_op``
-   dropping the holder's claim.
+   dropping the holder's claim; a node named missing though it connected, its failure
+   naming the request it was in -> ``store_op`` drop of that request (its claim never
+   landed). Such a node that began with the host ends either way in the replay (timeout or
+   connection error: its deadline races the host's), so it is expected to.
    A cause that ended (the node connected later) gives the fault that ``duration``.
 5. A node whose log starts again with another pid -> ``restart`` after its first life;
    a duplicate rank claim or a world size that differs from the rest -> an ``override``.
@@ -36,8 +39,8 @@ from typing import Any
 from harness.logs.facts import Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.missing import absent as absent_nodes
-from harness.logs.missing import held_keys, restarted, stale_barrier
-from harness.logs.planned import ANY, LATE, MAX_NODES, Plan, PlannedFault
+from harness.logs.missing import held_keys, restarted, stale_barrier, unanswered
+from harness.logs.planned import ANY, LATE, MAX_NODES, RACE, RACED, Plan, PlannedFault
 from harness.logs.signals import Observation
 
 __all__ = ["plan"]
@@ -231,6 +234,25 @@ def _peer_causes(
         plan.faults.append(PlannedFault(entry, why, lines))
 
 
+def _racing_the_host(plan: Plan, facts: Facts) -> set[int]:
+    """The nodes whose store request the replay drops and that began with the store host
+    (within :data:`LATE`: the replay starts them together): their join deadline is the
+    host's, so whether they time out waiting or the host gives up first and closes their
+    connection is a matter of milliseconds (the log shows one; a replay may show the
+    other)."""
+    host = _begin(facts.node(0))
+    if host is None:
+        return set()
+    dropped = plan.faulted("store_op", "drop")
+    return {
+        n.node
+        for n in facts.nodes[1:]
+        if n.node in dropped
+        and (begin := _begin(n)) is not None
+        and abs(begin - host) * plan.scale < LATE
+    }
+
+
 def _overrides(plan: Plan, facts: Facts) -> None:
     sizes = Counter(n.world for n in facts.nodes if n.world is not None)
     common = sizes.most_common(1)[0][0] if sizes else None
@@ -308,6 +330,8 @@ def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
     _late(result, facts, absent | ({0} if squatted else set()))
     if not squatted:
         _peer_causes(result, facts, (begun, died), absent)
+    unanswered(result, facts, absent)
+    racing = _racing_the_host(result, facts)
     held_keys(result, facts, absent)
     stale_barrier(result, facts)
     restarted(result, facts)
@@ -322,6 +346,8 @@ def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
             result.expect[node.node] = "absent"
         elif node.node in result.expect:
             continue
+        elif node.node in racing and node.outcome in RACED:
+            result.expect[node.node] = RACE
         elif node.outcome is not None:
             result.expect[node.node] = node.outcome
         else:

@@ -8,12 +8,18 @@ from typing import Any
 
 from harness.logs.lines import Line
 
-__all__ = ["ANY", "LATE", "MAX_NODES", "Plan", "PlannedFault"]
+__all__ = ["ANY", "LATE", "MAX_NODES", "RACE", "RACED", "Plan", "PlannedFault"]
 
 #: The most nodes a scenario from a log gets (one machine holds 1024 node processes).
 MAX_NODES = 1024
 #: The expectation of a node the log does not show: any outcome but never started.
 ANY = "any"
+#: The expectation of a node whose store request went unanswered until the round's deadline,
+#: which it shares with the store host (they began together): it times out, or the host
+#: gives up first and closes its connection, a matter of milliseconds either way.
+RACE = "timeout|connection_error"
+#: The outcomes :data:`RACE` allows.
+RACED = ("timeout", "connection_error")
 LATE = 0.5  # seconds (scaled) after the first node that make a node late
 
 
@@ -53,3 +59,18 @@ class Plan:
     parts: list[dict[str, Any]] = field(default_factory=list)
     #: Why the ``[job]`` table holds what it does (an empty entry each, with its lines).
     job_why: list[PlannedFault] = field(default_factory=list)
+
+    def faulted(
+        self, kind: str | None = None, action: str | None = None, besides: str | None = None
+    ) -> set[int]:
+        """The nodes a planned fault names (of ``kind`` and ``action`` when given, of any kind
+        but ``besides``)."""
+        return {
+            node
+            for f in self.faults
+            if kind in (None, f.entry["kind"])
+            and action in (None, f.entry.get("action"))
+            and f.entry["kind"] != besides
+            for node in (f.entry.get("nodes") or [])
+            if isinstance(node, int)
+        }

@@ -16,7 +16,7 @@ import tomli_w
 
 from harness.errors import HarnessError
 from harness.logs.lines import Line
-from harness.logs.planned import ANY, Plan, PlannedFault
+from harness.logs.planned import ANY, RACE, RACED, Plan, PlannedFault
 from harness.scenario.load import parse
 
 __all__ = ["render"]
@@ -64,7 +64,7 @@ def _section(key: str, entries: Sequence[PlannedFault]) -> str:
 
 
 def _expect(plan: Plan) -> dict[str, Any]:
-    counts = Counter(v for v in plan.expect.values() if v != ANY)
+    counts = Counter(v for v in plan.expect.values() if v not in (ANY, RACE))
     common = counts.most_common(1)[0][0] if counts else "ok"
     entries: list[dict[str, Any]] = []
     groups: dict[tuple[str, bool], list[int]] = {}
@@ -72,7 +72,9 @@ def _expect(plan: Plan) -> dict[str, Any]:
         names = node in plan.name_missing and bool(plan.missing)
         groups.setdefault((outcome, names), []).append(node)
     for (outcome, names), nodes in groups.items():
-        shown: str | list[str] = list(OPEN) if outcome == ANY else outcome
+        shown: str | list[str] = (
+            list(OPEN) if outcome == ANY else list(RACED) if outcome == RACE else outcome
+        )
         entry: dict[str, Any] = {"nodes": nodes, "outcome": shown}
         if names:
             entry["message"] = f"missing ranks: {_ranges(plan.missing)}\\b"

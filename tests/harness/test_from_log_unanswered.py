@@ -1,0 +1,138 @@
+"""A member whose claim the store never answered: the host names it missing though it
+connected, and how it ends is a race of its deadline with the host's.
+
+The logs are rdzv's, as a drawn scenario (node 2 absent, node 1's first COMPARE_SET dropped,
+a 2.6 s join) printed them in three runs: node 1 timed out on its own deadline, or the host
+gave up a few milliseconds first and closed its connection, seen before or after node 1's
+own deadline."""
+
+from __future__ import annotations
+
+import pytest
+from test_from_log_errors import kinds, outcomes, scenario
+
+from harness.logs.causes import outcome_of_message
+
+_AT = "127.0.0.1:5"
+_WHERE = f"round 0 of run 'r' at {_AT}"
+_EOF = (
+    f"the store at {_AT} closed the connection (EOF) during COMPARE_SET: the store host shut "
+    "down or exited, gave up on this client, or rejected a request"
+)
+#: Node 1's failure in each of the three runs: (error class, message).
+ENDINGS = {
+    "its own deadline": (
+        "rdzv.errors.RendezvousTimeoutError",
+        (
+            f"the rendezvous store at {_AT} did not answer in time while calling compare_set in "
+            f"{_WHERE}, after 2.6 s: no reply to COMPARE_SET from the store at {_AT} within "
+            "2569ms; the connection was closed"
+        ),
+    ),
+    "the host's close first": (
+        "rdzv.errors.RendezvousConnectionError",
+        (
+            f"lost the rendezvous store at {_AT} (hosted by rank 0) while calling compare_set in "
+            f"{_WHERE}, after 2.6 s: {_EOF}"
+        ),
+    ),
+    "the host's close, seen late": (
+        "rdzv.errors.RendezvousTimeoutError",
+        (
+            f"rendezvous {_WHERE} timed out after 2.6 s: the store host closed the connection "
+            "after this node's join deadline had passed (it gave up on the round too), so which "
+            f"ranks are missing could not be determined ({_EOF}). Check the other nodes' logs, or "
+            "raise the join timeout (2.6 s)."
+        ),
+    ),
+}
+
+
+def _line(t: float, text: str, level: str = "INFO") -> str:
+    return f"[2026-01-01 00:00:{t:06.3f}] rdzv.rendezvous: [{level}] {text}\n".replace(".", ",", 1)
+
+
+def _start(t: float, rank: int) -> str:
+    return _line(t, f"started pid={100 + rank} placement='process'") + _line(
+        t,
+        f"join_start run_id='r' round=0 rank={rank} endpoint='{_AT}' elapsed=0.0 "
+        "world_size=3 join_timeout=2.6",
+    )
+
+
+def _ending(t: float, cls: str, message: str) -> str:
+    return (
+        _line(t, f"failed: {message}", "WARNING")
+        + "Traceback (most recent call last):\n"
+        + f"{cls}: {message}\n"
+    )
+
+
+def _host(missing: str) -> str:
+    failed = (
+        f"rendezvous {_WHERE} timed out when the join deadline of rank 0 passed (after 2.6 s "
+        f"here): 1 of 3 nodes joined; missing ranks: {missing}. Start the missing nodes, check "
+        "their logs, or raise the join timeout."
+    )
+    return (
+        _start(0.0, 0)
+        + _line(0.012, f"server_listening endpoint='{_AT}' addresses=['127.0.0.1']")
+        + _line(0.012, f"connected endpoint='{_AT}' attempts=1 elapsed=0.0002")
+        + _line(0.013, f"joined run_id='r' round=0 rank=0 endpoint='{_AT}' joined=1")
+        + _ending(2.600, "rdzv.errors.RendezvousTimeoutError", failed)
+    )
+
+
+def _member(begin: float, cls: str, message: str, joined: bool = False) -> str:
+    text = _start(begin, 1) + _line(
+        begin + 0.03, f"connected endpoint='{_AT}' attempts=1 elapsed=0.03"
+    )
+    if joined:
+        text += _line(begin + 0.031, f"joined run_id='r' round=0 rank=1 endpoint='{_AT}' joined=2")
+    return text + _ending(2.606, cls, message)
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_member_named_missing_though_connected_had_its_claim_dropped(ending: str) -> None:
+    data, conversion = scenario(
+        ("node-0.log", _host("1-2")),
+        ("node-1.log", _member(0.005, *ENDINGS[ending])),
+        ("node-2.log", ""),
+    )
+    assert kinds(data) == ["absent", "store_op"], conversion.text
+    assert data["fault"][0]["nodes"] == [2]
+    dropped = data["fault"][1]
+    assert (dropped["nodes"], dropped["op"], dropped["action"]) == ([1], "COMPARE_SET", "drop")
+    # node 1 began with the host: which of them gives up first is a matter of milliseconds
+    assert outcomes(data) == {0: "timeout", 1: ["timeout", "connection_error"], 2: "absent"}
+
+
+def test_a_member_that_began_late_ends_as_its_log_says() -> None:
+    # began 1 s after the host: the host's deadline passes first, every time
+    cls, message = ENDINGS["the host's close first"]
+    data, conversion = scenario(
+        ("node-0.log", _host("1-2")),
+        ("node-1.log", _member(1.0, cls, message)),
+        ("node-2.log", ""),
+    )
+    assert kinds(data) == ["absent", "late_start", "store_op"], conversion.text
+    assert outcomes(data)[1] == "connection_error"
+
+
+def test_a_member_that_joined_and_was_not_named_missing_is_given_no_store_fault() -> None:
+    # node 1's claim landed (the host names only rank 2): it waited for the verdict
+    message = (
+        f"rendezvous {_WHERE} timed out when the join deadline of rank 0 passed (after 2.6 s "
+        "here): 2 of 3 nodes joined; missing ranks: 2."
+    )
+    data, conversion = scenario(
+        ("node-0.log", _host("2")),
+        ("node-1.log", _member(0.005, "rdzv.errors.RendezvousTimeoutError", message, True)),
+        ("node-2.log", ""),
+    )
+    assert kinds(data) == ["absent"], conversion.text
+    assert outcomes(data) == {0: "timeout", 1: "timeout", 2: "absent"}
+
+
+def test_a_store_that_did_not_answer_in_time_is_a_timeout() -> None:
+    assert outcome_of_message(ENDINGS["its own deadline"][1]) == "timeout"
