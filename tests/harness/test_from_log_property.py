@@ -1,6 +1,7 @@
 """Property: for a drawn scenario, running it, reading its nodes' logs back with
-``from-log`` and running what comes out gives every node the same outcome class and names
-the same missing ranks. Each example is two real runs, so few are drawn, and only
+``from-log`` and running what comes out gives every node the same outcome class (or, where
+the written scenario expects one of several, an outcome it allows in both runs: a dropped
+request's deadline racing the host's) and names the same missing ranks. Each example is two real runs, so few are drawn, and only
 scenarios with a fault (a fault-free run proves little about reading a failure back), none
 that ends near the join timeout (whose outcome the machine's load decides): three by default,
 twenty under ``long``, and four in the netns world with one of the kernel's
