@@ -80,6 +80,20 @@ class NodeFacts:
     def seen(self) -> bool:
         return self.stream is not None and bool(self.stream.lines)
 
+    @property
+    def begin(self) -> float | None:
+        """When the node began its rendezvous: its first line past a bare ``started``."""
+        if self.stream is None:
+            return None
+        times = [
+            line.when
+            for line in self.stream.lines
+            if line.when is not None
+            and line.event != "started"
+            and not line.text.startswith("started")
+        ]
+        return min(times) if times else self.first
+
 
 @dataclass
 class Facts:

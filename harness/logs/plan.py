@@ -15,8 +15,9 @@ The rules, in the order they are tried (torch-logs.md's error table):
    ``toxic`` (timeout 0; in the netns world the kernel's ``drop``); no route -> a
    ``link_down`` (in the netns world ``reject`` answering host-unreachable); refused ->
    ``link_down`` (in the netns world ``reject`` with a reset); reset before connecting -> a
-   ``reset_peer`` toxic; after connecting, a request that got no reply or a reset ->
-   ``store_op`` (drop / fail) on that request; a key waited for in vain -> ``store_op``
+   ``reset_peer`` toxic; after connecting, attempts to dial again that failed -> the same
+   path faults from then (:mod:`~harness.logs.peers`); else a request that got no reply or
+   a reset -> ``store_op`` (drop / fail) on that request; a key waited for in vain -> ``store_op``
    dropping the holder's claim; a node named missing though it connected, its failure
    naming the request it was in -> ``store_op`` drop of that request (its claim never
    landed). Such a node that began with the host ends either way in the replay (timeout or
@@ -32,41 +33,16 @@ seconds when a stated timeout is over 60 s or the log spans minutes).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
 from harness.logs.facts import Facts, NodeFacts
-from harness.logs.faults_for import fault_for
 from harness.logs.missing import absent as absent_nodes
 from harness.logs.missing import held_keys, restarted, stale_barrier, unanswered
-from harness.logs.planned import ANY, LATE, MAX_NODES, RACE, RACED, Plan, PlannedFault
-from harness.logs.signals import Observation
+from harness.logs.peers import peer_causes, racing_the_host
+from harness.logs.planned import ANY, LATE, MAX_NODES, RACE, RACED, Plan, PlannedFault, plan_time
 
 __all__ = ["plan"]
-
-_CALLING = re.compile(r"while calling (?P<op>[a-z_]+)")
-#: Causes the store host's absence or lateness does not explain.
-_NOT_THE_STORES = ("dns", "no_route")
-
-
-def _t(plan: Plan, facts: Facts, when: float | None) -> float | None:
-    starts = [n.first for n in facts.nodes if n.first is not None]
-    if when is None or not starts:
-        return None
-    return round(max(0.0, (when - min(starts)) * plan.scale), 1)
-
-
-def _begin(node: NodeFacts) -> float | None:
-    """When the node began its rendezvous: its first line past a bare ``started``."""
-    if node.stream is None:
-        return None
-    times = [
-        line.when
-        for line in node.stream.lines
-        if line.when is not None and line.event != "started" and not line.text.startswith("started")
-    ]
-    return min(times) if times else node.first
 
 
 def _store_host(
@@ -103,7 +79,7 @@ def _store_host(
         if host.stream
         else []
     )
-    return (listening[0] if listening else _begin(host)), died_at, False
+    return (listening[0] if listening else host.begin), died_at, False
 
 
 def _peers_ended(facts: Facts) -> bool:
@@ -131,16 +107,16 @@ def _kill(plan: Plan, facts: Facts, node: NodeFacts, why: str) -> float | None:
             f" (+{after} s)" if after else ""
         )
     else:
-        at = _t(plan, facts, node.last_time)
+        at = plan_time(plan, facts, node.last_time)
         entry["at"] = at or 0.0
         reason = f"{why}: its log ends at {entry['at']} s"
     plan.faults.append(PlannedFault(entry, reason, lines))
     plan.expect[node.node] = "killed"
-    return _t(plan, facts, node.last_time)
+    return plan_time(plan, facts, node.last_time)
 
 
 def _late(plan: Plan, facts: Facts, absent: set[int]) -> None:
-    begins = {n.node: _t(plan, facts, _begin(n)) for n in facts.nodes if n.node not in absent}
+    begins = {n.node: plan_time(plan, facts, n.begin) for n in facts.nodes if n.node not in absent}
     known = [b for b in begins.values() if b is not None]
     if not known:
         return
@@ -156,101 +132,6 @@ def _late(plan: Plan, facts: Facts, absent: set[int]) -> None:
                     lines,
                 )
             )
-
-
-def _peer_causes(
-    plan: Plan, facts: Facts, window: tuple[float | None, float | None], absent: set[int]
-) -> None:
-    begun, died = window
-    groups: dict[tuple[str, bool, str], list[tuple[int, Observation, float | None]]] = {}
-    for node in facts.nodes[1:]:
-        if node.node in absent or node.node in plan.expect:
-            continue
-        connected = node.connected_at
-        relevant = []
-        for cause in node.causes:
-            t = cause.line.when if cause.line.when is not None else node.last_time
-            explained = (begun is not None and (t is None or t < begun)) or (
-                died is not None and t is not None and t > died
-            )
-            if explained and cause.data["cause"] not in _NOT_THE_STORES:
-                continue
-            relevant.append((t, cause))
-        if not relevant:
-            continue
-        when, last = relevant[-1]
-        after_connect = connected is not None and (when or 0) >= connected
-        settling = (
-            last.data["cause"] not in _NOT_THE_STORES
-            and begun is not None
-            and when is not None
-            and when - begun < LATE / plan.scale
-        )
-        if connected is not None and not after_connect and settling:
-            continue  # refused or reset while the store came up: the store's start explains it
-        kind = last.data["cause"]
-        if after_connect and kind != "dns":
-            op = _CALLING.search(last.line.text)
-            kind = (
-                "store_"
-                + (
-                    "drop"
-                    if kind in ("connect_timeout", "key_wait") or "did not answer" in last.line.text
-                    else "fail"
-                )
-                + ":"
-                + (op["op"] if op else "*")
-            )
-            recovered = None
-        elif connected is not None:
-            # Down at its last failed attempt, up when it connected: the fault ends at the
-            # earliest the log allows, so that a replay's own backoff (random, up to a second
-            # apart) finds the path open about when this node's did, not a pause later.
-            healed = when if when is not None and when < connected else connected
-            recovered = _t(plan, facts, healed)
-        else:
-            recovered = None
-        groups.setdefault((kind, recovered is not None, last.data.get("key", "")), []).append(
-            (node.node, last, recovered)
-        )
-    for (kind, _, _), members in groups.items():
-        ends = [r for _, _, r in members if r is not None]
-        recovered = max(ends) if ends else None
-        nodes = sorted(n for n, _, _ in members)
-        lines = [o.line for _, o, _ in members[:2]]
-        mapped = fault_for(kind, nodes, facts.endpoint_host, plan.world)
-        entry, why = mapped.entry, mapped.why
-        plan.assumptions.extend(a for a in mapped.assumptions if a not in plan.assumptions)
-        plan.endpoint_host = mapped.endpoint_host or plan.endpoint_host
-        if entry is None:
-            plan.assumptions.append(why)
-            continue
-        if recovered and entry["kind"] in ("dns", "toxic", "link_down", "reject", "drop"):
-            entry.setdefault("at", 0)
-            entry["duration"] = max(0.1, recovered)
-            why += (
-                f", until about {recovered} s (their last failed attempt; they connected after it)"
-            )
-        plan.faults.append(PlannedFault(entry, why, lines))
-
-
-def _racing_the_host(plan: Plan, facts: Facts) -> set[int]:
-    """The nodes whose store request the replay drops and that began with the store host
-    (within :data:`LATE`: the replay starts them together): their join deadline is the
-    host's, so whether they time out waiting or the host gives up first and closes their
-    connection is a matter of milliseconds (the log shows one; a replay may show the
-    other)."""
-    host = _begin(facts.node(0))
-    if host is None:
-        return set()
-    dropped = plan.faulted("store_op", "drop")
-    return {
-        n.node
-        for n in facts.nodes[1:]
-        if n.node in dropped
-        and (begin := _begin(n)) is not None
-        and abs(begin - host) * plan.scale < LATE
-    }
 
 
 def _overrides(plan: Plan, facts: Facts) -> None:
@@ -329,9 +210,9 @@ def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
     begun, died, squatted = _store_host(result, facts, absent)
     _late(result, facts, absent | ({0} if squatted else set()))
     if not squatted:
-        _peer_causes(result, facts, (begun, died), absent)
+        peer_causes(result, facts, (begun, died), absent)
     unanswered(result, facts, absent)
-    racing = _racing_the_host(result, facts)
+    racing = racing_the_host(result, facts)
     held_keys(result, facts, absent)
     stale_barrier(result, facts)
     restarted(result, facts)

@@ -8,7 +8,11 @@ from typing import Any
 
 from harness.logs.lines import Line
 
-__all__ = ["ANY", "LATE", "MAX_NODES", "RACE", "RACED", "Plan", "PlannedFault"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from harness.logs.facts import Facts
+
+__all__ = ["ANY", "LATE", "MAX_NODES", "RACE", "RACED", "Plan", "PlannedFault", "plan_time"]
 
 #: The most nodes a scenario from a log gets (one machine holds 1024 node processes).
 MAX_NODES = 1024
@@ -74,3 +78,12 @@ class Plan:
             for node in (f.entry.get("nodes") or [])
             if isinstance(node, int)
         }
+
+
+def plan_time(plan: Plan, facts: Facts, when: float | None) -> float | None:
+    """``when`` (the log's clock) as the scenario's seconds: from the first node's first
+    line, scaled, to 0.1 s."""
+    starts = [n.first for n in facts.nodes if n.first is not None]
+    if when is None or not starts:
+        return None
+    return round(max(0.0, (when - min(starts)) * plan.scale), 1)
