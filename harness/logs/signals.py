@@ -257,6 +257,8 @@ class Reader:
                 yield from self._causes(line, message, node)
             return
         error = fields.get("error") if isinstance(fields.get("error"), str) else None
+        if name in _AFTER_THE_VERDICT:
+            return  # its wait (for the acks, the departures) ended: no cause of the round's
         if name == "connect_attempt" and error:
             yield from self._causes(line, error, node)
         elif name == "failed" and error and not isinstance(fields.get("message"), str):
@@ -357,6 +359,11 @@ class Reader:
                 yield Observation("cause", line, data, node)
 
 
+#: rdzv's events of the waits after a round's verdict (the linger for the acks, the exit
+#: barrier's): an error they carry (``wait timeout after ...``) is that wait's, never a
+#: cause of how the round ended.
+_AFTER_THE_VERDICT = frozenset({"linger_ended", "read_wait_ended", "exit_wait", "exit_wait_ended"})
+
 #: A job node's stages (docs/jobs.md), as the harness's node log names them.
 JOB_STAGES = frozenset(
     {
@@ -369,22 +376,26 @@ JOB_STAGES = frozenset(
     }
 )
 
-_RDZV_NAMES = JOB_STAGES | frozenset(
-    {
-        "started",
-        "join_start",
-        "connect_attempt",
-        "connected",
-        "joined",
-        "complete",
-        "failed",
-        "diagnosing",
-        "server_listening",
-        "bind_fallback",
-        "member_lost",
-        "shutdown",
-        "exit_wait_ended",
-        "store_client_cut",
-        "store_connection_dropped",
-    }
+_RDZV_NAMES = (
+    JOB_STAGES
+    | _AFTER_THE_VERDICT
+    | frozenset(
+        {
+            "started",
+            "join_start",
+            "connect_attempt",
+            "connected",
+            "joined",
+            "complete",
+            "failed",
+            "diagnosing",
+            "server_listening",
+            "bind_fallback",
+            "member_lost",
+            "shutdown",
+            "exit_wait_ended",
+            "store_client_cut",
+            "store_connection_dropped",
+        }
+    )
 )

@@ -125,3 +125,27 @@ def test_rdzvs_join_start_states_the_join_timeout_a_member_deadline_message_does
     bare = [(name, text.replace(" join_timeout=2.4", "")) for name, text in logs]
     data, conversion = scenario(*bare)
     assert any("no line states a timeout" in a for a in conversion.facts.assumptions)
+
+
+def test_the_waits_after_a_verdict_are_no_cause_of_the_round() -> None:
+    # node 0's linger for the acks after a failed round timed out: a wait of its own, not a
+    # key the round waited for in vain (read as one, it planted a held claim on node 2)
+    start = (
+        "[2026-01-01 00:00:00,000] rdzv.rendezvous: [INFO] join_start run_id='r' round=0 "
+        "rank={rank} endpoint='127.0.0.1:5' elapsed=0.0 world_size=3 join_timeout=2.4\n"
+    )
+    failed = (
+        "[2026-01-01 00:00:02,400] rdzv.rendezvous: [WARNING] failed: rendezvous round 0 of "
+        "run 'r' at 127.0.0.1:5 timed out after 2.4 s: 2 of 3 nodes joined; missing ranks: 1.\n"
+    )
+    linger = (
+        "[2026-01-01 00:00:04,804] rdzv.rendezvous: [INFO] linger_ended run_id='r' round=0 "
+        "rank=0 endpoint='127.0.0.1:5' elapsed=4.8 error='StoreTimeoutError: wait timeout "
+        "after 2400ms, keys: /__rdzv__/r/round/0/ack/0, /__rdzv__/r/round/0/ack/2 (store at "
+        "127.0.0.1:5)'\n"
+    )
+    logs = [("node-0.log", start.format(rank=0) + failed + linger)]
+    logs += [("node-2.log", start.format(rank=2) + failed)]
+    data, conversion = scenario(*logs)
+    assert not [c for n in conversion.facts.nodes for c in n.causes], conversion.text
+    assert kinds(data) == ["absent"] and data["fault"][0]["nodes"] == [1]
