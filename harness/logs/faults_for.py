@@ -118,8 +118,10 @@ def fault_for(kind: str, nodes: list[int], named_host: str | None, world: str = 
     if kind.startswith("store_"):
         action, op = kind[len("store_") :].split(":")
         verb = "never answered" if action == "drop" else "reset"
+        entry = {"kind": "store_op", "nodes": nodes, "op": _OPS.get(op, "*"), "action": action}
+        # one request of each node (a rule's count is over all its nodes)
         return Mapped(
-            {"kind": "store_op", "nodes": nodes, "op": _OPS.get(op, "*"), "action": action},
+            entry | ({"count": len(nodes)} if len(nodes) > 1 else {}),
             f"the store {verb} {which} on {op}",
         )
     return Mapped(None, f"{which}: cause {kind!r} maps to no fault")

@@ -136,3 +136,19 @@ def test_a_member_that_joined_and_was_not_named_missing_is_given_no_store_fault(
 
 def test_a_store_that_did_not_answer_in_time_is_a_timeout() -> None:
     assert outcome_of_message(ENDINGS["its own deadline"][1]) == "timeout"
+
+
+def test_a_request_unanswered_on_several_nodes_is_dropped_once_for_each() -> None:
+    # a store_op rule's count is over all its nodes: one request each needs a count of two
+    # (with the default of one, only the first node to send it was held in the replay)
+    host = _host("1-2")
+    cls, message = ENDINGS["its own deadline"]
+    second = _member(0.004, cls, message).replace("rank=1", "rank=2").replace("=101", "=102")
+    data, conversion = scenario(
+        ("node-0.log", host), ("node-1.log", _member(0.005, cls, message)), ("node-2.log", second)
+    )
+    (dropped,) = [f for f in data["fault"] if f["kind"] == "store_op"]
+    assert (dropped["nodes"], dropped["count"]) == ([1, 2], 2), conversion.text
+    alone, _ = scenario(("node-0.log", host), ("node-1.log", _member(0.005, cls, message)))
+    (one,) = [f for f in alone["fault"] if f["kind"] == "store_op"]
+    assert one["nodes"] == [1] and "count" not in one  # one node: the default, one request
