@@ -6,6 +6,8 @@
 * :func:`held_keys`: a key waited for in vain -> the rank holding it back;
 * :func:`unanswered`: a node named missing that had connected, its last store request
   unanswered until the round ended -> the store never answered that request;
+* :func:`verdict_unanswered`: a node that joined a round the host completed and timed out
+  without reading the verdict -> the store never answered its wait for it;
 * :func:`stale_barrier`: a barrier over the world size -> a restart (stale keys);
 * :func:`restarted`: a node whose log starts again (a second ``started``, another pid)
   -> a restart after the last event of its first life.
@@ -20,8 +22,9 @@ from harness.logs.facts import TRIGGERS, Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.lines import Line
 from harness.logs.planned import Plan, PlannedFault
+from harness.logs.signals import Observation
 
-__all__ = ["absent", "held_keys", "restarted", "stale_barrier", "unanswered"]
+__all__ = ["absent", "held_keys", "restarted", "stale_barrier", "unanswered", "verdict_unanswered"]
 
 
 def absent(plan: Plan, facts: Facts, everyone_logs: bool) -> set[int]:
@@ -179,6 +182,47 @@ def unanswered(plan: Plan, facts: Facts, absent: set[int]) -> set[int]:
             PlannedFault(mapped.entry, why, [n.outcome_line for n in nodes[:2] if n.outcome_line])
         )
     return {n.node for nodes in groups.values() for n in nodes}
+
+
+def verdict_unanswered(plan: Plan, facts: Facts, absent: set[int]) -> None:
+    """Nodes that joined a round the store host completed before they ended, and timed out
+    without reading the verdict, no other fault on them: the store never answered their wait
+    for it (rdzv's verdict WAIT, the first a member sends), nor each late read their log
+    says found nothing (``verdict_read_late ... found=False``). Adds a ``store_op`` drop of
+    that many WAITs."""
+    host = facts.node(0)
+    completed = [o.line.when for o in _observed(host) if o.kind == "complete"]
+    if not completed or completed[0] is None:
+        return
+    covered = plan.faulted(besides="late_start")
+    nodes: list[NodeFacts] = []
+    waits = 0
+    for node in facts.nodes[1:]:
+        if (
+            node.node in absent | covered
+            or node.node in plan.expect
+            or not node.joined
+            or node.outcome != "timeout"
+            or any(o.kind == "complete" for o in _observed(node))  # it read the verdict
+            or (node.last_time is not None and node.last_time < completed[0])
+        ):
+            continue
+        nodes.append(node)
+        lines = node.stream.lines if node.stream else []
+        waits += 1 + sum("verdict_read_late" in x.text and "found=False" in x.text for x in lines)
+    if not nodes:
+        return
+    entry: dict[str, Any] = {"kind": "store_op", "nodes": [n.node for n in nodes], "op": "WAIT"}
+    entry |= {"action": "drop"} | ({"count": waits} if waits > 1 else {})
+    which = f"node(s) {entry['nodes']}"
+    why = f"the store never answered {which} waiting for the verdict of a round node 0 completed"
+    plan.faults.append(
+        PlannedFault(entry, why, [n.outcome_line for n in nodes[:2] if n.outcome_line])
+    )
+
+
+def _observed(node: NodeFacts) -> list[Observation]:
+    return node.stream.observations if node.stream else []
 
 
 def stale_barrier(plan: Plan, facts: Facts) -> None:

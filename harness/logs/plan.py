@@ -21,7 +21,9 @@ The rules, in the order they are tried (torch-logs.md's error table):
    dropping the holder's claim; a node named missing though it connected, its failure
    naming the request it was in -> ``store_op`` drop of that request (its claim never
    landed). Such a node that began with the host ends either way in the replay (timeout or
-   connection error: its deadline races the host's), so it is expected to.
+   connection error: its deadline races the host's), so it is expected to. A node that
+   joined a round the host completed and timed out without its verdict -> ``store_op``
+   drop of its verdict's WAIT.
    A cause that ended (the node connected later) gives the fault that ``duration``.
 5. A node whose log starts again with another pid -> ``restart`` after its first life;
    a duplicate rank claim or a world size that differs from the rest -> an ``override``.
@@ -38,7 +40,13 @@ from typing import Any
 
 from harness.logs.facts import Facts, NodeFacts
 from harness.logs.missing import absent as absent_nodes
-from harness.logs.missing import held_keys, restarted, stale_barrier, unanswered
+from harness.logs.missing import (
+    held_keys,
+    restarted,
+    stale_barrier,
+    unanswered,
+    verdict_unanswered,
+)
 from harness.logs.peers import peer_causes, racing_the_host
 from harness.logs.planned import ANY, LATE, MAX_NODES, RACE, RACED, Plan, PlannedFault, plan_time
 
@@ -213,6 +221,7 @@ def plan(facts: Facts, everyone_logs: bool, world: str = "local") -> Plan:
         peer_causes(result, facts, (begun, died), absent)
     unanswered(result, facts, absent)
     racing = racing_the_host(result, facts)
+    verdict_unanswered(result, facts, absent)  # no race: the round completed long before
     held_keys(result, facts, absent)
     stale_barrier(result, facts)
     restarted(result, facts)

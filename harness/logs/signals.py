@@ -359,9 +359,7 @@ class Reader:
                 yield Observation("cause", line, data, node)
 
 
-#: rdzv's events of the waits after a round's verdict (the linger for the acks, the exit
-#: barrier's): an error they carry (``wait timeout after ...``) is that wait's, never a
-#: cause of how the round ended.
+#: rdzv's waits after a verdict (acks, the exit barrier): their errors are no cause.
 _AFTER_THE_VERDICT = frozenset({"linger_ended", "read_wait_ended", "exit_wait", "exit_wait_ended"})
 
 #: A job node's stages (docs/jobs.md), as the harness's node log names them.

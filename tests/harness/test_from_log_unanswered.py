@@ -152,3 +152,47 @@ def test_a_request_unanswered_on_several_nodes_is_dropped_once_for_each() -> Non
     alone, _ = scenario(("node-0.log", host), ("node-1.log", _member(0.005, cls, message)))
     (one,) = [f for f in alone["fault"] if f["kind"] == "store_op"]
     assert one["nodes"] == [1] and "count" not in one  # one node: the default, one request
+
+
+def _completed_host() -> str:
+    return (
+        _start(0.0, 0)
+        + _line(0.003, f"server_listening endpoint='{_AT}' addresses=['127.0.0.1']")
+        + _line(0.004, f"joined run_id='r' round=0 rank=0 endpoint='{_AT}' joined=1")
+        + _line(0.005, f"complete run_id='r' round=0 rank=0 endpoint='{_AT}' world_size=3")
+        + _line(0.005, "returned rank=0")
+        + _line(3.172, f"shutdown run_id='r' round=1 rank=0 endpoint='{_AT}' others=2")
+    )
+
+
+def _verdict_never_came(late_reads: int) -> str:
+    text = (
+        _start(0.003, 1)
+        + _line(0.004, f"connected endpoint='{_AT}' attempts=1 elapsed=0.001")
+        + _line(0.005, f"joined run_id='r' round=0 rank=1 endpoint='{_AT}' joined=2")
+    )
+    for _ in range(late_reads):
+        text += _line(
+            3.173,
+            f"verdict_read_late run_id='r' round=0 rank=1 endpoint='{_AT}' past_deadline=0.4 "
+            f"fresh=True found=False error='StoreClosedError: the store at {_AT} closed the "
+            "connection (EOF) during GET'",
+        )
+    message = (
+        f"rendezvous {_WHERE} timed out after 2.5 s: which ranks are missing could not be "
+        "determined (the store could not be asked)."
+    )
+    return text + _ending(3.173, "rdzv.errors.RendezvousTimeoutError", message)
+
+
+def test_a_member_that_never_read_the_verdict_of_a_completed_round_had_its_wait_dropped() -> None:
+    for late_reads, count in ((0, None), (1, 2)):
+        data, conversion = scenario(
+            ("node-0.log", _completed_host()),
+            ("node-1.log", _verdict_never_came(late_reads)),
+            ("node-2.log", _completed_host().replace("rank=0", "rank=2").replace("=100", "=102")),
+        )
+        (dropped,) = [f for f in data["fault"] if f["kind"] == "store_op"]
+        assert (dropped["nodes"], dropped["op"], dropped["action"]) == ([1], "WAIT", "drop")
+        assert dropped.get("count") == count, conversion.text  # and each late read's
+        assert outcomes(data) == {0: "ok", 1: "timeout", 2: "ok"}
