@@ -39,11 +39,12 @@ def peer_causes(
 ) -> None:
     """Rule 4 (see the module doc); ``window``: when the store host listened and ended."""
     begun, died = window
+    gave_up = _gave_up(facts.node(0))
     groups: dict[tuple[str, bool, str, float | None], list[_Member]] = {}
     for node in facts.nodes[1:]:
         if node.node in absent or node.node in plan.expect:
             continue
-        planned = _node_cause(plan, facts, node, begun, died)
+        planned = _node_cause(plan, facts, node, (begun, died, gave_up))
         if planned is None:
             continue
         kind, last, at, recovered = planned
@@ -53,16 +54,38 @@ def peer_causes(
         _add(plan, facts, kind, at, members)
 
 
+def _gave_up(host: NodeFacts) -> float | None:
+    """When the store host's round failed (its first error's time), if it did: a connection
+    it closed or reset from then on is its giving up, whether its store lingered (for the
+    acks) or not, and its own lines say when it stopped the store."""
+    if host.outcome in (None, "ok", "killed", "absent") or host.stream is None:
+        return None
+    failed = [o.line.when for o in host.stream.observations if o.kind == "error"]
+    return min((t for t in failed if t is not None), default=None)
+
+
 def _node_cause(
-    plan: Plan, facts: Facts, node: NodeFacts, begun: float | None, died: float | None
+    plan: Plan,
+    facts: Facts,
+    node: NodeFacts,
+    host: tuple[float | None, float | None, float | None],
 ) -> tuple[str, Observation, float | None, float | None] | None:
-    """The node's cause to reproduce: (kind, its last observation, began, recovered)."""
+    """The node's cause to reproduce: (kind, its last observation, began, recovered);
+    ``host``: when the store host listened, ended and gave up on the round."""
+    begun, died, gave_up = host
     connected = node.connected_at
     relevant: list[tuple[float | None, Observation]] = []
     for cause in node.causes:
         t = cause.line.when if cause.line.when is not None else node.last_time
-        explained = (begun is not None and (t is None or t < begun)) or (
-            died is not None and t is not None and t > died
+        explained = (
+            (begun is not None and (t is None or t < begun))
+            or (died is not None and t is not None and t > died)
+            or (
+                gave_up is not None
+                and t is not None
+                and t >= gave_up
+                and cause.data["cause"] == "reset"
+            )
         )
         if explained and cause.data["cause"] not in _NOT_THE_STORES:
             continue

@@ -92,10 +92,18 @@ def _member(begin: float, cls: str, message: str, joined: bool = False) -> str:
     return text + _ending(2.606, cls, message)
 
 
+@pytest.mark.parametrize("stopped", [None, 2.610])
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
-def test_a_member_named_missing_though_connected_had_its_claim_dropped(ending: str) -> None:
+def test_a_member_named_missing_though_connected_had_its_claim_dropped(
+    ending: str, stopped: float | None
+) -> None:
+    # ``stopped``: the host's log goes on past node 1's end (its store stopped at 2.61 s,
+    # after its linger): the EOF node 1 met at 2.606 s is still the host's giving up
+    host = _host("1-2")
+    if stopped is not None:
+        host += _line(stopped, f"shutdown run_id='r' round=1 rank=0 endpoint='{_AT}' others=2")
     data, conversion = scenario(
-        ("node-0.log", _host("1-2")),
+        ("node-0.log", host),
         ("node-1.log", _member(0.005, *ENDINGS[ending])),
         ("node-2.log", ""),
     )
