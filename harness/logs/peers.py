@@ -55,10 +55,11 @@ def peer_causes(
 
 
 def _gave_up(host: NodeFacts) -> float | None:
-    """When the store host's round failed (its first error's time), if it did: a connection
-    it closed or reset from then on is its giving up, whether its store lingered (for the
-    acks) or not, and its own lines say when it stopped the store."""
-    if host.outcome in (None, "ok", "killed", "absent") or host.stream is None:
+    """When the store host's round timed out (its first error's time), if it did: a
+    connection it closed or reset from then on is its giving up, whether its store lingered
+    (for the acks) or not, and its own lines say when it stopped the store. (Not a round
+    that failed on a member's published loss: that member's own reset came first.)"""
+    if host.outcome != "timeout" or host.stream is None:
         return None
     failed = [o.line.when for o in host.stream.observations if o.kind == "error"]
     return min((t for t in failed if t is not None), default=None)

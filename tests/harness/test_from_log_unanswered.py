@@ -204,3 +204,31 @@ def test_a_member_that_never_read_the_verdict_of_a_completed_round_had_its_wait_
         assert (dropped["nodes"], dropped["op"], dropped["action"]) == ([1], "WAIT", "drop")
         assert dropped.get("count") == count, conversion.text  # and each late read's
         assert outcomes(data) == {0: "ok", 1: "timeout", 2: "ok"}
+
+
+def test_a_reset_the_host_failed_on_is_still_the_members_own() -> None:
+    # node 1's ADD was reset; it published its loss and the host failed on it, 1 ms before
+    # node 1's own line: the host did not give up on its own, the reset is node 1's fault
+    reset = f"connection reset by peer at {_AT} during ADD"
+    host = _start(0.0, 0) + _line(
+        0.012, f"server_listening endpoint='{_AT}' addresses=['127.0.0.1']"
+    )
+    host += _ending(
+        0.020,
+        "rdzv.errors.RendezvousConnectionError",
+        f"rendezvous {_WHERE} failed: rank 1 (vm pid 101) lost its connection to the "
+        f"rendezvous store while calling add: {reset}",
+    )
+    host += _line(0.030, f"shutdown run_id='r' round=1 rank=0 endpoint='{_AT}' others=1")
+    member = _start(0.001, 1) + _line(0.005, f"connected endpoint='{_AT}' attempts=1")
+    member += _ending(
+        0.021,
+        "rdzv.errors.RendezvousConnectionError",
+        f"lost the rendezvous store at {_AT} (hosted by rank 0) while calling add in {_WHERE}, "
+        f"after 0.0 s: {reset}",
+    )
+    data, conversion = scenario(("node-0.log", host), ("node-1.log", member))
+    (failed,) = [f for f in data["fault"] if f["kind"] == "store_op"]
+    assert (failed["nodes"], failed["op"], failed["action"]) == ([1], "ADD", "fail"), (
+        conversion.text
+    )
