@@ -81,6 +81,11 @@ class NodeFacts:
         return self.stream is not None and bool(self.stream.lines)
 
     @property
+    def observations(self) -> list[Observation]:
+        """What the node's lines said (none when it is not in the log)."""
+        return self.stream.observations if self.stream is not None else []
+
+    @property
     def begin(self) -> float | None:
         """When the node began its rendezvous: its first line past a bare ``started``."""
         if self.stream is None:

@@ -22,7 +22,6 @@ from harness.logs.facts import TRIGGERS, Facts, NodeFacts
 from harness.logs.faults_for import fault_for
 from harness.logs.lines import Line
 from harness.logs.planned import Plan, PlannedFault
-from harness.logs.signals import Observation
 
 __all__ = ["absent", "held_keys", "restarted", "stale_barrier", "unanswered", "verdict_unanswered"]
 
@@ -152,19 +151,16 @@ def held_keys(plan: Plan, facts: Facts, absent: set[int]) -> None:
 _PENDING = re.compile(r"while calling (?P<call>[a-z_]+)|during (?P<op>[A-Z][A-Z_]+)\b")
 
 
-def unanswered(plan: Plan, facts: Facts, absent: set[int]) -> set[int]:
+def unanswered(plan: Plan, facts: Facts, absent: set[int]) -> None:
     """Nodes the log names missing although they connected to the store, whose failure names
     the store request they were in (``while calling compare_set``, ``(EOF) during
     COMPARE_SET``) and that no other fault explains: the store never answered that request
     (their claim never landed), though the connection stayed up until the round ended and
-    the host closed it. Adds a ``store_op`` drop of that request; returns the nodes."""
-    covered = plan.faulted(besides="late_start")  # lateness explains no unanswered request
+    the host closed it. Adds a ``store_op`` drop of that request."""
     groups: dict[str, list[NodeFacts]] = {}
-    for node in facts.nodes[1:]:
+    for node in _unexplained(plan, facts, absent):
         if (
-            node.node in absent | covered
-            or node.node in plan.expect
-            or node.node not in facts.missing
+            node.node not in facts.missing
             or node.connected_at is None
             or node.outcome not in ("timeout", "connection_error")
         ):
@@ -173,15 +169,8 @@ def unanswered(plan: Plan, facts: Facts, absent: set[int]) -> set[int]:
         if pending is not None:
             groups.setdefault(pending["call"] or pending["op"].lower(), []).append(node)
     for call, nodes in groups.items():
-        mapped = fault_for(f"store_drop:{call}", [n.node for n in nodes], None)
-        if mapped.entry is None:
-            plan.assumptions.append(mapped.why)
-            continue
-        why = f"{mapped.why} (named missing, though connected to it until the round ended)"
-        plan.faults.append(
-            PlannedFault(mapped.entry, why, [n.outcome_line for n in nodes[:2] if n.outcome_line])
-        )
-    return {n.node for nodes in groups.values() for n in nodes}
+        why = "(named missing, though connected to it until the round ended)"
+        _drop(plan, call, nodes, why)
 
 
 def verdict_unanswered(plan: Plan, facts: Facts, absent: set[int]) -> None:
@@ -190,39 +179,43 @@ def verdict_unanswered(plan: Plan, facts: Facts, absent: set[int]) -> None:
     for it (rdzv's verdict WAIT, the first a member sends), nor each late read their log
     says found nothing (``verdict_read_late ... found=False``). Adds a ``store_op`` drop of
     that many WAITs."""
-    host = facts.node(0)
-    completed = [o.line.when for o in _observed(host) if o.kind == "complete"]
+    completed = [o.line.when for o in facts.node(0).observations if o.kind == "complete"]
     if not completed or completed[0] is None:
         return
-    covered = plan.faulted(besides="late_start")
-    nodes: list[NodeFacts] = []
-    waits = 0
-    for node in facts.nodes[1:]:
-        if (
-            node.node in absent | covered
-            or node.node in plan.expect
-            or not node.joined
-            or node.outcome != "timeout"
-            or any(o.kind == "complete" for o in _observed(node))  # it read the verdict
-            or (node.last_time is not None and node.last_time < completed[0])
-        ):
-            continue
-        nodes.append(node)
-        lines = node.stream.lines if node.stream else []
-        waits += 1 + sum("verdict_read_late" in x.text and "found=False" in x.text for x in lines)
-    if not nodes:
-        return
-    entry: dict[str, Any] = {"kind": "store_op", "nodes": [n.node for n in nodes], "op": "WAIT"}
-    entry |= {"action": "drop"} | ({"count": waits} if waits > 1 else {})
-    which = f"node(s) {entry['nodes']}"
-    why = f"the store never answered {which} waiting for the verdict of a round node 0 completed"
-    plan.faults.append(
-        PlannedFault(entry, why, [n.outcome_line for n in nodes[:2] if n.outcome_line])
+    nodes = [
+        node
+        for node in _unexplained(plan, facts, absent)
+        if node.joined
+        and node.outcome == "timeout"
+        and not any(o.kind == "complete" for o in node.observations)  # it read the verdict
+        and (node.last_time is None or node.last_time >= completed[0])
+    ]
+    late = sum(
+        "verdict_read_late" in x.text and "found=False" in x.text
+        for node in nodes
+        for x in (node.stream.lines if node.stream else [])
     )
+    if nodes:
+        why = "(the wait for the verdict of a round node 0 completed)"
+        _drop(plan, "wait", nodes, why, count=len(nodes) + late)
 
 
-def _observed(node: NodeFacts) -> list[Observation]:
-    return node.stream.observations if node.stream else []
+def _unexplained(plan: Plan, facts: Facts, absent: set[int]) -> list[NodeFacts]:
+    """The nodes but the host that came, whose end no planned fault or expectation explains
+    yet (lateness explains no unanswered request)."""
+    covered = absent | plan.faulted(besides="late_start") | set(plan.expect)
+    return [node for node in facts.nodes[1:] if node.node not in covered]
+
+
+def _drop(plan: Plan, call: str, nodes: list[NodeFacts], why: str, count: int = 0) -> None:
+    """A ``store_op`` drop of ``call`` on ``nodes`` (one request each, or ``count``)."""
+    mapped = fault_for(f"store_drop:{call}", [n.node for n in nodes], None)
+    if mapped.entry is None:
+        plan.assumptions.append(mapped.why)
+        return
+    entry = mapped.entry | ({"count": count} if count > 1 else {})
+    lines = [n.outcome_line for n in nodes[:2] if n.outcome_line]
+    plan.faults.append(PlannedFault(entry, f"{mapped.why} {why}", lines))
 
 
 def stale_barrier(plan: Plan, facts: Facts) -> None:

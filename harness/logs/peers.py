@@ -59,9 +59,9 @@ def _gave_up(host: NodeFacts) -> float | None:
     connection it closed or reset from then on is its giving up, whether its store lingered
     (for the acks) or not, and its own lines say when it stopped the store. (Not a round
     that failed on a member's published loss: that member's own reset came first.)"""
-    if host.outcome != "timeout" or host.stream is None:
+    if host.outcome != "timeout":
         return None
-    failed = [o.line.when for o in host.stream.observations if o.kind == "error"]
+    failed = [o.line.when for o in host.observations if o.kind == "error"]
     return min((t for t in failed if t is not None), default=None)
 
 
@@ -104,7 +104,7 @@ def _node_cause(
     if connected is not None and not after_connect and settling:
         return None  # refused or reset while the store came up: the store's start explains it
     if connected is not None and after_connect:
-        seen = node.stream.observations if node.stream else []
+        seen = node.observations
         attempts = {id(o.line) for o in seen if o.kind == "connect_attempt"}
         later = [(t, c) for t, c in relevant if t is not None and t >= connected]
         dialled = [

@@ -18,12 +18,12 @@ __all__ = ["ANY", "LATE", "MAX_NODES", "RACE", "RACED", "Plan", "PlannedFault", 
 MAX_NODES = 1024
 #: The expectation of a node the log does not show: any outcome but never started.
 ANY = "any"
-#: The expectation of a node whose store request went unanswered until the round's deadline,
+#: The outcomes of a node whose store request went unanswered until the round's deadline,
 #: which it shares with the store host (they began together): it times out, or the host
 #: gives up first and closes its connection, a matter of milliseconds either way.
-RACE = "timeout|connection_error"
-#: The outcomes :data:`RACE` allows.
 RACED = ("timeout", "connection_error")
+#: That expectation, as :attr:`Plan.expect` holds it.
+RACE = "|".join(RACED)
 LATE = 0.5  # seconds (scaled) after the first node that make a node late
 
 

@@ -391,7 +391,6 @@ _RDZV_NAMES = (
             "bind_fallback",
             "member_lost",
             "shutdown",
-            "exit_wait_ended",
             "store_client_cut",
             "store_connection_dropped",
         }
