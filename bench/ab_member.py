@@ -10,10 +10,13 @@ compares the median thread CPU of A's members with B's, which shared the same ru
 node 0 and the same load. The figure is the median over runs of B/A (an A/A run prints
 about 1.00 +- 0.02 here). With ``--straight`` B's members run the happy path written
 straight (:mod:`_straight_member`; both kinds of member build the same handler first):
-what a compact member path could cost at best.
+what a compact member path could cost at best; with ``--straight --pipelined`` that path
+sends its claims with the handshake (one round trip fewer: what that protocol change would
+save a member).
 
     python bench/ab_member.py --b /path/to/other/checkout --nodes 64 --runs 8
     python bench/ab_member.py --straight --nodes 64 --runs 8
+    python bench/ab_member.py --straight --pipelined --nodes 64 --runs 8
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ _NODE = r"""
 import os, sys, time
 from rdzv import StaticTCPRendezvous
 rank, n, port, fd, straight = (int(a) for a in sys.argv[1:6])
-if straight:  # --straight: this member runs bench/_straight_member.py (imported untimed)
+if straight:  # --straight (2: --pipelined): this member runs bench/_straight_member.py
     sys.path.insert(0, sys.argv[6])
     from _straight_member import join
 os.write(1, b"ready\n")
@@ -45,7 +48,7 @@ handler = StaticTCPRendezvous(
     "127.0.0.1", port, rank, n, "ab", 60, listen_fd=fd if rank == 0 else None
 )
 if straight:
-    join("127.0.0.1", port, rank, n, "ab", 60)
+    join("127.0.0.1", port, rank, n, "ab", 60, pipelined=straight == 2)
 else:
     info = handler.next_rendezvous()
     assert (info.rank, info.world_size) == (rank, n)
@@ -56,7 +59,7 @@ handler.shutdown()
 """
 
 
-def _run(n: int, a: str, b: str, straight: bool) -> tuple[float, float]:
+def _run(n: int, a: str, b: str, straight: int) -> tuple[float, float]:
     """One run of ``n`` nodes; the median CPU (ms) of A's members and of B's."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
@@ -65,7 +68,7 @@ def _run(n: int, a: str, b: str, straight: bool) -> tuple[float, float]:
     bench = Path(__file__).parent  # where a --straight member imports _straight_member from
     try:
         for rank in range(n):
-            b_straight = int(straight and rank % 2 == 1)
+            b_straight = straight if rank % 2 == 1 else 0
             env = {"PYTHONPATH": b if rank % 2 else a, "PATH": os.environ.get("PATH", "")}
             nodes.append(
                 subprocess.Popen(
@@ -122,12 +125,21 @@ def main() -> None:
         help="B's members run bench/_straight_member.py (the happy path written straight, "
         "with A's rdzv): what a compact member path could cost at best",
     )
+    parser.add_argument(
+        "--pipelined",
+        action="store_true",
+        help="with --straight: that path sends its claims with the handshake (one round "
+        "trip fewer)",
+    )
     args = parser.parse_args()
     if args.nodes < 5:
         parser.error("--nodes must be at least 5 (two members of each checkout)")
+    if args.pipelined and not args.straight:
+        parser.error("--pipelined is an option of --straight")
+    straight = 2 if args.pipelined else int(args.straight)
     ratios = []
     for run in range(1, args.runs + 1):
-        a, b = _run(args.nodes, args.a, args.b, args.straight)
+        a, b = _run(args.nodes, args.a, args.b, straight)
         ratios.append(b / a)
         print(f"run {run}/{args.runs}: member CPU A {a:.3f} ms, B {b:.3f} ms, B/A {b / a:.3f}")
     print(f"B/A median of {len(ratios)} runs: {statistics.median(ratios):.3f} (N = {args.nodes})")
