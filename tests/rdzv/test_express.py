@@ -277,6 +277,60 @@ def test_a_write_without_a_reply_is_not_sent_on_a_connection_the_store_closed() 
     assert peer.requests.empty()  # nothing after the claims reached the store
 
 
+def test_a_write_without_a_reply_is_not_sent_on_a_connection_that_was_reset() -> None:
+    peer = ScriptedPeer(pipelined=True)
+    was_reset = threading.Event()
+    failures: list[BaseException] = []
+
+    def script() -> Generator[tuple[str, Any, float], Any, None]:
+        yield ("compare_sets", _CLAIMS[:1], 5.0)
+        assert was_reset.wait(10)
+        try:
+            yield ("set", ("ack", b"1"), 5.0)
+        except StoreError as exc:
+            failures.append(exc)
+
+    try:
+        peer.answer(_wire.CompareSet, _wire.encode_bytes(b"me"))
+        got = InThread(express, "127.0.0.1", peer.port, None, 30.0, 10.0, script())
+        peer.expect(_wire.CompareSet)
+        peer.reset()
+        was_reset.set()
+        got.outcome().store.close()
+    finally:
+        peer.close()
+    [straight] = failures
+    assert isinstance(straight, StoreClosedError) and straight.seen == "reset"
+    assert "before SET was sent, so SET was not sent" in str(straight)
+
+
+def test_a_write_without_a_reply_that_the_store_does_not_read_fails_as_the_general_set() -> None:
+    """A store that stops reading (a frozen host): the write that the socket does not take
+    whole at once waits for it within the step's seconds, then fails as the general set."""
+    value = b"x" * (8 * 1024 * 1024)  # more than the socket buffers hold
+    failures: list[BaseException] = []
+    for way in ("express", "general"):
+        peer = ScriptedPeer(pipelined=True, freeze_after_handshake=True)
+        try:
+            if way == "express":
+                results, ended = _express(peer.port, [("set", ("k", value), 0.3)])
+                ended.store.close()
+                [(kind, failure)] = results
+                assert kind == "error", results
+            else:
+                with _general(peer.port) as store:
+                    store.set_timeout(0.3)
+                    with pytest.raises(StoreError) as raised:
+                        store.set("k", value)
+                failure = raised.value
+            failures.append(failure)
+        finally:
+            peer.close()
+    straight, general = failures
+    _same_failure(straight, general)
+    assert isinstance(straight, StoreTimeoutError)
+
+
 def test_on_a_store_that_cannot_pipeline_the_script_does_not_run() -> None:
     peer = ScriptedPeer(pipelined=False)
     try:

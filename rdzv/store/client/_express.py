@@ -42,7 +42,9 @@ replies finds a close); a connection the store closed just before such a write i
 
 from __future__ import annotations
 
+import select
 import socket
+import struct
 import time
 from collections.abc import Generator
 
@@ -70,6 +72,8 @@ _LIMITS: Final = _wire.Limits()
 _CAP: Final = _LIMITS.max_reply
 _PREFIX: Final = b"/"
 _RECV: Final = 65536
+_U64_AT: Final = struct.Struct("<Q").unpack_from
+_I64_AT: Final = struct.Struct("<q").unpack_from
 #: Each request's name in messages, as the general client's.
 _OPS: Final = {
     "compare_sets": "COMPARE_SET",
@@ -149,7 +153,7 @@ def _run(
     channel = connected.channel
     buf = b""  # received, not yet read
     store: TCPStore | None = None  # the general client, once it took over
-    outstanding: tuple[bytes, str] | None = None  # a WAIT+GET sent, nothing read of it
+    outstanding: str | None = None  # the key of a WAIT+GET sent, nothing read of it
     held: HeldGet | None = None  # the general client's read of it
     reply: Any = None
     error: StoreError | None = None
@@ -164,7 +168,7 @@ def _run(
         if store is None:
             trouble, reply, buf, failure = _straight(channel.sock, buf, op, call_args, seconds)
             if op == "add_then_get" and trouble not in ("probe", "sending"):
-                outstanding = (_key(call_args[6]), call_args[6])  # its WAIT+GET went out
+                outstanding = call_args[6]  # its WAIT+GET went out
             elif op == "get_held" and trouble is None:
                 outstanding = None
             if trouble is None:
@@ -185,7 +189,7 @@ def _run(
     if store is None:
         store = _take_over(connected, buf, args)
         if outstanding is not None:
-            held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+            held = _hold(store, outstanding)
     else:  # its calls ran with the script's timeouts: back to the store's own
         store.set_timeout(args[3])
     return Ended(store, True, value, held)
@@ -200,43 +204,27 @@ def _straight(
     ``"receiving"`` (``failure`` raised there, a timeout while sending included), or
     ``"sent"`` (the replies are not whole by the deadline, the peer closed, or they are not
     the ordinary ones)."""
+    if op == "set":
+        return _set(sock, buf, _frames(op, call_args), seconds)
     deadline = time.monotonic() + seconds
-    try:
-        if op == "set":
-            sock.settimeout(0.0)
-            try:
-                if not sock.recv(1, socket.MSG_PEEK):
-                    return "unsent", None, buf, None  # an EOF arrived: the general set says so
-            except BlockingIOError:
-                pass  # nothing arrived: as far as anyone can tell, the store is there
-    except OSError as exc:
-        return "probe", None, buf, exc
     try:
         if op != "get_held":
             sock.settimeout(max(seconds, 0.001))
             sock.sendall(_frames(op, call_args))
     except OSError as exc:
         return "sending", None, buf, exc
-    if op == "set":
-        return None, None, buf, None
-    shape = "qb" if op == "add_then_get" else "bs" if op == "get_held" else "s" * len(call_args)
+    read = _add_and_check if op == "add_then_get" else _held if op == "get_held" else _strings
+    count = len(call_args) if op == "compare_sets" else 1
     armed = op != "get_held"  # the socket's timeout is the send's: the deadline's
     try:
         while True:
-            if op == "get_held" and buf and buf[0] != _wire.STOP_WAITING:
-                return "sent", None, buf, None  # (a store shutting down): the general read's
             try:
-                if buf:  # (nothing to parse before the first receive)
-                    values, end = _parse(buf, 0, shape)
-                    if op == "add_then_get":
-                        return None, [values[0], values[1] == _wire.READY], buf[end:], None
-                    if op != "get_held":
-                        return None, values, buf[end:], None
-                    value: bytes = values[1]
+                if buf:  # (nothing to read before the first receive)
+                    value, end = read(buf, count)
                     return None, value, buf[end:], None
             except _wire.Incomplete:
                 pass
-            except StoreProtocolError:
+            except StoreProtocolError:  # (a WAIT that did not end with STOP_WAITING too)
                 return "sent", None, buf, None
             left = deadline - time.monotonic()
             if left <= 0:
@@ -254,12 +242,82 @@ def _straight(
         return "receiving", None, buf, exc
 
 
+def _set(
+    sock: socket.socket, buf: bytes, frame: bytes, seconds: float
+) -> tuple[str | None, None, bytes, OSError | None]:
+    """A request without a reply (``frame``) made straight on ``sock``, as :func:`_straight`
+    makes ``set``: after the probe of ``_transport``'s invariant 2, which peeks only when a
+    poll saw something arrive (when nothing did, nothing is raised: as far as anyone can
+    tell the store is there), sent at once; a send the socket does not take whole at once
+    finishes within ``seconds``."""
+    poller = select.poll()  # (select.select refuses descriptors above 1023: packed nodes)
+    poller.register(sock, select.POLLIN)
+    try:
+        if poller.poll(0):
+            sock.settimeout(0.0)
+            if not sock.recv(1, socket.MSG_PEEK):
+                return "unsent", None, buf, None  # an EOF arrived: the general set says so
+    except BlockingIOError:
+        pass  # (what the poll saw is gone)
+    except OSError as exc:
+        return "probe", None, buf, exc
+    try:
+        sock.settimeout(0.0)
+        try:
+            sent = sock.send(frame)
+        except BlockingIOError:
+            sent = 0
+        if sent < len(frame):  # the store is not reading: wait as long as the send may
+            sock.settimeout(max(seconds, 0.001))
+            sock.sendall(frame[sent:])
+    except OSError as exc:
+        return "sending", None, buf, exc
+    return None, None, buf, None
+
+
+def _strings(buf: bytes, count: int) -> tuple[list[bytes], int]:
+    """The ``count`` replies of a ``compare_sets``, from the start of ``buf``, and their end;
+    raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol error for a string
+    longer than the client's limit."""
+    values: list[bytes] = []
+    size, pos = len(buf), 0
+    for _ in range(count):
+        if size < pos + 8:
+            raise _wire.Incomplete
+        (length,) = _U64_AT(buf, pos)
+        end = pos + 8 + length
+        if length > _CAP or size < end:
+            _wire.read_bytes(buf, pos, _CAP)  # raises what it is
+        values.append(buf[pos + 8 : end])
+        pos = end
+    return values, pos
+
+
+def _add_and_check(buf: bytes, _: int) -> tuple[list[Any], int]:
+    """The replies of an ``add_then_get``'s ADD and CHECK: ``[sum, checked]``, and their end."""
+    if len(buf) < 9:
+        raise _wire.Incomplete
+    return [_I64_AT(buf, 0)[0], buf[8] == _wire.READY], 9
+
+
+def _held(buf: bytes, _: int) -> tuple[bytes, int]:
+    """The value a WAIT+GET read (its WAIT ended with STOP_WAITING), and its end; raises a
+    protocol error for a WAIT that ended otherwise (a store shutting down: the general read
+    says what it is)."""
+    if buf[0] != _wire.STOP_WAITING:
+        raise StoreProtocolError("the WAIT did not end with STOP_WAITING")
+    values, end = _strings(buf[1:], 1)
+    return values[0], end + 1
+
+
 def _frames(op: str, call_args: Any) -> bytes:
     """The requests of the TCPStore call ``op``, as it writes them."""
-    if op == "compare_sets":
+    if op == "compare_sets":  # (keys are str and values bytes here: converted inline)
         frame, data = _wire.compare_set_frame, b""
         for k, e, d in call_args:
-            data += frame(_key(k), to_bytes(e), to_bytes(d))
+            key = _PREFIX + k.encode() if type(k) is str else _key(k)
+            expected = e if type(e) is bytes else to_bytes(e)
+            data += frame(key, expected, d if type(d) is bytes else to_bytes(d))
         return data
     if op == "set":
         key, value = call_args
@@ -317,7 +375,7 @@ def _finish(
     deadline: float,
     trouble: str,
     failure: OSError | None,
-    outstanding: tuple[bytes, str] | None,
+    outstanding: str | None,
 ) -> tuple[Any, HeldGet | None]:
     """The general client's end of ``op``, which the straight one left at ``trouble`` (see
     :func:`_straight`): its reply, and the general read of an ``add_then_get``'s WAIT+GET
@@ -339,14 +397,19 @@ def _finish(
         raise channel.lost_in(failure, f"{when} {name}") from failure
     if op == "get_held":
         assert outstanding is not None
-        held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+        held = _hold(store, outstanding)
         return held.get(seconds, deadline), None
     shape = "s" * len(call_args) if op == "compare_sets" else "qb"
     reply = store._requests.finish(lambda b, p: _parse(b, p, shape), name, deadline, seconds)
     if outstanding is None:
         return reply, None
-    held = store._requests.hold(*outstanding, bytes_reader(_LIMITS))
+    held = _hold(store, outstanding)
     return [reply[0], reply[1] == _wire.READY], held
+
+
+def _hold(store: TCPStore, key: str) -> HeldGet:
+    """The general client's read of the WAIT+GET of ``key`` sent on ``store``'s connection."""
+    return store._requests.hold(_key(key), key, bytes_reader(_LIMITS))
 
 
 def _general(
