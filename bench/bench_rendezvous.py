@@ -58,7 +58,10 @@ answered with a reset, ``bench/_tcpstats.py``; printed per trial for every backe
 the two modes get rows of their own (``torch fast k/n``, ``torch slow k/n``). The headline
 ratio is rdzv's median against torch's fast mode (issue 25's goal: <= 1.0 at N = 64 and
 256, ``imported``), printed beside the ratios to the median of all torch trials and to its
-slow mode. When fewer than ``--torch-fast`` (3) torch trials fell on the fast mode, more
+slow mode; how reliably it holds is the line after it: in how many rounds rdzv's trial was
+not slower than torch's of the same round (torch's fast ones; the trials of one round are
+interleaved, so they shared the machine's load), and the spread of those per-round ratios.
+When fewer than ``--torch-fast`` (3) torch trials fell on the fast mode, more
 rounds of every backend run, up to ``--torch-fast-rounds`` (15) in all. On a loaded machine
 torch's node 0 rarely wins the race at N >= 64 (0 of 15 trials at load average 20-50):
 ``--node0-ahead S`` starts node 0 S seconds before the others and times from theirs, which
@@ -315,9 +318,35 @@ def process_rows(n: int, start: str, args: argparse.Namespace, node_mib: dict[st
                 goal = f" (median of both modes; issue 12/17 goal <= {_RATIO_GOAL}: {met})"
             name = against.replace(" ", "-")
             print(f"{n:>5} {start} ratio {variant}/{name} = {ratio:.3f}{goal}", flush=True)
+            if against == "torch fast":
+                print_paired(n, start, variant, runs_of[variant], runs_of["torch"])
     if n in _SECONDS_GOAL and "rdzv" in medians and start == "warm":
         goal = "met" if medians["rdzv"] < _SECONDS_GOAL[n] else "MISSED"
         print(f"{n:>5} rdzv {medians['rdzv']:.3f} s (goal < {_SECONDS_GOAL[n]:g} s: {goal})")
+
+
+def print_paired(
+    n: int, start: str, variant: str, runs: list[dict[str, Any]], torch: list[dict[str, Any]]
+) -> None:
+    """How reliably ``variant`` is at most torch's fast mode: its trial against torch's of
+    the same round (interleaved, so they shared the machine's load), over the rounds where
+    both ran and torch fell on its fast mode: in how many it was not slower, and the median
+    of the per-round ratios."""
+    pairs = [
+        (mine["seconds"], theirs["seconds"])
+        for mine, theirs in zip(runs, torch, strict=False)
+        if "seconds" in mine and "seconds" in theirs and torch_mode(theirs) == "fast"
+    ]
+    if not pairs:
+        return
+    ratios = [mine / theirs for mine, theirs in pairs]
+    at_most = sum(ratio <= 1.0 for ratio in ratios)
+    print(
+        f"{n:>5} {start} rounds {variant} <= torch-fast: {at_most}/{len(pairs)} (paired by "
+        f"round; per-round ratios median {statistics.median(ratios):.3f}, "
+        f"{min(ratios):.3f}-{max(ratios):.3f})",
+        flush=True,
+    )
 
 
 def packed_rows(n: int, args: argparse.Namespace) -> None:
