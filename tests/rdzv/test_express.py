@@ -249,14 +249,19 @@ def test_a_store_that_shuts_down_during_the_held_wait_is_a_closed_connection() -
     assert getattr(straight, "seen", None) == "shutdown"
 
 
-def test_a_write_without_a_reply_is_not_sent_on_a_connection_the_store_closed() -> None:
+@pytest.mark.parametrize(("end", "seen"), [("hang_up", "eof"), ("reset", "reset")])
+def test_a_write_without_a_reply_is_not_sent_on_a_connection_the_store_closed(
+    end: str, seen: str
+) -> None:
+    """The store closed the connection (EOF) or reset it between the script's calls: the
+    SET that follows is not sent, and the failure names what was seen."""
     peer = ScriptedPeer(pipelined=True)
-    hung_up = threading.Event()
+    ended = threading.Event()
     failures: list[BaseException] = []
 
     def script() -> Generator[tuple[str, Any, float], Any, None]:
         yield ("compare_sets", _CLAIMS[:1], 5.0)
-        assert hung_up.wait(10)  # the store closed the connection meanwhile
+        assert ended.wait(10)  # the store closed the connection meanwhile
         try:
             yield ("set", ("ack", b"1"), 5.0)
         except StoreError as exc:
@@ -266,42 +271,15 @@ def test_a_write_without_a_reply_is_not_sent_on_a_connection_the_store_closed() 
         peer.answer(_wire.CompareSet, _wire.encode_bytes(b"me"))
         got = InThread(express, "127.0.0.1", peer.port, None, 30.0, 10.0, script())
         peer.expect(_wire.CompareSet)
-        peer.hang_up()
-        hung_up.set()
+        getattr(peer, end)()
+        ended.set()
         got.outcome().store.close()
     finally:
         peer.close()
     [straight] = failures
-    assert isinstance(straight, StoreClosedError) and straight.seen == "eof"
+    assert isinstance(straight, StoreClosedError) and straight.seen == seen
     assert "before SET was sent, so SET was not sent" in str(straight)
     assert peer.requests.empty()  # nothing after the claims reached the store
-
-
-def test_a_write_without_a_reply_is_not_sent_on_a_connection_that_was_reset() -> None:
-    peer = ScriptedPeer(pipelined=True)
-    was_reset = threading.Event()
-    failures: list[BaseException] = []
-
-    def script() -> Generator[tuple[str, Any, float], Any, None]:
-        yield ("compare_sets", _CLAIMS[:1], 5.0)
-        assert was_reset.wait(10)
-        try:
-            yield ("set", ("ack", b"1"), 5.0)
-        except StoreError as exc:
-            failures.append(exc)
-
-    try:
-        peer.answer(_wire.CompareSet, _wire.encode_bytes(b"me"))
-        got = InThread(express, "127.0.0.1", peer.port, None, 30.0, 10.0, script())
-        peer.expect(_wire.CompareSet)
-        peer.reset()
-        was_reset.set()
-        got.outcome().store.close()
-    finally:
-        peer.close()
-    [straight] = failures
-    assert isinstance(straight, StoreClosedError) and straight.seen == "reset"
-    assert "before SET was sent, so SET was not sent" in str(straight)
 
 
 def test_a_write_without_a_reply_that_the_store_does_not_read_fails_as_the_general_set() -> None:

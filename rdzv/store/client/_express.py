@@ -220,7 +220,7 @@ def _straight(
         while True:
             try:
                 if buf:  # (nothing to read before the first receive)
-                    value, end = read(buf, count)
+                    value, end = read(buf, 0, count)
                     return None, value, buf[end:], None
             except _wire.Incomplete:
                 pass
@@ -253,16 +253,14 @@ def _set(
     poller = select.poll()  # (select.select refuses descriptors above 1023: packed nodes)
     poller.register(sock, select.POLLIN)
     try:
-        if poller.poll(0):
-            sock.settimeout(0.0)
-            if not sock.recv(1, socket.MSG_PEEK):
-                return "unsent", None, buf, None  # an EOF arrived: the general set says so
+        sock.settimeout(0.0)
+        if poller.poll(0) and not sock.recv(1, socket.MSG_PEEK):
+            return "unsent", None, buf, None  # an EOF arrived: the general set says so
     except BlockingIOError:
         pass  # (what the poll saw is gone)
     except OSError as exc:
         return "probe", None, buf, exc
     try:
-        sock.settimeout(0.0)
         try:
             sent = sock.send(frame)
         except BlockingIOError:
@@ -275,12 +273,12 @@ def _set(
     return None, None, buf, None
 
 
-def _strings(buf: bytes, count: int) -> tuple[list[bytes], int]:
-    """The ``count`` replies of a ``compare_sets``, from the start of ``buf``, and their end;
+def _strings(buf: bytes | bytearray, pos: int, count: int) -> tuple[list[bytes], int]:
+    """The ``count`` replies of a ``compare_sets`` from ``pos`` in ``buf``, and their end;
     raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol error for a string
     longer than the client's limit."""
     values: list[bytes] = []
-    size, pos = len(buf), 0
+    size = len(buf)
     for _ in range(count):
         if size < pos + 8:
             raise _wire.Incomplete
@@ -288,36 +286,33 @@ def _strings(buf: bytes, count: int) -> tuple[list[bytes], int]:
         end = pos + 8 + length
         if length > _CAP or size < end:
             _wire.read_bytes(buf, pos, _CAP)  # raises what it is
-        values.append(buf[pos + 8 : end])
+        values.append(bytes(buf[pos + 8 : end]))
         pos = end
     return values, pos
 
 
-def _add_and_check(buf: bytes, _: int) -> tuple[list[Any], int]:
-    """The replies of an ``add_then_get``'s ADD and CHECK: ``[sum, checked]``, and their end."""
-    if len(buf) < 9:
+def _add_and_check(buf: bytes | bytearray, pos: int, _: int) -> tuple[list[Any], int]:
+    """An ``add_then_get``'s ADD and CHECK replies from ``pos``: ``[sum, checked]``, end."""
+    if len(buf) < pos + 9:
         raise _wire.Incomplete
-    return [_I64_AT(buf, 0)[0], buf[8] == _wire.READY], 9
+    return [_I64_AT(buf, pos)[0], buf[pos + 8] == _wire.READY], pos + 9
 
 
-def _held(buf: bytes, _: int) -> tuple[bytes, int]:
-    """The value a WAIT+GET read (its WAIT ended with STOP_WAITING), and its end; raises a
-    protocol error for a WAIT that ended otherwise (a store shutting down: the general read
-    says what it is)."""
-    if buf[0] != _wire.STOP_WAITING:
+def _held(buf: bytes | bytearray, pos: int, _: int) -> tuple[bytes, int]:
+    """A WAIT+GET's value from ``pos``, and its end; a protocol error for a WAIT that did
+    not end with STOP_WAITING (a store shutting down: the general read says what it is)."""
+    if buf[pos] != _wire.STOP_WAITING:
         raise StoreProtocolError("the WAIT did not end with STOP_WAITING")
-    values, end = _strings(buf[1:], 1)
-    return values[0], end + 1
+    values, end = _strings(buf, pos + 1, 1)
+    return values[0], end
 
 
 def _frames(op: str, call_args: Any) -> bytes:
     """The requests of the TCPStore call ``op``, as it writes them."""
-    if op == "compare_sets":  # (keys are str and values bytes here: converted inline)
+    if op == "compare_sets":
         frame, data = _wire.compare_set_frame, b""
         for k, e, d in call_args:
-            key = _PREFIX + k.encode() if type(k) is str else _key(k)
-            expected = e if type(e) is bytes else to_bytes(e)
-            data += frame(key, expected, d if type(d) is bytes else to_bytes(d))
+            data += frame(_key(k), to_bytes(e), to_bytes(d))
         return data
     if op == "set":
         key, value = call_args
@@ -330,32 +325,6 @@ def _frames(op: str, call_args: Any) -> bytes:
 
 def _key(key: str) -> bytes:
     return _PREFIX + (key.encode() if type(key) is str else to_bytes(key, "key"))
-
-
-def _parse(buf: bytes | bytearray, pos: int, shape: str) -> tuple[list[Any], int]:
-    """Replies of ``shape`` from ``pos`` (``s``: a string, ``q``: an i64, ``b``: a u8);
-    raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol error for a string
-    longer than the client's limit."""
-    values: list[Any] = []
-    size = len(buf)
-    value: Any
-    for kind in shape:
-        if kind == "s":
-            if size < pos + 8:
-                raise _wire.Incomplete
-            length = int.from_bytes(buf[pos : pos + 8], "little")
-            if length > _CAP or size < pos + 8 + length:
-                value, pos = _wire.read_bytes(buf, pos, _CAP)  # raises what it is
-            else:
-                value, pos = bytes(buf[pos + 8 : pos + 8 + length]), pos + 8 + length
-        else:
-            width = 8 if kind == "q" else 1
-            if size < pos + width:
-                raise _wire.Incomplete
-            value = int.from_bytes(buf[pos : pos + width], "little", signed=kind == "q")
-            pos += width
-        values.append(value)
-    return values, pos
 
 
 def _take_over(
@@ -399,12 +368,10 @@ def _finish(
         assert outstanding is not None
         held = _hold(store, outstanding)
         return held.get(seconds, deadline), None
-    shape = "s" * len(call_args) if op == "compare_sets" else "qb"
-    reply = store._requests.finish(lambda b, p: _parse(b, p, shape), name, deadline, seconds)
-    if outstanding is None:
-        return reply, None
-    held = _hold(store, outstanding)
-    return [reply[0], reply[1] == _wire.READY], held
+    read = _strings if op == "compare_sets" else _add_and_check
+    count = len(call_args)
+    reply = store._requests.finish(lambda b, p: read(b, p, count), name, deadline, seconds)
+    return reply, None if outstanding is None else _hold(store, outstanding)
 
 
 def _hold(store: TCPStore, key: str) -> HeldGet:
