@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import select
 import socket
-import struct
 import time
 from collections.abc import Generator
 
@@ -52,7 +51,11 @@ from rdzv.errors import StoreError, StoreProtocolError
 from rdzv.events import DEBUG, emit, get_logger
 from rdzv.store.client._client import TCPStore
 from rdzv.store.client._connect import Connected, LazyRandom, connect, first_attempt
-from rdzv.store.client._extensions import add_then_get_frames, set_then_append_frames
+from rdzv.store.client._extensions import (
+    add_and_check,
+    add_then_get_frames,
+    set_then_append_frames,
+)
 from rdzv.store.client._replies import bytes_reader
 from rdzv.store.client._requests import HeldGet
 from rdzv.store.wire import _wire
@@ -72,8 +75,6 @@ _LIMITS: Final = _wire.Limits()
 _CAP: Final = _LIMITS.max_reply
 _PREFIX: Final = b"/"
 _RECV: Final = 65536
-_U64_AT: Final = struct.Struct("<Q").unpack_from
-_I64_AT: Final = struct.Struct("<q").unpack_from
 #: Each request's name in messages, as the general client's.
 _OPS: Final = {
     "compare_sets": "COMPARE_SET",
@@ -213,14 +214,12 @@ def _straight(
             sock.sendall(_frames(op, call_args))
     except OSError as exc:
         return "sending", None, buf, exc
-    read = _add_and_check if op == "add_then_get" else _held if op == "get_held" else _strings
-    count = len(call_args) if op == "compare_sets" else 1
     armed = op != "get_held"  # the socket's timeout is the send's: the deadline's
     try:
         while True:
             try:
                 if buf:  # (nothing to read before the first receive)
-                    value, end = read(buf, 0, count)
+                    value, end = _replies(op, call_args, buf, 0)
                     return None, value, buf[end:], None
             except _wire.Incomplete:
                 pass
@@ -273,38 +272,19 @@ def _set(
     return None, None, buf, None
 
 
-def _strings(buf: bytes | bytearray, pos: int, count: int) -> tuple[list[bytes], int]:
-    """The ``count`` replies of a ``compare_sets`` from ``pos`` in ``buf``, and their end;
-    raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol error for a string
-    longer than the client's limit."""
-    values: list[bytes] = []
-    size = len(buf)
-    for _ in range(count):
-        if size < pos + 8:
-            raise _wire.Incomplete
-        (length,) = _U64_AT(buf, pos)
-        end = pos + 8 + length
-        if length > _CAP or size < end:
-            _wire.read_bytes(buf, pos, _CAP)  # raises what it is
-        values.append(bytes(buf[pos + 8 : end]))
-        pos = end
-    return values, pos
-
-
-def _add_and_check(buf: bytes | bytearray, pos: int, _: int) -> tuple[list[Any], int]:
-    """An ``add_then_get``'s ADD and CHECK replies from ``pos``: ``[sum, checked]``, end."""
-    if len(buf) < pos + 9:
-        raise _wire.Incomplete
-    return [_I64_AT(buf, pos)[0], buf[pos + 8] == _wire.READY], pos + 9
-
-
-def _held(buf: bytes | bytearray, pos: int, _: int) -> tuple[bytes, int]:
-    """A WAIT+GET's value from ``pos``, and its end; a protocol error for a WAIT that did
-    not end with STOP_WAITING (a store shutting down: the general read says what it is)."""
+def _replies(op: str, call_args: Any, buf: bytes | bytearray, pos: int) -> tuple[Any, int]:
+    """The replies of the TCPStore call ``op`` from ``pos`` in ``buf``, as the script takes
+    them, and their end; raises :class:`~rdzv.store.wire._wire.Incomplete`, or a protocol
+    error (a string over the client's limit; a held read whose WAIT did not end with
+    STOP_WAITING: a store shutting down, which the general read names)."""
+    if op == "compare_sets":
+        return _wire.read_bytes_list(buf, pos, len(call_args), _CAP)
+    if op == "add_then_get":
+        (added, checked), end = add_and_check(buf, pos)
+        return [added, checked == _wire.READY], end
     if buf[pos] != _wire.STOP_WAITING:
         raise StoreProtocolError("the WAIT did not end with STOP_WAITING")
-    values, end = _strings(buf, pos + 1, 1)
-    return values[0], end
+    return _wire.read_bytes(buf, pos + 1, _CAP)
 
 
 def _frames(op: str, call_args: Any) -> bytes:
@@ -368,9 +348,9 @@ def _finish(
         assert outstanding is not None
         held = _hold(store, outstanding)
         return held.get(seconds, deadline), None
-    read = _strings if op == "compare_sets" else _add_and_check
-    count = len(call_args)
-    reply = store._requests.finish(lambda b, p: read(b, p, count), name, deadline, seconds)
+    reply = store._requests.finish(
+        lambda b, p: _replies(op, call_args, b, p), name, deadline, seconds
+    )
     return reply, None if outstanding is None else _hold(store, outstanding)
 
 

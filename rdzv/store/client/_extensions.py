@@ -15,7 +15,13 @@ from rdzv.store.wire._convert import to_bytes
 
 TYPE_CHECKING = False
 
-__all__ = ["Extensions", "add_then_get_frames", "amount_of", "set_then_append_frames"]
+__all__ = [
+    "Extensions",
+    "add_and_check",
+    "add_then_get_frames",
+    "amount_of",
+    "set_then_append_frames",
+]
 
 
 class Extensions:
@@ -87,7 +93,7 @@ class Extensions:
         data = add_then_get_frames(k(key), amount_of(amount), then, k(check_key), raw_get)
         (added, checked), held = requests.call_then_hold(
             data,
-            _add_and_check,
+            add_and_check,
             "ADD",
             _deadline(self._timeout),
             self._timeout,
@@ -129,7 +135,7 @@ def amount_of(amount: int) -> int:
     return amount
 
 
-def _add_and_check(buf: bytearray, pos: int) -> tuple[tuple[int, int], int]:
+def add_and_check(buf: bytes | bytearray, pos: int) -> tuple[tuple[int, int], int]:
     """The replies of an ADD and a CHECK (:meth:`TCPStore.add_then_get`)."""
     added, pos = _wire.read_i64(buf, pos)
     checked, pos = _wire.read_u8(buf, pos)
