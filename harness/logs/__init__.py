@@ -18,8 +18,9 @@ A sans-IO pipeline, one module a step, lowest first:
                validated with :func:`harness.scenario.load.parse`
 * ``convert``  the entry point: :func:`convert` (logs in, a :class:`Conversion` out)
 
-It may import ``harness.errors`` and ``harness.scenario`` (to validate what it writes);
-only ``harness.cli`` imports it.
+It may import ``harness.errors``, ``harness.scenario`` (to validate what it writes) and
+``harness.world.process.jobs.spec`` (to class a worker's error as a job node does); only
+``harness.cli`` imports it.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from harness.logs.lines import Line
 from harness.logs.signals import Observation
 from harness.logs.streams import Stream
+from harness.world.process.jobs.spec import failure_class
 
 __all__ = ["JobFacts", "WorkerError", "is_job", "job_facts", "rank_keys", "split"]
 
@@ -80,13 +81,6 @@ class JobFacts:
     store_lost: Line | None = None
     #: A store-based barrier's count (world_size, worker_count) and its line.
     barrier: tuple[int, int, Line] | None = None
-
-
-def _worker_outcome(outcome: str, message: str) -> str:
-    """As the harness classes a worker's failure: an error whose message timed out (gloo's
-    ``Connect timeout``) is a timeout."""
-    timed_out = re.search(r"[Tt]imeout|timed out", message) is not None
-    return "timeout" if outcome == "error" and timed_out else outcome
 
 
 def is_job(read: Read) -> bool:
@@ -191,7 +185,7 @@ def job_facts(streams: Sequence[Stream], job: Read, nproc: int | None) -> JobFac
                         line,
                         str(o.data["cls"]),
                         str(o.data.get("message") or ""),
-                        _worker_outcome(str(o.data["outcome"]), str(o.data.get("message") or "")),
+                        failure_class(str(o.data.get("message") or ""), str(o.data["cls"])),
                         local,
                     )
                 )

@@ -18,6 +18,11 @@ The rules, in order, each quoting its lines:
 6. ``The connection to the C10d store has failed`` -> the agents advertise a host name that
    resolves to loopback (``local_addr = "localhost"``, F21, the netns world; c10d only).
 7. ``endpoint is absent in RendezvousParameters`` -> ``endpoint = false`` (F24).
+
+Each failed node's workers are expected to end as its log shows them (a worker's error
+classed as the harness classes it: :func:`~harness.world.process.jobs.spec.failure_class`),
+or stopped by their agent; while a peer node died, also ``connection_error`` or ``timeout``
+(gloo sees the pair close, or a send waits out the group's timeout: a race).
 """
 
 from __future__ import annotations
@@ -216,6 +221,13 @@ def _ends(plan: Plan, job: JobFacts) -> None:
 
 def _parts(plan: Plan, job: JobFacts) -> None:
     by_node: dict[int, str] = {n: o for n, o in plan.expect.items() if o not in (ANY, "absent")}
+    dead = {n for n, o in plan.expect.items() if o == "killed"}
+    dead |= {
+        n
+        for f in plan.faults
+        if f.entry.get("kind") == "kill" and "part" not in f.entry
+        for n in f.entry["nodes"]
+    }
     for node, outcome in sorted(by_node.items()):
         if outcome == "killed":
             continue
@@ -232,6 +244,10 @@ def _parts(plan: Plan, job: JobFacts) -> None:
             held = [f for f in plan.faults if f.entry.get("kind") == "pause"]
             if any(node in f.entry["nodes"] for f in held):
                 workers = sorted(set(workers) | {"timeout", "connection_error", "error"})
+            if any(n != node for n in dead):
+                # a peer died: gloo sees its pair close, or a send to it waits out the
+                # group's timeout; which one is a race (J03's two ends)
+                workers = sorted(set(workers) | {"connection_error", "timeout"})
             plan.parts.append({"nodes": [node], "part": "workers", "outcome": workers})
 
 

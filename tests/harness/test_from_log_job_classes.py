@@ -92,6 +92,52 @@ def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there(
     assert all("connection_error" in p["outcome"] for p in workers)
 
 
+def _stages(n: int, *more: str) -> tuple[str, str]:
+    """A job node's harness log: its rendezvous, its workers up, then ``more``."""
+    stamp = "[2026-01-01 00:00:0{s},000] rdzv.rendezvous: [INFO] {text}"
+    lines = [
+        stamp.format(s=0, text=f"joined run_id='j' round=0 rank={n} world_size=3"),
+        stamp.format(s=0, text=f"rendezvous_done rank={n} world_size=3"),
+        stamp.format(s=1, text="workers_started pids=[7]"),
+        stamp.format(s=2, text=f"pg_ready rank={n} world_size=3"),
+        *more,
+    ]
+    return f"node-{n}.log", "\n".join(lines) + "\n"
+
+
+_BOX = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: workers failed"
+_SEND_TIMED_OUT = (
+    "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: [../gloo/transport/"
+    "tcp/unbound_buffer.cc:133] Timed out waiting 20000ms for send operation to complete"
+)
+_PEER_CLOSED = (
+    "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: [../gloo/transport/"
+    "tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4242"
+)
+
+
+def test_a_survivors_workers_may_end_either_way_a_dead_peer_makes_them_fail() -> None:
+    # J03 in CI: node 2 died; node 0's worker waited out its send ('Timed out', capital T:
+    # a timeout, as the node classes it), node 1's saw the pair close. Which of the two a
+    # survivor meets is a race, so the replay's workers may end either way.
+    data = job(_stages(0, _SEND_TIMED_OUT, _BOX), _stages(1, _PEER_CLOSED, _BOX), _stages(2))
+    assert [(f["kind"], f["nodes"]) for f in data["fault"]] == [("kill", [2])]
+    workers = {
+        n: p["outcome"]
+        for p in data["expect"]["parts"]
+        if p["part"] == "workers"
+        for n in p["nodes"]
+    }
+    assert workers == {n: ["connection_error", "stopped", "timeout"] for n in (0, 1)}
+
+
+def test_without_a_dead_peer_the_workers_end_as_their_errors_say() -> None:
+    data = job(*(_stages(n, _SEND_TIMED_OUT, _BOX) for n in range(3)))
+    assert not [f for f in data.get("fault", []) if f["kind"] == "kill"]
+    workers = [p["outcome"] for p in data["expect"]["parts"] if p["part"] == "workers"]
+    assert workers == [["stopped", "timeout"]] * 3
+
+
 def test_survivors_restarting_after_a_node_died_replay_the_death_and_no_worker_crash() -> None:
     # J09: node 2 died; the others' workers failed for the peer gone and their agents
     # restarted the group (a restart left): the restart follows the death, not a crash

@@ -33,7 +33,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "harness.fuzz": frozenset(
         {"harness.errors", "harness.scenario", "harness.run", "harness.report"}
     ),
-    "harness.logs": frozenset({"harness.errors", "harness.scenario"}),
+    "harness.logs": frozenset({"harness.errors", "harness.scenario", "harness.world"}),
     "harness.cli": frozenset(
         {
             "harness.logs",
@@ -77,6 +77,8 @@ ONLY_THROUGH: Mapping[tuple[str, str], frozenset[str]] = {
     ("harness.report", "harness.run"): frozenset({"harness.run.model"}),
     # from-log validates what it writes, and nothing more of the scenario layer
     ("harness.logs", "harness.scenario"): frozenset({"harness.scenario.load"}),
+    # from-log expects a replay's workers to end as the node classes a worker's failure
+    ("harness.logs", "harness.world"): frozenset({"harness.world.process.jobs.spec"}),
     # the fuzzer runs scenarios through the suite, reads their reports, and asks which
     # world can do what (to draw only the faults a world can carry out)
     ("harness.fuzz", "harness.run"): frozenset(

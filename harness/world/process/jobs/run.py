@@ -24,7 +24,6 @@ How each part's result is judged:
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 import time
@@ -39,6 +38,7 @@ from harness.world.process.jobs.spec import (
     TORCH_JOB_MODULES,
     JobResult,
     PartResult,
+    failure_class,
     worker_part,
 )
 from harness.world.process.jobs.stages import StageListener, StageSink
@@ -160,10 +160,6 @@ def _with_rendezvous(agent: PartResult, seen: _Seen) -> PartResult:
     )
 
 
-_TIMEOUT = re.compile(r"timed out|timeout", re.IGNORECASE)
-_CONNECTION = re.compile(r"connection|refused|reset by peer|closed by peer", re.IGNORECASE)
-
-
 def _worker(
     local: int, seen: dict[str, Any], failures: dict[int, Any], agent_status: str
 ) -> PartResult:
@@ -185,14 +181,8 @@ def _worker(
         status = "ok"
     elif (exitcode is None and message is None) or signalled:
         status = "stopped"
-    elif message and _TIMEOUT.search(message):
-        status = "timeout"
-    elif "DistNetworkError" in str(seen.get("error_class")) or (
-        message and _CONNECTION.search(message)
-    ):
-        status = "connection_error"
     else:
-        status = "error"
+        status = failure_class(message or "", seen.get("error_class"))
     return PartResult(
         worker_part(local),
         status,

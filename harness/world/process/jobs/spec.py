@@ -23,6 +23,7 @@ Stages (each an event a fault can fire on):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -38,6 +39,7 @@ __all__ = [
     "JobResult",
     "PartResult",
     "expected_sum",
+    "failure_class",
     "worker_local_rank",
     "worker_part",
 ]
@@ -76,6 +78,24 @@ def worker_local_rank(part: str) -> int | None:
     if head != "worker" or not number.isdigit():
         return None
     return int(number)
+
+
+_TIMEOUT: Final = re.compile(r"timed out|timeout", re.IGNORECASE)
+_CONNECTION: Final = re.compile(r"connection|refused|reset by peer|closed by peer", re.IGNORECASE)
+
+
+def failure_class(message: str, error_class: str | None = None) -> str:
+    """The outcome class of a worker that failed with ``message`` (and ``error_class``):
+    ``timeout`` when it says it timed out (gloo's ``Timed out waiting ... for send
+    operation``), ``connection_error`` for a ``DistNetworkError`` or a message about a
+    connection (gloo's ``Connection closed by peer``, ``Connection reset by peer``), else
+    ``error``. The node classes its workers so, and ``harness from-log`` classes the
+    workers' errors of a log the same way (what it expects of a replay's workers)."""
+    if _TIMEOUT.search(message):
+        return "timeout"
+    if "DistNetworkError" in (error_class or "") or _CONNECTION.search(message):
+        return "connection_error"
+    return "error"
 
 
 def expected_sum(world_size: int) -> float:
