@@ -67,31 +67,6 @@ def test_an_agent_without_an_endpoint_runs_without_one() -> None:
     assert {e["outcome"] for e in data["expect"]["nodes"]} == {"error"}
 
 
-def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there() -> None:
-    def events(n: int, *more: str) -> tuple[str, str]:
-        stamp = "[2026-01-01 00:00:0{s},000] rdzv.rendezvous: [INFO] {text}"
-        lines = [
-            stamp.format(s=0, text=f"joined run_id='j' round=0 rank={n} world_size=3"),
-            stamp.format(s=0, text=f"rendezvous_done rank={n} world_size=3"),
-            stamp.format(s=1, text="workers_started pids=[7]"),
-            stamp.format(s=2, text=f"pg_ready rank={n} world_size=3"),
-            *more,
-        ]
-        return f"node-{n}.log", "\n".join(lines) + "\n"
-
-    failed = (
-        "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: Connection closed by peer"
-    )
-    box = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: workers failed"
-    data = job(events(0, failed, box), events(1, failed, box), events(2))
-    (kill,) = data["fault"]
-    assert (kill["kind"], kill["nodes"], kill["on"]) == ("kill", [2], "pg_ready")
-    outcomes = {n: e["outcome"] for e in data["expect"]["nodes"] for n in e["nodes"]}
-    assert outcomes == {0: "error", 1: "error", 2: "killed"}
-    workers = [p for p in data["expect"]["parts"] if p["part"] == "workers"]
-    assert all("connection_error" in p["outcome"] for p in workers)
-
-
 def _stages(n: int, *more: str) -> tuple[str, str]:
     """A job node's harness log: its rendezvous, its workers up, then ``more``."""
     stamp = "[2026-01-01 00:00:0{s},000] rdzv.rendezvous: [INFO] {text}"
@@ -114,6 +89,19 @@ _PEER_CLOSED = (
     "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: [../gloo/transport/"
     "tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4242"
 )
+
+
+def test_an_agent_whose_log_ends_after_its_workers_group_was_up_is_killed_there() -> None:
+    failed = (
+        "[2026-01-01 00:00:03,000] rdzv.rendezvous: [INFO] worker_failed: Connection closed by peer"
+    )
+    data = job(_stages(0, failed, _BOX), _stages(1, failed, _BOX), _stages(2))
+    (kill,) = data["fault"]
+    assert (kill["kind"], kill["nodes"], kill["on"]) == ("kill", [2], "pg_ready")
+    outcomes = {n: e["outcome"] for e in data["expect"]["nodes"] for n in e["nodes"]}
+    assert outcomes == {0: "error", 1: "error", 2: "killed"}
+    workers = [p for p in data["expect"]["parts"] if p["part"] == "workers"]
+    assert all("connection_error" in p["outcome"] for p in workers)
 
 
 def test_a_survivors_workers_may_end_either_way_a_dead_peer_makes_them_fail() -> None:
