@@ -179,16 +179,9 @@ def job_facts(streams: Sequence[Stream], job: Read, nproc: int | None) -> JobFac
             facts.pg_line = line
         for o in observations:
             if o.kind == "error" and o.data.get("cls"):
-                facts.errors.append(
-                    WorkerError(
-                        node,
-                        line,
-                        str(o.data["cls"]),
-                        str(o.data.get("message") or ""),
-                        failure_class(str(o.data.get("message") or ""), str(o.data["cls"])),
-                        local,
-                    )
-                )
+                cls, message = str(o.data["cls"]), str(o.data.get("message") or "")
+                outcome = failure_class(message, cls)
+                facts.errors.append(WorkerError(node, line, cls, message, outcome, local))
             if o.kind == "barrier" and facts.barrier is None:
                 facts.barrier = (o.data["world_size"], o.data["worker_count"], line)
             if o.kind == "died":

@@ -84,7 +84,7 @@ _TIMEOUT: Final = re.compile(r"timed out|timeout", re.IGNORECASE)
 _CONNECTION: Final = re.compile(r"connection|refused|reset by peer|closed by peer", re.IGNORECASE)
 
 
-def failure_class(message: str, error_class: str | None = None) -> str:
+def failure_class(message: str, error_class: str | None) -> str:
     """The outcome class of a worker that failed with ``message`` (and ``error_class``):
     ``timeout`` when it says it timed out (gloo's ``Timed out waiting ... for send
     operation``), ``connection_error`` for a ``DistNetworkError`` or a message about a
